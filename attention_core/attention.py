@@ -1,0 +1,328 @@
+"""Attention with every intermediate step returned: scaled dot product and its rivals.
+
+Shapes: q `(..., q_pos, d_k)`, k `(..., k_pos, d_k)`, v `(..., k_pos, d_v)`; scores and weights
+`(..., q_pos, k_pos)` (rows are queries, columns are keys); output `(..., q_pos, d_v)`. The
+leading `...` (batch, head) dims broadcast. q_pos may differ from k_pos (cross-attention).
+Masks are boolean, True = may attend, and broadcast to `(..., q_pos, k_pos)`.
+
+All scoring functions share one tail (`_finish`): mask -> softmax -> weighted sum of values,
+so they differ only in how `scores` and `scaled` are computed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .softmax import _stable_softmax
+from .validation import (
+    AttentionInputError,
+    as_float_array,
+    as_mask,
+    as_matrix,
+    broadcast_batch,
+    check_int,
+    check_real,
+    check_same_width,
+    check_size,
+    result_float_dtype,
+)
+
+__all__ = [
+    "SCORING_FUNCTIONS",
+    "AdditiveParams",
+    "AttentionSteps",
+    "ScoringFunction",
+    "additive_attention",
+    "attend",
+    "cosine_attention",
+    "dot_product_attention",
+    "init_additive_params",
+    "scaled_dot_product_attention",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class AttentionSteps:
+    """Every step of one attention computation, in the order it happens.
+
+    scores        `(..., q_pos, k_pos)`  raw compatibility of query i with key j (e.g. q_i·k_j)
+    scaled        `(..., q_pos, k_pos)`  scores × scale (what the softmax would see unmasked)
+    masked        `(..., q_pos, k_pos)`  scaled, with -inf where the mask is False
+    weights       `(..., q_pos, k_pos)`  softmax over keys; each row sums to 1 (0 if fully masked)
+    output        `(..., q_pos, d_v)`    weights @ v
+    fully_masked  `(..., q_pos)` bool    True for a query that may attend to nothing; its weights
+                                         and output are all zero
+    scale         float                  the factor used (1/sqrt(d_k) by default, 1.0 unscaled,
+                                         1/temperature for cosine)
+
+    Arrays are NumPy arrays here and torch tensors in `attention_core.torch_backend`.
+    Compared by identity (arrays have no single truth value); pickles, so it can be cached.
+    """
+
+    scores: Any
+    scaled: Any
+    masked: Any
+    weights: Any
+    output: Any
+    fully_masked: Any
+    scale: float
+
+
+class ScoringFunction(NamedTuple):
+    """How a scoring function is described on the pages."""
+
+    description: str
+    formula: str  # LaTeX, for st.latex
+
+
+SCORING_FUNCTIONS: Mapping[str, ScoringFunction] = MappingProxyType(
+    {
+        "dot": ScoringFunction(
+            "Unscaled dot product: scores grow with d_k, so the softmax saturates.",
+            r"\operatorname{score}(q_i, k_j) = q_i \cdot k_j",
+        ),
+        "scaled_dot": ScoringFunction(
+            "Scaled dot product (Transformer): divide by √d_k to keep the score variance near 1.",
+            r"\operatorname{score}(q_i, k_j) = \frac{q_i \cdot k_j}{\sqrt{d_k}}",
+        ),
+        "additive": ScoringFunction(
+            "Additive (Bahdanau): a one-hidden-layer network scores each query-key pair.",
+            r"\operatorname{score}(q_i, k_j) = v^\top \tanh(W_q q_i + W_k k_j)",
+        ),
+        "cosine": ScoringFunction(
+            "Cosine similarity: only the angle matters; a temperature sets how sharp it is.",
+            r"\operatorname{score}(q_i, k_j) = \frac{1}{\tau}"
+            r"\,\frac{q_i \cdot k_j}{\lVert q_i \rVert\,\lVert k_j \rVert}",
+        ),
+    }
+)
+
+
+def _check_qkv(q: object, k: object, v: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validated q, k, v in one common float dtype; d_k equality is checked by the caller."""
+    q = as_matrix(q, "Q (queries)")
+    k = as_matrix(k, "K (keys)")
+    v = as_matrix(v, "V (values)")
+    if k.shape[-2] != v.shape[-2]:
+        raise AttentionInputError(
+            f"K has {k.shape[-2]} rows but V has {v.shape[-2]}: every key needs exactly one "
+            "value, so K and V must have the same number of rows (key positions)."
+        )
+    broadcast_batch(("Q", q.shape[:-2]), ("K", k.shape[:-2]), ("V", v.shape[:-2]))
+    dtype = result_float_dtype(q.dtype, k.dtype, v.dtype)
+    return q.astype(dtype, copy=False), k.astype(dtype, copy=False), v.astype(dtype, copy=False)
+
+
+def _score_shape(q: np.ndarray, k: np.ndarray) -> tuple[int, ...]:
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    shape = (*batch, q.shape[-2], k.shape[-2])
+    check_size(shape, "The score matrix")
+    return shape
+
+
+def _finish(
+    scores: np.ndarray, scaled: np.ndarray, scale: float, v: np.ndarray, mask: object
+) -> AttentionSteps:
+    """Mask, softmax and weighted sum: the part every scoring function shares."""
+    if mask is None:
+        masked = scaled
+        fully_masked = np.zeros(scaled.shape[:-1], dtype=bool)
+    else:
+        allowed = as_mask(mask, "The mask", scaled.shape)
+        check_size(np.broadcast_shapes(allowed.shape, scaled.shape), "The masked scores")
+        # -inf makes exp() exactly 0, so a blocked key gets exactly zero weight.
+        masked = np.where(allowed, scaled, np.array(-np.inf, dtype=scaled.dtype))
+        fully_masked = ~np.broadcast_to(allowed, masked.shape).any(axis=-1)
+    if np.isnan(masked).any() or np.isposinf(masked).any():
+        raise AttentionInputError(
+            "Some attention scores overflowed to infinity: the inputs are too large for "
+            f"{scaled.dtype}. Scale Q and K down (or use float64)."
+        )
+    weights = _stable_softmax(masked, axis=-1)
+    # Each output row is a convex combination of value rows (or zero if nothing is visible).
+    output = weights @ v  # (..., q_pos, d_v)
+    return AttentionSteps(scores, scaled, masked, weights, output, fully_masked, float(scale))
+
+
+def scaled_dot_product_attention(
+    q: object, k: object, v: object, *, mask: object = None, scale: float | None = None
+) -> AttentionSteps:
+    """Scaled dot-product attention, as in "Attention Is All You Need" and torch's SDPA.
+
+    scores  = Q Kᵀ                              (..., q_pos, k_pos)
+    scaled  = scores · scale,  scale = 1/√d_k by default
+    masked  = scaled where mask else -inf
+    weights = softmax(masked, over keys)
+    output  = weights V                          (..., q_pos, d_v)
+
+    Same result as `torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+    scale=scale)` with a boolean mask, except that a fully masked query gets zero weights and a
+    zero output (torch gives NaN) and is flagged in `fully_masked`.
+    """
+    q, k, v = _check_qkv(q, k, v)
+    check_same_width(
+        q, k, "Q", "K", "queries and keys must have the same width d_k (one dot product each)"
+    )
+    _score_shape(q, k)
+    d_k = q.shape[-1]
+    scale = 1.0 / math.sqrt(d_k) if scale is None else check_real(scale, "scale")
+    scores = q @ k.swapaxes(-1, -2)  # (..., q_pos, k_pos)
+    # With unit-variance entries q·k has variance d_k; 1/√d_k brings it back to 1 so the softmax
+    # does not saturate into a one-hot with vanishing gradients.
+    scaled = scores * scores.dtype.type(scale)
+    return _finish(scores, scaled, scale, v, mask)
+
+
+def dot_product_attention(
+    q: object, k: object, v: object, *, mask: object = None
+) -> AttentionSteps:
+    """Unscaled dot-product (Luong "dot") attention: scaled_dot_product_attention with scale=1.
+
+    scores = Q Kᵀ,  weights = softmax(scores),  output = weights V
+    """
+    return scaled_dot_product_attention(q, k, v, mask=mask, scale=1.0)
+
+
+@dataclass(frozen=True, eq=False)
+class AdditiveParams:
+    """Parameters of additive (Bahdanau) attention: score(q, k) = vᵀ tanh(W_q q + W_k k).
+
+    w_q `(d_attn, d_q)`, w_k `(d_attn, d_k)` (nn.Linear layout, applied as x @ W.T), v `(d_attn,)`.
+    Usually d_q = d_k, but queries and keys may have different widths here.
+    """
+
+    w_q: Any
+    w_k: Any
+    v: Any
+
+    def __post_init__(self) -> None:
+        w_q = as_float_array(self.w_q, "W_q", min_ndim=2, max_ndim=2)
+        w_k = as_float_array(self.w_k, "W_k", min_ndim=2, max_ndim=2)
+        v = as_float_array(self.v, "v", min_ndim=1, max_ndim=1)
+        if not w_q.shape[0] == w_k.shape[0] == v.shape[0]:
+            raise AttentionInputError(
+                f"W_q has {w_q.shape[0]} rows, W_k has {w_k.shape[0]} and v has {v.shape[0]} "
+                "entries: all three must equal the hidden size d_attn."
+            )
+        object.__setattr__(self, "w_q", w_q)
+        object.__setattr__(self, "w_k", w_k)
+        object.__setattr__(self, "v", v)
+
+    @property
+    def d_attn(self) -> int:
+        return int(self.v.shape[0])
+
+
+def init_additive_params(d_k: int, d_attn: int, seed: int = 0) -> AdditiveParams:
+    """Random additive-attention parameters (Xavier-uniform W_q, W_k; v ~ U(-1/√d_attn, ..)).
+
+    Deterministic for a given seed.
+    """
+    d_k = check_int(d_k, "d_k", minimum=1)
+    d_attn = check_int(d_attn, "d_attn", minimum=1)
+    check_size((d_attn, d_k), "W_q")
+    rng = np.random.default_rng(check_int(seed, "seed", minimum=0))
+    bound = math.sqrt(6.0 / (d_k + d_attn))
+    w_q = rng.uniform(-bound, bound, size=(d_attn, d_k))
+    w_k = rng.uniform(-bound, bound, size=(d_attn, d_k))
+    v = rng.uniform(-1.0, 1.0, size=d_attn) / math.sqrt(d_attn)
+    return AdditiveParams(w_q, w_k, v)
+
+
+def additive_attention(
+    q: object, k: object, v: object, *, params: AdditiveParams, mask: object = None
+) -> AttentionSteps:
+    """Additive (Bahdanau) attention.
+
+    scores_ij = vᵀ tanh(W_q q_i + W_k k_j)      (..., q_pos, k_pos)
+    scaled    = scores  (scale = 1: the learned v already sets the sharpness)
+    weights   = softmax(masked scores),  output = weights V
+    """
+    if not isinstance(params, AdditiveParams):
+        raise AttentionInputError(
+            "additive attention needs params=AdditiveParams(...); create them with "
+            "init_additive_params(d_k, d_attn, seed)."
+        )
+    q, k, v = _check_qkv(q, k, v)
+    for x, w, name in ((q, params.w_q, "Q"), (k, params.w_k, "K")):
+        if x.shape[-1] != w.shape[1]:
+            raise AttentionInputError(
+                f"{name} has {x.shape[-1]} columns but W_{name.lower()} expects {w.shape[1]}: "
+                f"create the parameters with the width of {name} (init_additive_params(d_k=...))."
+            )
+    shape = _score_shape(q, k)
+    check_size((*shape, params.d_attn), "The additive hidden layer")
+    dtype = q.dtype
+    hq = q @ params.w_q.T.astype(dtype)  # (..., q_pos, d_attn)
+    hk = k @ params.w_k.T.astype(dtype)  # (..., k_pos, d_attn)
+    # Every (query, key) pair goes through a small tanh layer, so the score need not be bilinear.
+    hidden = np.tanh(hq[..., :, None, :] + hk[..., None, :, :])  # (..., q_pos, k_pos, d_attn)
+    scores = hidden @ params.v.astype(dtype)  # (..., q_pos, k_pos)
+    return _finish(scores, scores, 1.0, v, mask)
+
+
+def cosine_attention(
+    q: object, k: object, v: object, *, temperature: float = 0.1, mask: object = None
+) -> AttentionSteps:
+    """Cosine-similarity attention with a temperature.
+
+    scores_ij = (q_i · k_j) / (‖q_i‖ ‖k_j‖)  in [-1, 1]  (0 if either vector is zero)
+    scaled    = scores / temperature          (scale = 1/temperature)
+    weights   = softmax(masked scaled),  output = weights V
+    """
+    q, k, v = _check_qkv(q, k, v)
+    check_same_width(q, k, "Q", "K", "queries and keys must have the same width to compare them")
+    _score_shape(q, k)
+    temperature = check_real(temperature, "temperature", positive=True)
+
+    def unit(x: np.ndarray) -> np.ndarray:
+        norm = np.linalg.norm(x, axis=-1, keepdims=True)
+        # A zero vector has no direction; giving it a zero unit vector makes its cosine 0.
+        return np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
+
+    # Normalising removes length, so only the angle between query and key counts.
+    scores = np.clip(unit(q) @ unit(k).swapaxes(-1, -2), -1.0, 1.0)  # (..., q_pos, k_pos)
+    scale = 1.0 / temperature
+    # Cosines live in [-1, 1], too flat for a softmax; the temperature sharpens them.
+    scaled = scores * scores.dtype.type(scale)
+    return _finish(scores, scaled, scale, v, mask)
+
+
+def attend(
+    q: object,
+    k: object,
+    v: object,
+    *,
+    scoring: str = "scaled_dot",
+    mask: object = None,
+    scale: float | None = None,
+    temperature: float = 0.1,
+    additive_params: AdditiveParams | None = None,
+) -> AttentionSteps:
+    """Run attention with the scoring function named `scoring` (a key of SCORING_FUNCTIONS).
+
+    "dot" -> dot_product_attention, "scaled_dot" -> scaled_dot_product_attention (uses `scale`),
+    "additive" -> additive_attention (needs `additive_params`), "cosine" -> cosine_attention
+    (uses `temperature`). Arguments that do not apply to the chosen function are ignored.
+    """
+    if scoring == "scaled_dot":
+        return scaled_dot_product_attention(q, k, v, mask=mask, scale=scale)
+    if scoring == "dot":
+        return dot_product_attention(q, k, v, mask=mask)
+    if scoring == "cosine":
+        return cosine_attention(q, k, v, temperature=temperature, mask=mask)
+    if scoring == "additive":
+        if additive_params is None:
+            raise AttentionInputError(
+                "additive scoring needs additive_params: create them with "
+                "init_additive_params(d_k, d_attn, seed)."
+            )
+        return additive_attention(q, k, v, params=additive_params, mask=mask)
+    names = ", ".join(repr(n) for n in SCORING_FUNCTIONS)
+    raise AttentionInputError(f"Unknown scoring function {scoring!r}: choose one of {names}.")

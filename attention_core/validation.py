@@ -1,0 +1,260 @@
+"""Input checks shared by every public function, with messages written for a learner.
+
+Each helper either returns a clean NumPy array (or number) or raises `AttentionInputError`
+saying what is wrong, where, and how to fix it. Pages catch `AttentionInputError` and show its
+message; nothing here prints or logs.
+
+`MAX_ELEMENTS` caps the size of any array a function would produce (for example the
+`(q_pos, k_pos)` score matrix), so a typo such as `q_len=10**6` gives a message instead of
+exhausting memory. It is read at call time: set `attention_core.validation.MAX_ELEMENTS`, or use
+the `max_elements(n)` context manager, to change it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import numbers
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+__all__ = [
+    "MAX_ELEMENTS",
+    "AttentionInputError",
+    "as_array",
+    "as_float_array",
+    "as_mask",
+    "as_matrix",
+    "broadcast_batch",
+    "check_finite",
+    "check_int",
+    "check_real",
+    "check_same_width",
+    "check_size",
+    "max_elements",
+    "result_float_dtype",
+]
+
+MAX_ELEMENTS: int = 50_000_000
+
+
+class AttentionInputError(ValueError):
+    """Invalid input to an attention function; the message is meant to be shown to a learner."""
+
+
+@contextlib.contextmanager
+def max_elements(limit: int) -> Iterator[None]:
+    """Temporarily change the size cap `MAX_ELEMENTS` (e.g. in a test or a notebook)."""
+    global MAX_ELEMENTS
+    limit = check_int(limit, "the element cap", minimum=1)
+    previous = MAX_ELEMENTS
+    MAX_ELEMENTS = limit
+    try:
+        yield
+    finally:
+        MAX_ELEMENTS = previous
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + (",)" if len(shape) == 1 else ")")
+
+
+def check_size(shape: Sequence[int], what: str) -> None:
+    """Raise if an array of `shape` would hold more than `MAX_ELEMENTS` elements."""
+    count = math.prod(int(s) for s in shape)
+    if count > MAX_ELEMENTS:
+        raise AttentionInputError(
+            f"{what} would have shape {_shape_text(shape)}, i.e. {count:,} numbers, more than the "
+            f"limit of {MAX_ELEMENTS:,}. Use shorter sequences or fewer heads (the limit is "
+            "attention_core.validation.MAX_ELEMENTS)."
+        )
+
+
+def as_array(x: object, name: str) -> np.ndarray:
+    """Turn `x` (array, nested lists, scalar) into a NumPy array, rejecting ragged input."""
+    if isinstance(x, np.ndarray):
+        return x
+    if type(x).__module__.startswith("torch"):
+        raise AttentionInputError(
+            f"{name} is a torch tensor, but this function works on NumPy arrays. Use "
+            "attention_core.torch_backend for tensors, or convert with tensor.cpu().numpy()."
+        )
+    try:
+        return np.asarray(x)
+    except (ValueError, TypeError):
+        raise AttentionInputError(
+            f"{name} is ragged: every row must have the same number of entries."
+        ) from None
+
+
+def result_float_dtype(*dtypes: np.dtype) -> np.dtype:
+    """float32 if every float input is float32 (or smaller), else float64."""
+    floats = [np.dtype(d) for d in dtypes if np.issubdtype(d, np.floating)]
+    if floats and all(d.itemsize <= 4 for d in floats):
+        return np.dtype(np.float32)
+    return np.dtype(np.float64)
+
+
+def as_float_array(
+    x: object,
+    name: str,
+    *,
+    min_ndim: int = 0,
+    max_ndim: int | None = None,
+    allow_neg_inf: bool = False,
+    allow_nonfinite: bool = False,
+    allow_empty: bool = False,
+) -> np.ndarray:
+    """A float32/float64 array from `x`, checked for rank, emptiness, type and NaN/inf.
+
+    float32 and float64 are kept; float16 becomes float32; integers and booleans become float64.
+    """
+    arr = as_array(x, name)
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
+    ):
+        raise AttentionInputError(
+            f"{name} contains non-numeric values such as {_first_non_number(arr)!r}: "
+            "enter plain numbers only."
+        )
+    if np.issubdtype(arr.dtype, np.complexfloating):
+        raise AttentionInputError(f"{name} contains complex numbers: use real numbers only.")
+    if arr.dtype not in (np.float32, np.float64):
+        arr = arr.astype(result_float_dtype(arr.dtype))
+    if arr.ndim < min_ndim:
+        need = {1: "a vector", 2: "a matrix (rows × columns)"}.get(min_ndim, f"{min_ndim}-D")
+        raise AttentionInputError(
+            f"{name} must be {need} with at least {min_ndim} dimension(s), "
+            f"but it has shape {_shape_text(arr.shape)}."
+        )
+    if max_ndim is not None and arr.ndim > max_ndim:
+        raise AttentionInputError(
+            f"{name} must have at most {max_ndim} dimension(s), but it has shape "
+            f"{_shape_text(arr.shape)}."
+        )
+    if arr.size == 0 and not allow_empty:
+        raise AttentionInputError(
+            f"{name} is empty (shape {_shape_text(arr.shape)}): it needs at least one row and "
+            "one column."
+        )
+    if not allow_nonfinite:
+        check_finite(arr, name, allow_neg_inf=allow_neg_inf)
+    return arr
+
+
+def _first_non_number(arr: np.ndarray) -> object:
+    for item in arr.flat:
+        if isinstance(item, bool | np.bool_) or not isinstance(item, numbers.Real):
+            return item.item() if isinstance(item, np.generic) else item
+    return arr.flat[0]
+
+
+def as_matrix(x: object, name: str) -> np.ndarray:
+    """A finite float array with at least 2 dims `(..., rows, columns)`."""
+    return as_float_array(x, name, min_ndim=2)
+
+
+def check_finite(arr: np.ndarray, name: str, *, allow_neg_inf: bool = False) -> np.ndarray:
+    """Raise if `arr` holds NaN or ±inf (optionally allowing -inf, the 'masked' marker)."""
+    bad = np.isnan(arr) | (np.isposinf(arr) if allow_neg_inf else np.isinf(arr))
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        value = arr[where]
+        if arr.ndim == 2:
+            place = f"row {where[0] + 1}, column {where[1] + 1}"
+        elif arr.ndim > 2:
+            place = f"index {list(where)} (counting from 0)"
+        else:
+            place = f"position {where[0] + 1}" if where else "the only entry"
+        raise AttentionInputError(
+            f"{name} contains {value} at {place}: all entries must be finite numbers. "
+            "Replace NaN/inf with an ordinary value (use a mask to hide positions)."
+        )
+    return arr
+
+
+def check_int(value: object, name: str, *, minimum: int | None = None) -> int:
+    """A Python int from an int-like value (not bool, not a fractional float)."""
+    if isinstance(value, bool | np.bool_):
+        raise AttentionInputError(f"{name} must be a whole number, not {value!r}.")
+    if isinstance(value, numbers.Integral):
+        out = int(value)
+    elif isinstance(value, numbers.Real) and float(value).is_integer():
+        out = int(value)
+    else:
+        raise AttentionInputError(f"{name} must be a whole number, got {value!r}.")
+    if minimum is not None and out < minimum:
+        raise AttentionInputError(f"{name} must be at least {minimum}, got {out}.")
+    return out
+
+
+def check_real(value: object, name: str, *, positive: bool = False, nonzero: bool = False) -> float:
+    """A finite Python float (optionally > 0 or != 0)."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise AttentionInputError(f"{name} must be a real number, got {value!r}.")
+    out = float(value)
+    if not math.isfinite(out):
+        raise AttentionInputError(f"{name} must be a finite number, got {out}.")
+    if positive and out <= 0:
+        raise AttentionInputError(f"{name} must be greater than 0, got {out}.")
+    if nonzero and out == 0:
+        raise AttentionInputError(f"{name} must not be 0.")
+    return out
+
+
+def check_same_width(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str, what: str) -> None:
+    """Raise if the last dimensions differ, e.g. Q and K must share d_k."""
+    if a.shape[-1] != b.shape[-1]:
+        raise AttentionInputError(
+            f"{name_b} has {b.shape[-1]} columns but {name_a} has {a.shape[-1]}: {what}."
+        )
+
+
+def broadcast_batch(*named: tuple[str, tuple[int, ...]]) -> tuple[int, ...]:
+    """Broadcast the leading (batch/head) dims of several arrays, with a readable error."""
+    try:
+        return np.broadcast_shapes(*(shape for _, shape in named))
+    except ValueError:
+        listing = ", ".join(f"{n} {_shape_text(s)}" for n, s in named)
+        raise AttentionInputError(
+            f"The batch/head dimensions do not match: {listing}. Leading dimensions must be "
+            "equal or 1 so they can be broadcast."
+        ) from None
+
+
+def as_mask(mask: object, name: str, target_shape: tuple[int, ...]) -> np.ndarray:
+    """A boolean mask (True = may attend) that broadcasts against `target_shape`.
+
+    The mask's last two dims must be 1 or match the (query, key) grid of `target_shape`; its
+    leading dims must broadcast with the leading dims of `target_shape`.
+
+    Accepts bool arrays, nested lists of bools, and 0/1 integer arrays. Float masks are rejected
+    because they are ambiguous (additive bias or boolean?).
+    """
+    arr = as_array(mask, name)
+    if arr.dtype != np.bool_:
+        if np.issubdtype(arr.dtype, np.integer) and np.isin(arr, (0, 1)).all():
+            arr = arr.astype(bool)
+        else:
+            raise AttentionInputError(
+                f"{name} must be boolean (True = may attend, False = blocked), but it has dtype "
+                f"{arr.dtype}. Build masks with causal_mask/padding_mask, or use `scores > x` "
+                "style comparisons; 0/1 integers are accepted too."
+            )
+    if arr.ndim == 0 or arr.size == 0:
+        raise AttentionInputError(
+            f"{name} has shape {_shape_text(arr.shape)}: it must have a (query, key) grid."
+        )
+    try:
+        full = np.broadcast_shapes(arr.shape, target_shape)
+    except ValueError:
+        full = None
+    # Extra leading (batch) dimensions on the mask are fine; the (query, key) grid must fit.
+    if full is None or full[-2:] != tuple(target_shape)[-2:]:
+        raise AttentionInputError(
+            f"{name} has shape {_shape_text(arr.shape)} but the scores have shape "
+            f"{_shape_text(target_shape)} (…, query positions, key positions): the mask must "
+            "match or broadcast to it, one row per query and one column per key."
+        )
+    return arr
