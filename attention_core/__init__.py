@@ -27,7 +27,32 @@ from .masks import (
     prefix_lm_mask,
     sliding_window_mask,
 )
+from .multihead import (
+    MultiHeadParams,
+    MultiHeadSteps,
+    init_multi_head_params,
+    merge_heads,
+    multi_head_attention,
+    split_heads,
+)
+from .positional import (
+    alibi_bias,
+    alibi_slopes,
+    apply_rotary,
+    learned_encoding,
+    rope_scores,
+    sinusoid_shift_matrix,
+    sinusoid_wavelengths,
+    sinusoidal_encoding,
+)
 from .softmax import naive_softmax, softmax, softmax_jacobian
+from .statistics import (
+    HeadStatistics,
+    ScalingExperiment,
+    attention_entropy,
+    head_statistics,
+    scaling_experiment,
+)
 from .validation import MAX_ELEMENTS, AttentionInputError, max_elements
 
 __all__ = [
@@ -36,21 +61,40 @@ __all__ = [
     "AdditiveParams",
     "AttentionInputError",
     "AttentionSteps",
+    "HeadStatistics",
+    "MultiHeadParams",
+    "MultiHeadSteps",
+    "ScalingExperiment",
     "ScoringFunction",
     "additive_attention",
+    "alibi_bias",
+    "alibi_slopes",
+    "apply_rotary",
     "attend",
+    "attention_entropy",
     "causal_mask",
     "combine_masks",
     "cosine_attention",
     "dot_product_attention",
+    "head_statistics",
     "init_additive_params",
+    "init_multi_head_params",
+    "learned_encoding",
     "mask_to_additive",
     "max_elements",
+    "merge_heads",
+    "multi_head_attention",
     "naive_softmax",
     "padding_mask",
     "prefix_lm_mask",
+    "rope_scores",
     "scaled_dot_product_attention",
+    "scaling_experiment",
+    "sinusoid_shift_matrix",
+    "sinusoid_wavelengths",
+    "sinusoidal_encoding",
     "sliding_window_mask",
     "softmax",
     "softmax_jacobian",
+    "split_heads",
 ]
