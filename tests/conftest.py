@@ -1,0 +1,37 @@
+"""Shared test set-up: clean Streamlit caches, and no silent skips in CI."""
+
+import os
+
+import pytest
+
+_skipped_in_ci: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _clear_streamlit_caches():
+    """Each test sees cold caches, so one test's cached result never hides another's bug."""
+    import streamlit as st
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield
+
+
+def pytest_runtest_logreport(report):
+    # In CI every optional path is installed, so only GPU tests may skip (there is no GPU).
+    if os.environ.get("CI") and report.skipped and "gpu" not in report.keywords:
+        _skipped_in_ci.append(report.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _skipped_in_ci and session.exitstatus == 0:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _skipped_in_ci:
+        terminalreporter.write_line(
+            "FAILED: tests were skipped in CI, where every optional path must run: "
+            + ", ".join(_skipped_in_ci),
+            red=True,
+        )

@@ -1,0 +1,73 @@
+"""The app shell: every page is registered, reachable, and runs without an exception."""
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.app_pages import ROOT, registered_pages
+
+PAGES = registered_pages()
+
+
+def test_every_page_file_is_registered_and_every_registered_page_exists():
+    on_disk = {f"pages/{path.name}" for path in (ROOT / "pages").glob("*.py")}
+    registered = {page.path for page in PAGES}
+    assert on_disk == registered
+    assert all((ROOT / path).is_file() for path in registered)
+
+
+def test_url_paths_are_unique_and_never_a_file_stem():
+    # A url_path equal to a pages/ file stem would let a first-request deep link run that file
+    # through Streamlit's legacy pages/ lookup, without the router.
+    url_paths = [page.url_path for page in PAGES]
+    assert len(set(url_paths)) == len(url_paths)
+    stems = {Path(page.path).stem for page in PAGES}
+    assert not stems & set(url_paths)
+    assert sum(page.default for page in PAGES) == 1
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[page.url_path for page in PAGES])
+def test_each_page_runs_without_exception(page):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    at.switch_page(page.path).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_home_slider_changes_the_counts():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["RNN: sequential steps, first → last token"] == "5"
+    assert metrics["Attention: query·key scores computed"] == "36"
+    at.slider(key="home.n").set_value(9).run()
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["RNN: sequential steps, first → last token"] == "8"
+    assert metrics["Attention: query·key scores computed"] == "81"
+    assert at.query_params["n"] == "9"
+
+
+def test_home_reads_its_state_from_the_link_and_refuses_bad_values():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["n"] = "4"
+    at.run()
+    assert at.slider(key="home.n").value == 4
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["n"] = "1000000000"
+    at.run()
+    assert at.slider(key="home.n").value == 6
+    assert any("n=1000000000" in w.value for w in at.warning)
+    assert not at.exception
+
+
+def test_presenter_mode_from_the_link_is_kept_in_the_link():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["present"] = "1"
+    at.run()
+    assert at.toggle(key="app.present").value is True
+    at.slider(key="home.n").set_value(3).run()
+    assert at.query_params["present"] == "1"
+    at.toggle(key="app.present").set_value(False).run()
+    assert "present" not in at.query_params

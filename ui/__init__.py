@@ -1,0 +1,1 @@
+"""Streamlit helpers shared by the pages: charts, editors, URL state, page layout."""

@@ -1,0 +1,462 @@
+"""Plotly figures that read the same way on every page.
+
+Rows are queries and columns are keys, labelled with their tokens; positions are plotted and
+tokens are only labels, so a repeated token never merges two rows. Attention weights always use
+the fixed 0..1 scale, scores a diverging scale centred on 0, and cells that a mask removed are
+drawn grey and labelled −∞ rather than given a colour of the scale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+from plotly.subplots import make_subplots
+
+from ui.state import is_presenting
+
+Kind = Literal["weights", "scores", "values", "mask", "sequential"]
+
+# Above this many cells the numbers are unreadable anyway and only cost bytes and time.
+MAX_ANNOTATED_CELLS = 144
+MAX_HOVER_TEXT_CELLS = 4_096
+# A browser draws about a pixel per cell; more cells than pixels only slow the page.
+MAX_SIDE = 512
+
+WEIGHT_COLORS = [
+    [0.0, "#f7fbff"],
+    [0.25, "#c6dbef"],
+    [0.5, "#6baed6"],
+    [0.75, "#2171b5"],
+    [1.0, "#08306b"],
+]
+DIVERGING_COLORS = [
+    [0.0, "#b2182b"],
+    [0.25, "#ef8a62"],
+    [0.5, "#f7f7f7"],
+    [0.75, "#67a9cf"],
+    [1.0, "#2166ac"],
+]
+MASK_COLORS = [[0.0, "#d9d9d9"], [1.0, "#1b7837"]]
+BLOCKED_COLOR = "#9e9e9e"
+MINUS_INFINITY = "−∞"
+
+
+def font_size() -> int:
+    return 20 if is_presenting() else 13
+
+
+def plot_config(filename: str) -> dict:
+    """Modebar settings: a PNG download named after what it shows, no logo."""
+    return {
+        "displaylogo": False,
+        "toImageButtonOptions": {"format": "png", "filename": filename, "scale": 2},
+        "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+    }
+
+
+def show(fig: go.Figure, *, filename: str, key: str | None = None) -> None:
+    """Draw a figure full-width with a PNG download named `filename.png`."""
+    st.plotly_chart(fig, width="stretch", config=plot_config(filename), key=key)
+
+
+def format_number(value: float, decimals: int = 2) -> str:
+    """Cell text: −∞ for a masked score, otherwise a fixed number of decimals."""
+    if np.isneginf(value):
+        return MINUS_INFINITY
+    if np.isposinf(value):
+        return "∞"
+    if np.isnan(value):
+        return "NaN"
+    text = f"{value:.{decimals}f}"
+    # "-0.00" reads as a sign error to a learner.
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
+def heatmap(
+    values: np.ndarray,
+    *,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    kind: Kind = "weights",
+    title: str = "",
+    hover: np.ndarray | Sequence[Sequence[str]] | None = None,
+    blocked: np.ndarray | None = None,
+    row_title: str = "query",
+    col_title: str = "key",
+    decimals: int = 2,
+    annotate: bool | None = None,
+    height: int | None = None,
+) -> go.Figure:
+    """A labelled heatmap of a `(rows, cols)` matrix.
+
+    `hover` adds one line per cell saying how its value was computed. `blocked` (True where a
+    mask removed the cell) and any −∞ in `values` are drawn grey and written −∞.
+    """
+    matrix = np.asarray(values, dtype=np.float64)
+    if matrix.ndim != 2:
+        raise ValueError(f"heatmap needs a 2-D matrix, got shape {matrix.shape}")
+    removed = ~np.isfinite(matrix)
+    if blocked is not None:
+        removed |= np.asarray(blocked, dtype=bool)
+    rows, cols = matrix.shape
+    row_labels, col_labels = list(row_labels), list(col_labels)
+
+    step = max(1, -(-max(rows, cols) // MAX_SIDE))
+    if step > 1:
+        matrix, removed = _block_mean(matrix, removed, step)
+        row_labels, col_labels = row_labels[::step], col_labels[::step]
+        title = f"{title} (averaged over {step}×{step} blocks to stay fast)".strip()
+        hover = None
+        rows, cols = matrix.shape
+    annotate = rows * cols <= MAX_ANNOTATED_CELLS if annotate is None else annotate
+
+    shown = np.where(removed, np.nan, matrix).astype(np.float32)
+    zmin, zmax, colors = _scale(kind, shown)
+    heat = go.Heatmap(
+        z=shown,
+        x=np.arange(cols),
+        y=np.arange(rows),
+        zmin=zmin,
+        zmax=zmax,
+        colorscale=colors,
+        colorbar={"thickness": 12, "len": 0.9},
+        showscale=kind != "mask",
+        xgap=1 if annotate else 0,
+        ygap=1 if annotate else 0,
+    )
+    if annotate:
+        heat.text = [[format_number(v, decimals) for v in row] for row in matrix]
+        heat.texttemplate = "%{text}"
+        heat.textfont = {"size": font_size()}
+    if rows * cols <= MAX_HOVER_TEXT_CELLS:
+        heat.hovertext = _hover_text(
+            matrix, row_labels, col_labels, row_title, col_title, hover, decimals
+        )
+        heat.hoverinfo = "text"
+    else:
+        heat.hovertemplate = f"{row_title} %{{y}}, {col_title} %{{x}}: %{{z:.4f}}<extra></extra>"
+    fig = go.Figure(heat)
+    if removed.any():
+        fig.add_trace(
+            _blocked_layer(removed, annotate, row_labels, col_labels, row_title, col_title)
+        )
+    _label_axes(fig, row_labels, col_labels, row_title, col_title)
+    fig.update_layout(
+        title={"text": title, "font": {"size": font_size() + 3}},
+        height=height or _height(rows),
+        margin={"l": 10, "r": 10, "t": 60 if title else 30, "b": 10},
+        font={"size": font_size()},
+    )
+    return fig
+
+
+def heatmap_grid(
+    matrices: np.ndarray,
+    *,
+    titles: Sequence[str],
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    kind: Kind = "weights",
+    columns: int = 4,
+    highlight: int | None = None,
+) -> go.Figure:
+    """Small multiples of `(n, rows, cols)` matrices sharing one colour scale."""
+    stack = np.asarray(matrices, dtype=np.float64)
+    count = stack.shape[0]
+    columns = max(1, min(columns, count))
+    grid_rows = -(-count // columns)
+    titles = [f"<b>{t}</b>" if i == highlight else t for i, t in enumerate(titles)]
+    fig = make_subplots(
+        rows=grid_rows,
+        cols=columns,
+        subplot_titles=titles,
+        horizontal_spacing=0.03,
+        vertical_spacing=0.25 / grid_rows,
+    )
+    zmin, zmax, colors = _scale(kind, stack[np.isfinite(stack)] if kind != "weights" else stack)
+    small = stack.shape[1] <= 12 and stack.shape[2] <= 12
+    for index, matrix in enumerate(stack):
+        row, col = divmod(index, columns)
+        fig.add_trace(
+            go.Heatmap(
+                z=np.where(np.isfinite(matrix), matrix, np.nan).astype(np.float32),
+                x=list(range(matrix.shape[1])),
+                y=list(range(matrix.shape[0])),
+                coloraxis="coloraxis",
+                hovertemplate=(
+                    f"{titles[index]}<br>query %{{y}} → key %{{x}}: %{{z:.4f}}<extra></extra>"
+                ),
+            ),
+            row=row + 1,
+            col=col + 1,
+        )
+    tick_font = {"size": max(8, font_size() - 4)}
+    fig.update_xaxes(
+        tickvals=list(range(len(col_labels))),
+        ticktext=list(col_labels),
+        showticklabels=small,
+        tickfont=tick_font,
+        constrain="domain",
+    )
+    fig.update_yaxes(
+        tickvals=list(range(len(row_labels))),
+        ticktext=list(row_labels),
+        autorange="reversed",
+        showticklabels=small,
+        tickfont=tick_font,
+        scaleanchor=None,
+    )
+    fig.update_layout(
+        coloraxis={"colorscale": colors, "cmin": zmin, "cmax": zmax, "colorbar": {"thickness": 12}},
+        height=min(1800, 60 + grid_rows * (260 if small else 200)),
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        font={"size": font_size()},
+    )
+    fig.update_annotations(font_size=font_size())
+    return fig
+
+
+def line_plot(
+    x: np.ndarray,
+    series: dict[str, np.ndarray],
+    *,
+    x_title: str,
+    y_title: str,
+    title: str = "",
+    log_x: bool = False,
+    log_y: bool = False,
+    dashed: Sequence[str] = (),
+    markers: bool = False,
+) -> go.Figure:
+    """One line per named series over a shared x axis; names in `dashed` are references."""
+    fig = go.Figure()
+    for name, y in series.items():
+        fig.add_trace(
+            go.Scatter(
+                x=np.asarray(x),
+                y=np.asarray(y, dtype=np.float64),
+                name=name,
+                mode="lines+markers" if markers else "lines",
+                line={
+                    "dash": "dash" if name in dashed else "solid",
+                    "width": 3 if is_presenting() else 2,
+                },
+            )
+        )
+    fig.update_layout(
+        title={"text": title, "font": {"size": font_size() + 3}},
+        xaxis={"title": x_title, "type": "log" if log_x else "linear"},
+        yaxis={"title": y_title, "type": "log" if log_y else "linear"},
+        height=420,
+        margin={"l": 10, "r": 10, "t": 60 if title else 30, "b": 10},
+        font={"size": font_size()},
+        legend={"orientation": "h", "y": -0.2},
+        hovermode="x unified",
+    )
+    return fig
+
+
+def _scale(kind: Kind, values: np.ndarray) -> tuple[float, float, list]:
+    if kind == "weights":
+        return 0.0, 1.0, WEIGHT_COLORS
+    if kind == "mask":
+        return 0.0, 1.0, MASK_COLORS
+    finite = np.asarray(values, dtype=np.float64)
+    finite = finite[np.isfinite(finite)]
+    if kind == "sequential":
+        low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+        return low, high if high > low else low + 1.0, WEIGHT_COLORS
+    # Diverging: zero is white, so the sign of a score is visible at a glance.
+    reach = float(np.abs(finite).max()) if finite.size else 1.0
+    reach = reach if reach > 0 else 1.0
+    return -reach, reach, DIVERGING_COLORS
+
+
+def _block_mean(
+    matrix: np.ndarray, removed: np.ndarray, step: int
+) -> tuple[np.ndarray, np.ndarray]:
+    rows, cols = matrix.shape
+    padded_rows, padded_cols = -(-rows // step) * step, -(-cols // step) * step
+    kept = np.where(removed, 0.0, matrix)
+    counts = np.zeros((padded_rows, padded_cols))
+    totals = np.zeros((padded_rows, padded_cols))
+    counts[:rows, :cols] = ~removed
+    totals[:rows, :cols] = kept
+    shape = (padded_rows // step, step, padded_cols // step, step)
+    count = counts.reshape(shape).sum(axis=(1, 3))
+    total = totals.reshape(shape).sum(axis=(1, 3))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / count
+    return mean, count == 0
+
+
+def _hover_text(
+    matrix: np.ndarray,
+    row_labels: list[str],
+    col_labels: list[str],
+    row_title: str,
+    col_title: str,
+    hover: np.ndarray | Sequence[Sequence[str]] | None,
+    decimals: int,
+) -> list[list[str]]:
+    precise = max(4, decimals)
+    text = []
+    for i, row_label in enumerate(row_labels):
+        line = []
+        for j, col_label in enumerate(col_labels):
+            cell = (
+                f"{row_title} {i + 1} “{row_label}” → {col_title} {j + 1} “{col_label}”"
+                f"<br>value: {format_number(matrix[i, j], precise)}"
+            )
+            if hover is not None:
+                cell += f"<br>{hover[i][j]}"
+            line.append(cell)
+        text.append(line)
+    return text
+
+
+def _blocked_layer(
+    removed: np.ndarray,
+    annotate: bool,
+    row_labels: list[str],
+    col_labels: list[str],
+    row_title: str,
+    col_title: str,
+) -> go.Heatmap:
+    rows, cols = removed.shape
+    layer = go.Heatmap(
+        z=np.where(removed, 1.0, np.nan).astype(np.float32),
+        x=np.arange(cols),
+        y=np.arange(rows),
+        colorscale=[[0.0, BLOCKED_COLOR], [1.0, BLOCKED_COLOR]],
+        showscale=False,
+        xgap=1 if annotate else 0,
+        ygap=1 if annotate else 0,
+        hoverinfo="text",
+        hovertext=[
+            [
+                f"{row_title} {i + 1} “{row_labels[i]}” → {col_title} {j + 1} “{col_labels[j]}”"
+                f"<br>masked: {MINUS_INFINITY}, so its weight is 0"
+                for j in range(cols)
+            ]
+            for i in range(rows)
+        ]
+        if rows * cols <= MAX_HOVER_TEXT_CELLS
+        else None,
+        name="masked",
+    )
+    if annotate:
+        layer.text = [
+            [MINUS_INFINITY if removed[i, j] else "" for j in range(cols)] for i in range(rows)
+        ]
+        layer.texttemplate = "%{text}"
+        layer.textfont = {"size": font_size(), "color": "white"}
+    return layer
+
+
+def _label_axes(
+    fig: go.Figure,
+    row_labels: list[str],
+    col_labels: list[str],
+    row_title: str,
+    col_title: str,
+) -> None:
+    def ticks(labels: list[str]) -> dict:
+        every = max(1, len(labels) // 40)
+        positions = list(range(0, len(labels), every))
+        return {"tickvals": positions, "ticktext": [labels[p] for p in positions]}
+
+    fig.update_xaxes(title_text=f"{col_title} →", side="top", **ticks(col_labels))
+    fig.update_yaxes(title_text=f"← {row_title}", autorange="reversed", **ticks(row_labels))
+
+
+def _height(rows: int) -> int:
+    per_row = 56 if is_presenting() else 40
+    return int(min(720, max(260, 110 + rows * per_row)))
+
+
+def rnn_vs_attention(tokens: Sequence[str]) -> go.Figure:
+    """Two rows of the same tokens: an RNN's chain of steps, and attention's all-pairs links.
+
+    The first→last connection is drawn in red in both: n−1 hops through the chain, one direct
+    link in attention.
+    """
+    n = len(tokens)
+    x = np.arange(n, dtype=np.float64)
+    fig = go.Figure()
+    rnn_y, attention_y = 1.0, 0.0
+    for i in range(n - 1):
+        fig.add_annotation(
+            x=x[i + 1] - 0.18,
+            y=rnn_y,
+            ax=x[i] + 0.18,
+            ay=rnn_y,
+            xref="x",
+            yref="y",
+            axref="x",
+            ayref="y",
+            showarrow=True,
+            arrowhead=3,
+            arrowwidth=3,
+            arrowcolor="#d62728",
+        )
+    for i in range(n):
+        for j in range(i + 1, n):
+            first_to_last = i == 0 and j == n - 1
+            arc = np.linspace(0, np.pi, 24)
+            fig.add_trace(
+                go.Scatter(
+                    x=x[i] + (x[j] - x[i]) * (1 - np.cos(arc)) / 2,
+                    y=attention_y - 0.08 * (j - i) * np.sin(arc),
+                    mode="lines",
+                    hoverinfo="skip",
+                    showlegend=False,
+                    line={
+                        "color": "#d62728" if first_to_last else "rgba(33,113,181,0.35)",
+                        "width": 3 if first_to_last else 1.5,
+                    },
+                )
+            )
+    for y in (rnn_y, attention_y):
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=np.full(n, y),
+                mode="markers+text",
+                text=list(tokens),
+                textposition="top center",
+                hoverinfo="text",
+                showlegend=False,
+                marker={"size": 26 if is_presenting() else 20, "color": "#2171b5"},
+                textfont={"size": font_size()},
+            )
+        )
+    fig.add_annotation(
+        x=-0.6,
+        y=rnn_y + 0.3,
+        xref="x",
+        yref="y",
+        showarrow=False,
+        xanchor="left",
+        text=f"<b>RNN</b>: {n - 1} sequential steps from the first token to the last",
+    )
+    fig.add_annotation(
+        x=-0.6,
+        y=attention_y + 0.3,
+        xref="x",
+        yref="y",
+        showarrow=False,
+        xanchor="left",
+        text=f"<b>Attention</b>: 1 step for each of the {n * (n - 1) // 2} pairs, all at once",
+    )
+    depth = 0.08 * max(n - 1, 1) + 0.2
+    fig.update_xaxes(visible=False, range=[-0.7, n - 0.3])
+    fig.update_yaxes(visible=False, range=[attention_y - depth, rnn_y + 0.45])
+    fig.update_layout(
+        height=360 + 20 * n, margin={"l": 10, "r": 10, "t": 10, "b": 10}, font={"size": font_size()}
+    )
+    return fig

@@ -1,0 +1,62 @@
+"""The frame around every page: presenter mode, the page's opening lines, "what to try"."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import streamlit as st
+
+from ui.state import PRESENT_KEY, is_presenting
+
+# Projectors wash out thin grey text: presenter mode enlarges everything (Streamlit sizes in rem)
+# and darkens body text; the toolbar and deploy menu only distract an audience.
+PRESENTER_CSS = """
+<style>
+html { font-size: 22px; }
+[data-testid="stMainBlockContainer"] { max-width: 100%; padding-top: 2.5rem; }
+[data-testid="stToolbar"] { display: none; }
+[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { line-height: 1.45; }
+[data-testid="stCaptionContainer"] { font-size: 0.95rem; opacity: 1; }
+.katex { font-size: 1.3em; }
+</style>
+"""
+
+
+def app_frame() -> None:
+    """Shared chrome drawn by the router before each page: the presenter-mode switch."""
+    presenting = is_presenting()
+    st.sidebar.toggle(
+        "Presenter mode",
+        key=PRESENT_KEY,
+        help="Larger text and cell numbers for a projector; the link gets ?present=1.",
+    )
+    if presenting:
+        st.html(PRESENTER_CSS)
+
+
+def page_intro(title: str, idea: str, formula: str | None = None) -> None:
+    """A page's first lines: its title, the idea in one sentence, the formula."""
+    st.title(title)
+    st.markdown(idea)
+    if formula:
+        st.latex(formula)
+
+
+def stale_notice(what: str) -> None:
+    """Say that the pictures below still show the last valid input."""
+    st.warning(
+        f"{what} has a problem (see the message by the table): the results below are from the "
+        "last valid input and are stale until it is fixed.",
+        icon="⏸️",
+    )
+
+
+def what_to_try(prompts: Sequence[str]) -> None:
+    """Close a page with experiments that lead to the next insight."""
+    st.subheader("What to try")
+    st.markdown("\n".join(f"- {prompt}" for prompt in prompts))
+
+
+def initial_sidebar_state() -> str:
+    """Presenter mode starts with the sidebar out of the way."""
+    return "collapsed" if is_presenting() else "auto"
