@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 # A link is typed by a stranger: no parameter may make the server read or allocate much.
 MAX_PARAM_CHARS = 2_000
@@ -276,6 +277,8 @@ def decode_matrix(raw: str, *, max_rows: int, max_cols: int) -> np.ndarray:
 
 def is_presenting() -> bool:
     """Whether presenter mode is on (the sidebar toggle, or `?present=1` in the link)."""
+    if get_script_run_ctx() is None:
+        return False  # a figure built outside a page run (tests, benchmarks)
     if PRESENT_KEY not in st.session_state:
         st.session_state[PRESENT_KEY] = st.query_params.get(PRESENT_PARAM) in {"1", "true"}
     return bool(st.session_state[PRESENT_KEY])

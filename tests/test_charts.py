@@ -1,0 +1,104 @@
+"""ui.charts: the heatmap conventions every page relies on."""
+
+import numpy as np
+
+from ui import charts
+
+
+def _main_trace(fig):
+    return fig.data[0]
+
+
+def test_repeated_tokens_stay_separate_rows_and_columns():
+    tokens = ["the", "cat", "the"]
+    weights = np.array([[0.2, 0.3, 0.5], [0.1, 0.8, 0.1], [0.6, 0.2, 0.2]])
+    fig = charts.heatmap(weights, row_labels=tokens, col_labels=tokens)
+    trace = _main_trace(fig)
+    assert list(trace.y) == [0, 1, 2]
+    assert list(fig.layout.yaxis.ticktext) == tokens
+    assert list(fig.layout.xaxis.ticktext) == tokens
+    np.testing.assert_allclose(np.asarray(trace.z, dtype=np.float64), weights, atol=1e-7)
+
+
+def test_axes_are_labelled_query_and_key_and_rows_read_top_down():
+    fig = charts.heatmap(np.eye(2), row_labels=["a", "b"], col_labels=["c", "d"])
+    assert "query" in fig.layout.yaxis.title.text
+    assert "key" in fig.layout.xaxis.title.text
+    assert fig.layout.yaxis.autorange == "reversed"
+
+
+def test_weights_use_the_fixed_unit_scale_and_scores_a_symmetric_one():
+    small = np.array([[0.01, 0.02], [0.03, 0.04]])
+    weights = _main_trace(charts.heatmap(small, row_labels="ab", col_labels="cd"))
+    assert (weights.zmin, weights.zmax) == (0.0, 1.0)
+    scores = np.array([[-1.0, 3.0], [0.5, 2.0]])
+    trace = _main_trace(charts.heatmap(scores, row_labels="ab", col_labels="cd", kind="scores"))
+    assert (trace.zmin, trace.zmax) == (-3.0, 3.0)
+
+
+def test_masked_cells_are_drawn_apart_and_written_minus_infinity():
+    masked = np.array([[1.5, -np.inf], [0.25, 2.0]])
+    fig = charts.heatmap(masked, row_labels="ab", col_labels="cd", kind="scores")
+    trace, layer = fig.data
+    assert np.isnan(np.asarray(trace.z, dtype=np.float64)[0, 1])
+    assert trace.text[0][1] == "−∞"
+    assert layer.text[0][1] == "−∞" and layer.text[0][0] == ""
+    assert "masked" in layer.hovertext[0][1]
+
+
+def test_small_matrices_show_numbers_and_hover_explains_the_cell():
+    fig = charts.heatmap(
+        np.array([[1.0, -0.0001]]),
+        row_labels=["q"],
+        col_labels=["k1", "k2"],
+        kind="scores",
+        hover=[["q·k1 = 1", "q·k2 = -0.0001"]],
+    )
+    trace = _main_trace(fig)
+    assert [list(row) for row in trace.text] == [["1.00", "0.00"]]  # no "-0.00"
+    assert "q·k2 = -0.0001" in trace.hovertext[0][1]
+    assert "query 1 “q” → key 2 “k2”" in trace.hovertext[0][1]
+
+
+def test_data_is_sent_as_float32():
+    fig = charts.heatmap(
+        np.random.default_rng(0).random((4, 4)), row_labels="abcd", col_labels="abcd"
+    )
+    assert np.asarray(_main_trace(fig).z).dtype == np.float32
+
+
+def test_large_matrices_are_block_averaged_and_say_so():
+    values = np.arange(1024 * 600, dtype=np.float64).reshape(1024, 600)
+    labels = [str(i) for i in range(1024)]
+    fig = charts.heatmap(
+        values, row_labels=labels, col_labels=labels[:600], kind="sequential", title="PE"
+    )
+    z = np.asarray(_main_trace(fig).z, dtype=np.float64)
+    assert z.shape == (512, 300)
+    # Block (0, 0) averages rows 0-1 and columns 0-1 of the original.
+    assert z[0, 0] == np.mean(values[:2, :2])
+    assert "2×2" in fig.layout.title.text
+    assert _main_trace(fig).text is None
+
+
+def test_format_number_writes_infinities_and_no_negative_zero():
+    assert charts.format_number(-np.inf) == "−∞"
+    assert charts.format_number(-0.004) == "0.00"
+    assert charts.format_number(0.12345, 4) == "0.1235"
+
+
+def test_grid_shares_one_scale_across_heads():
+    stack = np.stack([np.eye(3), np.full((3, 3), 1 / 3)])
+    fig = charts.heatmap_grid(
+        stack, titles=["head 1", "head 2"], row_labels="abc", col_labels="abc"
+    )
+    assert len(fig.data) == 2
+    assert fig.layout.coloraxis.cmin == 0.0 and fig.layout.coloraxis.cmax == 1.0
+    assert all(trace.coloraxis == "coloraxis" for trace in fig.data)
+
+
+def test_rnn_diagram_draws_every_pair_once():
+    fig = charts.rnn_vs_attention(list("abcde"))
+    arcs = [trace for trace in fig.data if trace.mode == "lines"]
+    assert len(arcs) == 5 * 4 // 2
+    assert len(fig.layout.annotations) == 4 + 2  # n-1 RNN arrows and two captions
