@@ -162,8 +162,9 @@ def scaled_dot_product_attention(
     output  = weights V                          (..., q_pos, d_v)
 
     Same result as `torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-    scale=scale)` with a boolean mask, except that a fully masked query gets zero weights and a
-    zero output (torch gives NaN) and is flagged in `fully_masked`.
+    scale=scale)` with a boolean mask. A query that may attend to nothing gets zero weights and a
+    zero output (as recent torch SDPA does; `torch.softmax` and `nn.MultiheadAttention` give NaN)
+    and is flagged in `fully_masked`.
     """
     q, k, v = _check_qkv(q, k, v)
     check_same_width(
@@ -172,10 +173,11 @@ def scaled_dot_product_attention(
     _score_shape(q, k)
     d_k = q.shape[-1]
     scale = 1.0 / math.sqrt(d_k) if scale is None else check_real(scale, "scale")
-    scores = q @ k.swapaxes(-1, -2)  # (..., q_pos, k_pos)
-    # With unit-variance entries q·k has variance d_k; 1/√d_k brings it back to 1 so the softmax
-    # does not saturate into a one-hot with vanishing gradients.
-    scaled = scores * scores.dtype.type(scale)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _finish
+        scores = q @ k.swapaxes(-1, -2)  # (..., q_pos, k_pos)
+        # With unit-variance entries q·k has variance d_k; 1/√d_k brings it back to 1 so the
+        # softmax does not saturate into a one-hot with vanishing gradients.
+        scaled = scores * scores.dtype.type(scale)
     return _finish(scores, scaled, scale, v, mask)
 
 
@@ -259,10 +261,12 @@ def additive_attention(
     shape = _score_shape(q, k)
     check_size((*shape, params.d_attn), "The additive hidden layer")
     dtype = q.dtype
-    hq = q @ params.w_q.T.astype(dtype)  # (..., q_pos, d_attn)
-    hk = k @ params.w_k.T.astype(dtype)  # (..., k_pos, d_attn)
-    # Every (query, key) pair goes through a small tanh layer, so the score need not be bilinear.
-    hidden = np.tanh(hq[..., :, None, :] + hk[..., None, :, :])  # (..., q_pos, k_pos, d_attn)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _finish
+        hq = q @ params.w_q.T.astype(dtype)  # (..., q_pos, d_attn)
+        hk = k @ params.w_k.T.astype(dtype)  # (..., k_pos, d_attn)
+        # Every (query, key) pair goes through a small tanh layer, so the score need not be
+        # bilinear.
+        hidden = np.tanh(hq[..., :, None, :] + hk[..., None, :, :])  # (..., q_pos, k_pos, d_attn)
     scores = hidden @ params.v.astype(dtype)  # (..., q_pos, k_pos)
     return _finish(scores, scores, 1.0, v, mask)
 
