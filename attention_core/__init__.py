@@ -45,6 +45,14 @@ from .positional import (
     sinusoid_wavelengths,
     sinusoidal_encoding,
 )
+from .reference import (
+    TORCH_INSTALL_COMMAND,
+    TorchComparison,
+    TorchNotInstalledError,
+    TorchReference,
+    compare_with_torch,
+    torch_multi_head_reference,
+)
 from .softmax import naive_softmax, softmax, softmax_jacobian
 from .statistics import (
     HeadStatistics,
@@ -58,6 +66,7 @@ from .validation import MAX_ELEMENTS, AttentionInputError, max_elements
 __all__ = [
     "MAX_ELEMENTS",
     "SCORING_FUNCTIONS",
+    "TORCH_INSTALL_COMMAND",
     "AdditiveParams",
     "AttentionInputError",
     "AttentionSteps",
@@ -66,6 +75,9 @@ __all__ = [
     "MultiHeadSteps",
     "ScalingExperiment",
     "ScoringFunction",
+    "TorchComparison",
+    "TorchNotInstalledError",
+    "TorchReference",
     "additive_attention",
     "alibi_bias",
     "alibi_slopes",
@@ -74,6 +86,7 @@ __all__ = [
     "attention_entropy",
     "causal_mask",
     "combine_masks",
+    "compare_with_torch",
     "cosine_attention",
     "dot_product_attention",
     "head_statistics",
@@ -97,4 +110,5 @@ __all__ = [
     "softmax",
     "softmax_jacobian",
     "split_heads",
+    "torch_multi_head_reference",
 ]
