@@ -1,0 +1,227 @@
+"""Multi-head attention against torch.nn.MultiheadAttention, per-head loops and hand examples."""
+
+import pickle
+from dataclasses import fields
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from attention_core import (
+    AttentionInputError,
+    MultiHeadParams,
+    MultiHeadSteps,
+    causal_mask,
+    init_multi_head_params,
+    max_elements,
+    merge_heads,
+    multi_head_attention,
+    padding_mask,
+    split_heads,
+)
+
+PROPERTY = settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+def torch_mha(params: MultiHeadParams, num_heads: int, dtype=torch.float64):
+    """nn.MultiheadAttention holding our parameters (in_proj = cat(w_q, w_k, w_v))."""
+    mha = torch.nn.MultiheadAttention(params.d_model, num_heads, batch_first=True, dtype=dtype)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(
+            torch.from_numpy(np.concatenate([params.w_q, params.w_k, params.w_v]))
+        )
+        mha.in_proj_bias.copy_(
+            torch.from_numpy(np.concatenate([params.b_q, params.b_k, params.b_v]))
+        )
+        mha.out_proj.weight.copy_(torch.from_numpy(params.w_o))
+        mha.out_proj.bias.copy_(torch.from_numpy(params.b_o))
+    return mha.eval()
+
+
+def run_torch(mha, x_q, x_kv, mask=None):
+    kv = torch.from_numpy(x_kv)
+    # torch's boolean attn_mask means "blocked" where True: the opposite of ours.
+    attn_mask = None if mask is None else torch.from_numpy(~mask)
+    with torch.no_grad():
+        out, weights = mha(
+            torch.from_numpy(x_q), kv, kv, attn_mask=attn_mask, average_attn_weights=False
+        )
+    return out.numpy(), weights.numpy()
+
+
+@pytest.mark.parametrize(
+    ("d_model", "num_heads", "q_pos", "k_pos", "cross"),
+    [(8, 2, 5, 5, False), (12, 3, 4, 7, True), (6, 1, 3, 3, False), (16, 8, 6, 2, True)],
+)
+def test_matches_torch_multihead_attention(d_model, num_heads, q_pos, k_pos, cross):
+    rng = np.random.default_rng(d_model + num_heads)
+    params = init_multi_head_params(d_model, num_heads, seed=2)
+    x_q = rng.normal(size=(3, q_pos, d_model))  # (batch, q_pos, d_model)
+    x_kv = rng.normal(size=(3, k_pos, d_model)) if cross else x_q
+    steps = multi_head_attention(x_q, x_kv if cross else None, params=params, num_heads=num_heads)
+    out, weights = run_torch(torch_mha(params, num_heads), x_q, x_kv)
+    assert steps.attention.weights.shape == (3, num_heads, q_pos, x_kv.shape[1])
+    np.testing.assert_allclose(steps.output, out, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(steps.attention.weights, weights, rtol=1e-12, atol=1e-13)
+
+
+def test_matches_torch_with_causal_and_padding_mask():
+    rng = np.random.default_rng(1)
+    params = init_multi_head_params(8, 4, seed=0)
+    x = rng.normal(size=(2, 6, 8))
+    mask = causal_mask(6) & padding_mask(5, 6)  # the last key is padding
+    steps = multi_head_attention(x, params=params, num_heads=4, mask=mask)
+    out, weights = run_torch(torch_mha(params, 4), x, x, mask)
+    np.testing.assert_allclose(steps.output, out, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(steps.attention.weights, weights, rtol=1e-12, atol=1e-13)
+    assert (steps.attention.weights[..., 5] == 0).all()
+
+
+def test_matches_torch_in_float32():
+    rng = np.random.default_rng(2)
+    params = init_multi_head_params(8, 2, seed=5)
+    x = rng.normal(size=(2, 4, 8)).astype(np.float32)
+    p32 = MultiHeadParams(*(getattr(params, f.name).astype(np.float32) for f in fields(params)))
+    steps = multi_head_attention(x, params=p32, num_heads=2)
+    assert steps.output.dtype == np.float32
+    out, _ = run_torch(torch_mha(p32, 2, torch.float32), x, x)
+    np.testing.assert_allclose(steps.output, out, rtol=1e-5, atol=1e-6)
+
+
+def test_matches_per_head_numpy_loop():
+    rng = np.random.default_rng(3)
+    d_model, h = 6, 3
+    p = init_multi_head_params(d_model, h, seed=9)
+    x_q, x_kv = rng.normal(size=(4, d_model)), rng.normal(size=(5, d_model))
+    d = d_model // h
+    heads = []
+    for i in range(h):
+        rows = slice(i * d, (i + 1) * d)
+        q = x_q @ p.w_q[rows].T + p.b_q[rows]
+        k = x_kv @ p.w_k[rows].T + p.b_k[rows]
+        v = x_kv @ p.w_v[rows].T + p.b_v[rows]
+        s = q @ k.T / np.sqrt(d)
+        heads.append(np.exp(s) / np.exp(s).sum(-1, keepdims=True) @ v)
+    expected = np.concatenate(heads, axis=-1) @ p.w_o.T + p.b_o
+    steps = multi_head_attention(x_q, x_kv, params=p, num_heads=h)
+    np.testing.assert_allclose(steps.output, expected, rtol=1e-12)
+    np.testing.assert_allclose(steps.concat, np.concatenate(heads, axis=-1), rtol=1e-12)
+
+
+def test_hand_worked_identity_projections_two_heads():
+    # W_q = W_k = W_v = W_o = I and zero biases: head 0 attends with features 0..1, head 1 with
+    # features 2..3. x0 = (1,0, 0,0), x1 = (0,0, 1,0).
+    # Head 0: q0 = (1,0) scores (1, 0)/√2 against (k0, k1); v-rows (1,0) and (0,0).
+    #   weights (e^a, 1)/(e^a+1) with a = 1/√2; output of token 0 = e^a/(e^a+1)·(1,0).
+    # Head 1: q0 = (0,0) scores (0, 0): uniform (1/2, 1/2); v-rows (0,0) and (1,0):
+    #   output of token 0 = (1/2, 0).
+    eye, zero = np.eye(4), np.zeros(4)
+    params = MultiHeadParams(eye, eye, eye, eye, zero, zero, zero, zero)
+    x = np.array([[1.0, 0, 0, 0], [0, 0, 1.0, 0]])
+    steps = multi_head_attention(x, params=params, num_heads=2)
+    a = np.exp(1 / np.sqrt(2))
+    np.testing.assert_allclose(steps.attention.weights[0, 0], [a / (a + 1), 1 / (a + 1)])
+    np.testing.assert_allclose(steps.attention.weights[1, 0], [0.5, 0.5])
+    np.testing.assert_allclose(steps.output[0], [a / (a + 1), 0, 0.5, 0], rtol=1e-15)
+
+
+def test_steps_shapes_and_fields():
+    params = init_multi_head_params(12, 3, seed=0)
+    x_q, x_kv = np.ones((2, 4, 12)), np.ones((2, 5, 12))
+    s = multi_head_attention(x_q, x_kv, params=params, num_heads=3)
+    assert [f.name for f in fields(MultiHeadSteps)] == [
+        "x_q", "x_kv", "q", "k", "v", "q_heads", "k_heads", "v_heads",
+        "attention", "concat", "output",
+    ]  # fmt: skip
+    assert s.q.shape == (2, 4, 12) and s.k.shape == (2, 5, 12) and s.v.shape == (2, 5, 12)
+    assert s.q_heads.shape == (2, 3, 4, 4) and s.k_heads.shape == (2, 3, 5, 4)
+    assert s.attention.weights.shape == (2, 3, 4, 5)
+    assert s.concat.shape == (2, 4, 12) and s.output.shape == (2, 4, 12)
+    np.testing.assert_array_equal(s.x_kv, x_kv)
+    assert pickle.loads(pickle.dumps(s)).output.shape == (2, 4, 12)
+    self_attn = multi_head_attention(x_q, params=params, num_heads=3)
+    assert self_attn.x_kv is self_attn.x_q
+
+
+def test_split_and_merge_heads():
+    x = np.arange(2 * 3 * 6, dtype=float).reshape(2, 3, 6)  # (batch, pos, d_model)
+    heads = split_heads(x, 2)
+    assert heads.shape == (2, 2, 3, 3)
+    # Head 1 holds features 3..5 (torch's order: contiguous slices of d_model).
+    np.testing.assert_array_equal(heads[0, 1, 0], [3, 4, 5])
+    np.testing.assert_array_equal(heads[1, 0, 2], x[1, 2, :3])
+    np.testing.assert_array_equal(merge_heads(heads), x)
+
+
+def test_params_count_matches_torch_and_init_is_deterministic():
+    p = init_multi_head_params(16, 4, seed=7)
+    assert p.num_parameters == 4 * 16**2 + 4 * 16
+    assert p.num_parameters == sum(t.numel() for t in torch_mha(p, 4).parameters())
+    again = init_multi_head_params(16, 4, seed=7)
+    for f in fields(p):
+        np.testing.assert_array_equal(getattr(p, f.name), getattr(again, f.name))
+    assert not np.array_equal(p.w_q, init_multi_head_params(16, 4, seed=8).w_q)
+    # Biases are small but non-zero, so the tests above exercise them.
+    for b in (p.b_q, p.b_k, p.b_v, p.b_o):
+        assert (b != 0).all() and np.abs(b).max() <= 0.1
+    bound = np.sqrt(6 / 32)
+    assert np.abs(p.w_q).max() <= bound and p.w_q.std() > bound / 3
+
+
+def test_head_specific_mask():
+    rng = np.random.default_rng(4)
+    params = init_multi_head_params(4, 2, seed=1)
+    x = rng.normal(size=(3, 4))
+    mask = np.stack([causal_mask(3), np.ones((3, 3), bool)])  # (head, q_pos, k_pos)
+    s = multi_head_attention(x, params=params, num_heads=2, mask=mask)
+    assert (s.attention.weights[0][~causal_mask(3)] == 0).all()
+    assert (s.attention.weights[1] > 0).all()
+
+
+@PROPERTY
+@given(st.integers(2, 6), st.integers(0, 10_000), st.randoms(use_true_random=False))
+def test_permutation_equivariant_without_positions(n, seed, rnd):
+    params = init_multi_head_params(6, 3, seed=seed % 50)
+    x = np.random.default_rng(seed).normal(size=(n, 6))
+    perm = np.array(rnd.sample(range(n), n))
+    out = multi_head_attention(x, params=params, num_heads=3).output
+    out_perm = multi_head_attention(x[perm], params=params, num_heads=3).output
+    np.testing.assert_allclose(out_perm, out[perm], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("call", "fragment"),
+    [
+        (lambda p: multi_head_attention(np.ones((3, 8)), params=p, num_heads=3), "does not divide"),
+        (lambda p: multi_head_attention(np.ones((3, 6)), params=p, num_heads=2), "d_model=8"),
+        (
+            lambda p: multi_head_attention(np.ones((3, 8)), np.ones((2, 4)), params=p, num_heads=2),
+            "x_kv has 4 features",
+        ),
+        (lambda p: multi_head_attention(np.ones((3, 8)), params=None, num_heads=2), "MultiHead"),
+        (lambda p: multi_head_attention(np.ones(8), params=p, num_heads=2), "matrix"),
+        (lambda p: init_multi_head_params(10, 4), "choose one of \\[1, 2, 5, 10\\]"),
+        (lambda p: split_heads(np.ones((2, 6)), 4), "does not divide"),
+    ],
+)
+def test_bad_input(call, fragment):
+    params = init_multi_head_params(8, 2, seed=0)
+    with pytest.raises(AttentionInputError, match=fragment):
+        call(params)
+
+
+def test_bad_params_shape():
+    with pytest.raises(AttentionInputError, match="w_k has shape \\(4, 3\\) but should be"):
+        MultiHeadParams(
+            np.eye(4), np.ones((4, 3)), np.eye(4), np.eye(4), *(np.zeros(4) for _ in range(4))
+        )
+
+
+def test_size_cap():
+    params = init_multi_head_params(4, 2, seed=0)
+    with max_elements(1000), pytest.raises(AttentionInputError, match="attention pattern"):
+        multi_head_attention(np.ones((30, 4)), params=params, num_heads=2)
