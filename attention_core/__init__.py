@@ -51,6 +51,7 @@ from .reference import (
     TorchNotInstalledError,
     TorchReference,
     compare_with_torch,
+    token_embeddings,
     torch_multi_head_reference,
 )
 from .softmax import naive_softmax, softmax, softmax_jacobian
@@ -110,5 +111,6 @@ __all__ = [
     "softmax",
     "softmax_jacobian",
     "split_heads",
+    "token_embeddings",
     "torch_multi_head_reference",
 ]

@@ -5,16 +5,20 @@
 measures how far our NumPy `MultiHeadSteps` are from it. torch is imported inside the functions,
 so `import attention_core` stays NumPy-only; without torch they raise `TorchNotInstalledError`,
 whose message says how to install it.
+
+`token_embeddings` gives the multi-head page its inputs: a seeded random vector per token.
 """
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from .multihead import MultiHeadParams, MultiHeadSteps, split_heads
-from .validation import AttentionInputError, as_mask, as_matrix
+from .validation import AttentionInputError, as_mask, as_matrix, check_int, check_size
 
 __all__ = [
     "TORCH_INSTALL_COMMAND",
@@ -22,6 +26,7 @@ __all__ = [
     "TorchNotInstalledError",
     "TorchReference",
     "compare_with_torch",
+    "token_embeddings",
     "torch_multi_head_reference",
 ]
 
@@ -68,6 +73,28 @@ class TorchComparison:
     @property
     def largest(self) -> float:
         return max(self.output_difference, self.weights_difference)
+
+
+def token_embeddings(tokens: Sequence[str], d_model: int, seed: int = 0) -> np.ndarray:
+    """Untrained embeddings `(tokens, d_model)`: one N(0, 1) vector per distinct token.
+
+    Token t's vector comes from a generator seeded by (seed, crc32(t)), so a repeated token gets
+    the same vector and a token keeps its vector when the sentence around it changes (the same
+    rule as `examples.sentence_example`, so a word looks the same on every page).
+    """
+    tokens = [str(t) for t in tokens]
+    if not tokens:
+        raise AttentionInputError("There are no tokens: type a few words separated by spaces.")
+    d_model = check_int(d_model, "d_model", minimum=1)
+    seed = check_int(seed, "seed", minimum=0)
+    check_size((len(tokens), d_model), "The embeddings")
+    # crc32 (unlike hash()) is the same in every Python process, so links stay reproducible.
+    return np.stack(
+        [
+            np.random.default_rng([seed, zlib.crc32(t.encode())]).standard_normal(d_model)
+            for t in tokens
+        ]
+    )
 
 
 def _import_torch():

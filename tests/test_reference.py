@@ -23,6 +23,7 @@ from attention_core.reference import (
     TORCH_INSTALL_COMMAND,
     TorchNotInstalledError,
     compare_with_torch,
+    token_embeddings,
     torch_multi_head_reference,
 )
 
@@ -211,3 +212,31 @@ def test_bad_input_gives_a_learner_message(call, message):
     params = init_multi_head_params(8, 2)
     with pytest.raises(AttentionInputError, match=message):
         call(params)
+
+
+def test_token_embeddings_follow_the_token_not_its_position():
+    first = token_embeddings(["the", "cat", "sat", "on", "the", "mat"], 8, seed=3)
+    assert first.shape == (6, 8)
+    np.testing.assert_array_equal(first[0], first[4])  # "the" twice: one vector
+    assert not np.allclose(first[1], first[2])
+    # "cat" keeps its vector in another sentence; another seed gives another vector.
+    other = token_embeddings(["a", "cat"], 8, seed=3)
+    np.testing.assert_array_equal(other[1], first[1])
+    assert not np.allclose(token_embeddings(["cat"], 8, seed=4)[0], first[1])
+    # Same call, same numbers: a link reproduces the example.
+    np.testing.assert_array_equal(token_embeddings(["the", "cat"], 8, seed=3), first[:2])
+
+
+def test_token_embeddings_are_standard_normal():
+    x = token_embeddings([f"w{i}" for i in range(400)], 64, seed=0)
+    assert abs(x.mean()) < 0.02  # 25,600 draws: standard error 1/160
+    assert abs(x.std() - 1) < 0.02
+
+
+@pytest.mark.parametrize(
+    ("tokens", "d_model", "seed", "message"),
+    [([], 8, 0, "no tokens"), (["a"], 0, 0, "d_model"), (["a"], 8, -1, "seed")],
+)
+def test_token_embeddings_bad_input(tokens, d_model, seed, message):
+    with pytest.raises(AttentionInputError, match=message):
+        token_embeddings(tokens, d_model, seed)
