@@ -1,0 +1,455 @@
+"""Attention without the n×n matrix: key blocks with an online softmax, and KV-cache decoding.
+
+`chunked_attention` reads the keys `block_size` at a time and keeps, per query, a running
+maximum m, a running sum l and an unnormalised output o (the trick behind FlashAttention,
+Dao et al. 2022, and Milakov & Gimelshein 2018). At no point does it hold more than a
+`(..., q_pos, block_size)` tile of scores, yet its output equals `scaled_dot_product_attention`.
+
+`decode_step` and `incremental_causal_attention` generate like a decoder does: one new query at a
+time, attending to the keys and values of every position so far, kept in a `KVCache`.
+
+Shapes: q `(..., q_pos, d_k)`, k `(..., k_pos, d_k)`, v `(..., k_pos, d_v)`, output
+`(..., q_pos, d_v)`; masks are boolean, True = may attend, broadcasting to `(..., q_pos, k_pos)`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .attention import AttentionSteps, _check_qkv, scaled_dot_product_attention
+from .validation import (
+    AttentionInputError,
+    as_mask,
+    as_matrix,
+    broadcast_batch,
+    check_int,
+    check_real,
+    check_same_width,
+    check_size,
+)
+
+__all__ = [
+    "ChunkedAttention",
+    "DecodeStep",
+    "IncrementalDecoding",
+    "KVCache",
+    "OnlineSoftmaxBlock",
+    "chunked_attention",
+    "chunked_attention_torch",
+    "decode_step",
+    "incremental_causal_attention",
+    "online_softmax_weights",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class OnlineSoftmaxBlock:
+    """The online-softmax state of every query after reading one block of keys.
+
+    start, stop     the keys of this block are start <= j < stop
+    scores          `(..., q_pos, block)`  scaled scores of the block, -inf where masked
+    block_max       `(..., q_pos)`  largest score in the block (-inf if all of it is masked)
+    running_max     `(..., q_pos)`  m_t = max(m_{t-1}, block_max): largest score read so far
+    rescale         `(..., q_pos)`  exp(m_{t-1} - m_t): the factor that re-bases the old sum and
+                                    output on the new maximum (1 if the maximum did not move)
+    running_sum     `(..., q_pos)`  l_t = l_{t-1}·rescale + Σ_block exp(s_j - m_t)
+    running_output  `(..., q_pos, d_v)`  o_t = o_{t-1}·rescale + Σ_block exp(s_j - m_t) v_j
+    output          `(..., q_pos, d_v)`  o_t / l_t: the attention output if the keys ended here
+    """
+
+    start: int
+    stop: int
+    scores: Any
+    block_max: Any
+    running_max: Any
+    rescale: Any
+    running_sum: Any
+    running_output: Any
+    output: Any
+
+
+@dataclass(frozen=True, eq=False)
+class ChunkedAttention:
+    """The result of `chunked_attention`.
+
+    output        `(..., q_pos, d_v)`  equals scaled_dot_product_attention(...).output
+    row_max       `(..., q_pos)`  m: the largest scaled score of each query (-inf if fully masked)
+    row_sum       `(..., q_pos)`  l = Σ_j exp(s_j - m): the softmax denominator, re-based on m
+    logsumexp     `(..., q_pos)`  m + log l = log Σ_j exp(s_j), all a backward pass needs to
+                                  recompute the weights (what FlashAttention stores)
+    fully_masked  `(..., q_pos)`  True for a query that may attend to nothing (zero output)
+    block_size    int             keys per block
+    scale         float           the factor applied to q·k (1/√d_k by default)
+    blocks        tuple of `OnlineSoftmaxBlock`, one per key block, if `return_blocks=True`
+    """
+
+    output: Any
+    row_max: Any
+    row_sum: Any
+    logsumexp: Any
+    fully_masked: Any
+    block_size: int
+    scale: float
+    blocks: tuple[OnlineSoftmaxBlock, ...] = ()
+
+
+def chunked_attention(
+    q: object,
+    k: object,
+    v: object,
+    *,
+    block_size: int,
+    mask: object = None,
+    causal: bool = False,
+    scale: float | None = None,
+    return_blocks: bool = False,
+) -> ChunkedAttention:
+    """Scaled dot-product attention computed block by block over the keys (online softmax).
+
+    For each block B of keys, for every query (s_j = q·k_j · scale, -inf where masked):
+        m_new = max(m, max_{j∈B} s_j)
+        l     = l · exp(m - m_new) + Σ_{j∈B} exp(s_j - m_new)
+        o     = o · exp(m - m_new) + Σ_{j∈B} exp(s_j - m_new) v_j
+        m     = m_new
+    and at the end output = o / l. Since exp(s_j - m) / l is exactly softmax(s)_j once all
+    blocks are read, the output equals `scaled_dot_product_attention(q, k, v, mask=mask)`
+    (a fully masked query gets zeros, as there). Peak extra memory is one `(..., q_pos,
+    block_size)` tile instead of the `(..., q_pos, k_pos)` matrix.
+
+    `causal=True` applies torch's `is_causal` mask (query i sees keys j <= i) block by block,
+    without building it; it combines with `mask`. `return_blocks=True` keeps every block's state
+    in `.blocks` for explanation (that stores all scores, so use it on small inputs only).
+    """
+    q, k, v = _check_qkv(q, k, v)
+    check_same_width(
+        q, k, "Q", "K", "queries and keys must have the same width d_k (one dot product each)"
+    )
+    block_size = check_int(block_size, "block_size (keys per block)", minimum=1)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else check_real(scale, "scale")
+    q_len, k_len = q.shape[-2], k.shape[-2]
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    allowed = None
+    if mask is not None:
+        allowed = as_mask(mask, "The mask", (*batch, q_len, k_len))
+        batch = np.broadcast_shapes(batch, allowed.shape[:-2])
+    check_size((*batch, q_len, min(block_size, k_len)), "A block of scores")
+    check_size((*batch, q_len, v.shape[-1]), "The output")
+
+    dtype = q.dtype
+    minus_inf = np.array(-np.inf, dtype=dtype)
+    running_max = np.full((*batch, q_len), -np.inf, dtype=dtype)
+    running_sum = np.zeros((*batch, q_len), dtype=dtype)
+    running_output = np.zeros((*batch, q_len, v.shape[-1]), dtype=dtype)
+    blocks = []
+    for start in range(0, k_len, block_size):
+        stop = min(start + block_size, k_len)
+        k_block, v_block = k[..., start:stop, :], v[..., start:stop, :]
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported just below
+            scores = (q @ k_block.swapaxes(-1, -2)) * dtype.type(scale)  # (..., q_pos, block)
+        allowed_block = _block_mask(allowed, causal, q_len, start, stop)
+        if allowed_block is not None:
+            scores = np.where(allowed_block, scores, minus_inf)
+        if np.isnan(scores).any() or np.isposinf(scores).any():
+            raise AttentionInputError(
+                "Some attention scores overflowed to infinity: the inputs are too large for "
+                f"{dtype}. Scale Q and K down (or use float64)."
+            )
+        block_max = scores.max(axis=-1)  # (..., q_pos)
+        new_max = np.maximum(running_max, block_max)
+        # A query that has seen only masked keys keeps m = -inf; shifting it by 0 instead keeps
+        # every exp() at exactly 0 rather than exp(-inf + inf) = NaN.
+        shift = np.where(np.isfinite(new_max), new_max, 0).astype(dtype)
+        # The old sum and output were computed relative to the old maximum; re-base them.
+        rescale = np.exp(running_max - shift)
+        # Every exponent is <= 0 (s_j <= m_new), so nothing overflows whatever the scores.
+        p = np.exp(scores - shift[..., None])  # (..., q_pos, block)
+        running_sum = running_sum * rescale + p.sum(axis=-1)
+        running_output = running_output * rescale[..., None] + p @ v_block
+        running_max = new_max
+        if return_blocks:
+            blocks.append(
+                OnlineSoftmaxBlock(
+                    start,
+                    stop,
+                    scores,
+                    block_max,
+                    running_max,
+                    rescale,
+                    running_sum,
+                    running_output,
+                    _normalise(running_output, running_sum),
+                )
+            )
+    fully_masked = running_sum == 0
+    with np.errstate(divide="ignore"):
+        logsumexp = np.where(fully_masked, minus_inf, running_max + np.log(running_sum))
+    return ChunkedAttention(
+        _normalise(running_output, running_sum),
+        running_max,
+        running_sum,
+        logsumexp.astype(dtype),
+        fully_masked,
+        block_size,
+        float(scale),
+        tuple(blocks),
+    )
+
+
+def _block_mask(
+    allowed: np.ndarray | None, causal: bool, q_len: int, start: int, stop: int
+) -> np.ndarray | None:
+    """The (..., q_pos, block) slice of the mask, built only for this block."""
+    block = None
+    if allowed is not None:
+        block = allowed if allowed.shape[-1] == 1 else allowed[..., start:stop]
+    if causal:
+        # torch's is_causal: query i may attend to keys j <= i (top-left aligned).
+        triangle = np.arange(start, stop)[None, :] <= np.arange(q_len)[:, None]
+        block = triangle if block is None else block & triangle
+    return block
+
+
+def _normalise(output: np.ndarray, total: np.ndarray) -> np.ndarray:
+    # o / l turns the exp-weighted sum into a convex combination; l = 0 means nothing visible.
+    return np.divide(
+        output, total[..., None], out=np.zeros_like(output), where=total[..., None] > 0
+    )
+
+
+def online_softmax_weights(result: ChunkedAttention) -> np.ndarray:
+    """The softmax weights the running state implies after each block.
+
+    weights[t, ..., i, j] = exp(s_ij - m_t) / l_t for the keys j read by block t (j < stop_t),
+    NaN for keys not read yet. The last slice is the full softmax: the rescaling never changes
+    the ratios between keys already read, only the denominator they share.
+    Shape `(n_blocks, ..., q_pos, k_pos)`; needs `chunked_attention(..., return_blocks=True)`.
+    """
+    if not isinstance(result, ChunkedAttention) or not result.blocks:
+        raise AttentionInputError(
+            "online_softmax_weights needs the per-block state: call "
+            "chunked_attention(..., return_blocks=True)."
+        )
+    scores = np.concatenate([block.scores for block in result.blocks], axis=-1)
+    check_size((len(result.blocks), *scores.shape), "The weights after every block")
+    out = np.full((len(result.blocks), *scores.shape), np.nan, dtype=scores.dtype)
+    for t, block in enumerate(result.blocks):
+        m = np.where(np.isfinite(block.running_max), block.running_max, 0)[..., None]
+        total = block.running_sum[..., None]
+        seen = scores[..., : block.stop]
+        out[t, ..., : block.stop] = np.divide(
+            np.exp(seen - m), total, out=np.zeros_like(seen), where=total > 0
+        )
+    return out
+
+
+def chunked_attention_torch(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    block_size: int,
+    causal: bool = False,
+    scale: float | None = None,
+) -> Any:
+    """`chunked_attention` on torch tensors (CPU or CUDA); returns the output tensor only.
+
+    Same online softmax as the NumPy version, for measuring time and peak memory on torch.
+    Equals `torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)`.
+    """
+    try:
+        import torch
+    except ImportError as err:
+        raise AttentionInputError(
+            "chunked_attention_torch needs PyTorch, which is not installed (pip install torch)."
+        ) from err
+    if not all(isinstance(t, torch.Tensor) for t in (q, k, v)):
+        raise AttentionInputError("chunked_attention_torch takes torch tensors for Q, K and V.")
+    block_size = check_int(block_size, "block_size (keys per block)", minimum=1)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else check_real(scale, "scale")
+    q_len, k_len = q.shape[-2], k.shape[-2]
+    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    running_max = torch.full((*batch, q_len), -math.inf, dtype=q.dtype, device=q.device)
+    running_sum = torch.zeros((*batch, q_len), dtype=q.dtype, device=q.device)
+    running_output = torch.zeros((*batch, q_len, v.shape[-1]), dtype=q.dtype, device=q.device)
+    rows = torch.arange(q_len, device=q.device)[:, None]
+    for start in range(0, k_len, block_size):
+        stop = min(start + block_size, k_len)
+        scores = (q @ k[..., start:stop, :].transpose(-1, -2)) * scale
+        if causal:
+            keys = torch.arange(start, stop, device=q.device)[None, :]
+            scores = scores.masked_fill(keys > rows, -math.inf)
+        new_max = torch.maximum(running_max, scores.amax(dim=-1))
+        # Same guards as the NumPy version: shift an all-masked row by 0, not by -inf.
+        shift = torch.where(torch.isfinite(new_max), new_max, torch.zeros_like(new_max))
+        rescale = torch.exp(running_max - shift)
+        p = torch.exp(scores - shift[..., None])
+        running_sum = running_sum * rescale + p.sum(dim=-1)
+        running_output = running_output * rescale[..., None] + p @ v[..., start:stop, :]
+        running_max = new_max
+    total = running_sum[..., None]
+    return torch.where(
+        total > 0, running_output / torch.where(total > 0, total, 1), torch.zeros_like(total)
+    )
+
+
+# --- decoding with a key/value cache ------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class KVCache:
+    """The keys and values of every position decoded so far.
+
+    keys `(..., cached_pos, d_k)`, values `(..., cached_pos, d_v)`. A decoder computes each
+    position's key and value once and appends them here, so step t costs t dot products instead
+    of recomputing the whole t×t pattern. `append` returns a new cache (this one is unchanged).
+    """
+
+    keys: Any
+    values: Any
+
+    def __post_init__(self) -> None:
+        keys = as_matrix(self.keys, "The cached keys")
+        values = as_matrix(self.values, "The cached values")
+        if keys.shape[-2] != values.shape[-2]:
+            raise AttentionInputError(
+                f"The cache holds {keys.shape[-2]} keys but {values.shape[-2]} values: every "
+                "cached position needs one key and one value."
+            )
+        object.__setattr__(self, "keys", keys)
+        object.__setattr__(self, "values", values)
+
+    @property
+    def length(self) -> int:
+        """The number of cached positions."""
+        return int(self.keys.shape[-2])
+
+    def append(self, k_new: object, v_new: object) -> KVCache:
+        """A cache with the new positions' keys `(..., new, d_k)` and values added at the end."""
+        k_new = as_matrix(k_new, "The new keys")
+        v_new = as_matrix(v_new, "The new values")
+        for old, new, what in ((self.keys, k_new, "keys"), (self.values, v_new, "values")):
+            if old.shape[-1] != new.shape[-1]:
+                raise AttentionInputError(
+                    f"The new {what} have {new.shape[-1]} columns but the cached ones have "
+                    f"{old.shape[-1]}: every position must have the same width."
+                )
+        batch = broadcast_batch(
+            ("cached keys", self.keys.shape[:-2]), ("new keys", k_new.shape[:-2])
+        )
+        check_size((*batch, self.length + k_new.shape[-2], k_new.shape[-1]), "The cache")
+
+        def grow(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+            old = np.broadcast_to(old, (*batch, *old.shape[-2:]))
+            new = np.broadcast_to(new, (*batch, *new.shape[-2:]))
+            return np.concatenate([old, new], axis=-2)
+
+        return KVCache(grow(self.keys, k_new), grow(self.values, v_new))
+
+
+@dataclass(frozen=True, eq=False)
+class DecodeStep:
+    """One decoding step: the new queries against every cached key.
+
+    position   absolute position of the first new query (= cache length before this step)
+    cache      the cache after appending this step's keys and values
+    attention  `AttentionSteps` of the new queries `(..., new, cached_pos)`; with several new
+               positions (a prompt), new query i sees the keys up to position `position + i`
+    """
+
+    position: int
+    cache: KVCache
+    attention: AttentionSteps
+
+    @property
+    def output(self) -> Any:
+        """`(..., new, d_v)` attention output of the new positions."""
+        return self.attention.output
+
+
+def decode_step(
+    cache: KVCache | None,
+    q_new: object,
+    k_new: object,
+    v_new: object,
+    *,
+    scale: float | None = None,
+) -> DecodeStep:
+    """Append the new positions' keys and values to the cache, then attend from their queries.
+
+    q_new `(..., new, d_k)`, k_new `(..., new, d_k)`, v_new `(..., new, d_v)`; usually new = 1.
+    New query i sits at position p = cache.length + i and attends to cached keys 0..p:
+        output_i = softmax(q_i Kᵀ_{0..p} · scale) V_{0..p}
+    which is row p of causal self-attention over the whole sequence (the cache makes the
+    causal mask's bottom-right alignment explicit).
+    """
+    q_new = as_matrix(q_new, "The new queries")
+    k_new = as_matrix(k_new, "The new keys")
+    if q_new.shape[-2] != k_new.shape[-2]:
+        raise AttentionInputError(
+            f"{q_new.shape[-2]} new queries but {k_new.shape[-2]} new keys: each new position "
+            "brings one query, one key and one value."
+        )
+    if cache is not None and not isinstance(cache, KVCache):
+        raise AttentionInputError("cache must be a KVCache (or None before the first step).")
+    position = 0 if cache is None else cache.length
+    cache = KVCache(k_new, v_new) if cache is None else cache.append(k_new, v_new)
+    new = q_new.shape[-2]
+    mask = None
+    if new > 1:
+        # Bottom-right causal: the new queries are the last `new` positions of the sequence.
+        mask = np.arange(cache.length)[None, :] <= (position + np.arange(new))[:, None]
+    attention = scaled_dot_product_attention(
+        q_new, cache.keys, cache.values, mask=mask, scale=scale
+    )
+    return DecodeStep(position, cache, attention)
+
+
+@dataclass(frozen=True, eq=False)
+class IncrementalDecoding:
+    """Causal self-attention computed one position at a time with a KV cache.
+
+    output   `(..., q_pos, d_v)`  equals causal scaled_dot_product_attention
+    weights  `(..., q_pos, k_pos)` row t is step t's weights over keys 0..t, zeros after t
+    cache    the final `KVCache` (all keys and values)
+    """
+
+    output: Any
+    weights: Any
+    cache: KVCache
+
+
+def incremental_causal_attention(
+    q: object, k: object, v: object, *, scale: float | None = None
+) -> IncrementalDecoding:
+    """Run `decode_step` for positions 0, 1, ..., n-1 and collect the outputs.
+
+    Reproduces `scaled_dot_product_attention(q, k, v, mask=causal_mask(n))`: position t only
+    ever sees keys 0..t, and those are exactly what the cache holds at step t.
+    """
+    q, k, v = _check_qkv(q, k, v)
+    check_same_width(
+        q, k, "Q", "K", "queries and keys must have the same width d_k (one dot product each)"
+    )
+    if q.shape[-2] != k.shape[-2]:
+        raise AttentionInputError(
+            f"Q has {q.shape[-2]} rows but K has {k.shape[-2]}: decoding is self-attention, "
+            "one query, key and value per position."
+        )
+    n = q.shape[-2]
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    check_size((*batch, n, n), "The weights")
+    weights = np.zeros((*batch, n, n), dtype=q.dtype)
+    outputs = []
+    cache = None
+    for t in range(n):
+        step = decode_step(
+            cache, q[..., t : t + 1, :], k[..., t : t + 1, :], v[..., t : t + 1, :], scale=scale
+        )
+        cache = step.cache
+        weights[..., t, : t + 1] = step.attention.weights[..., 0, :]
+        outputs.append(step.output)
+    return IncrementalDecoding(np.concatenate(outputs, axis=-2), weights, cache)
