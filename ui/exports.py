@@ -1,0 +1,366 @@
+"""Take the numbers away and bring them back: CSV, .npy, LaTeX and a JSON of the whole example.
+
+The converters are pure functions (tested on their own); the `download_*` helpers only put
+their output behind `st.download_button`s, and `read_upload` turns an uploaded file into an
+`Example` or a clear message.
+
+CSV layout (what `matrix_to_csv` writes and `csv_to_matrix` reads)::
+
+    token,d1,d2
+    the,1,0
+    cat,0,1
+
+A first column that is not numeric holds the row labels; a first row that is not numeric is the
+header. −∞ (a masked score) is written `-inf`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import streamlit as st
+
+from attention_core import AttentionInputError, AttentionSteps
+from attention_core.examples import MAX_EXAMPLE_SIZE, Example
+
+JSON_FORMAT = "attention-explorer/example"
+JSON_VERSION = 1
+# An upload is untrusted input: refuse big files before parsing them.
+MAX_UPLOAD_BYTES = 200_000
+STEP_NAMES = ("scores", "scaled", "masked", "weights", "output")
+LABEL_HEADERS = ("token", "query", "key", "")
+
+
+# -- one matrix --------------------------------------------------------------------------------
+
+
+def _cell(x: float) -> str:
+    if math.isinf(x):
+        return "-inf" if x < 0 else "inf"
+    return repr(float(x)).removesuffix(".0") if float(x).is_integer() else repr(float(x))
+
+
+def matrix_to_csv(
+    values: np.ndarray,
+    *,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    row_title: str = "token",
+) -> str:
+    """CSV text of a `(rows, cols)` matrix with a header and one label per row.
+
+    Numbers are written with full precision (`repr`), so reading the file back gives exactly the
+    same floats.
+    """
+    matrix = np.asarray(values, dtype=np.float64)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([row_title, *col_labels])
+    for label, row in zip(row_labels, matrix, strict=True):
+        writer.writerow([label, *(_cell(x) for x in row)])
+    return out.getvalue()
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text.strip().replace("−", "-"))
+    except ValueError:
+        return False
+    return bool(text.strip())
+
+
+def csv_to_matrix(
+    text: str,
+    *,
+    name: str,
+    max_rows: int = MAX_EXAMPLE_SIZE,
+    max_cols: int = MAX_EXAMPLE_SIZE,
+    allow_neg_inf: bool = False,
+) -> tuple[np.ndarray, tuple[str, ...] | None]:
+    """(matrix, row labels or None) from CSV text, or AttentionInputError saying what to fix.
+
+    Accepts the layout `matrix_to_csv` writes, and also bare numbers without header or labels.
+    """
+    rows = [row for row in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in row)]
+    if not rows:
+        raise AttentionInputError(f"The CSV file for {name} is empty.")
+    if not all(_is_number(cell) for cell in rows[0][1:] + rows[0][:1]):
+        header, rows = rows[0], rows[1:]
+        if not rows:
+            raise AttentionInputError(f"The CSV file for {name} has a header but no rows.")
+    else:
+        header = None
+    # Labels are a first column of words, or a first column headed like our own exports.
+    has_labels = any(not _is_number(row[0]) for row in rows) or (
+        header is not None and header[0].strip().lower() in LABEL_HEADERS
+    )
+    labels = tuple(row[0].strip() for row in rows) if has_labels else None
+    cells = [row[1:] if has_labels else row for row in rows]
+    if len(cells) > max_rows or any(len(row) > max_cols for row in cells):
+        raise AttentionInputError(
+            f"{name} has {len(cells)} rows and up to {max(len(r) for r in cells)} columns; this "
+            f"page takes at most {max_rows} rows and {max_cols} columns."
+        )
+    widths = {len(row) for row in cells}
+    if len(widths) != 1 or 0 in widths:
+        raise AttentionInputError(
+            f"The rows of {name} have different numbers of cells ({sorted(widths)}): every row "
+            "needs one number per column."
+        )
+    values = np.empty((len(cells), widths.pop()))
+    for i, row in enumerate(cells):
+        for j, cell in enumerate(row):
+            text_cell = cell.strip().replace("−", "-")
+            try:
+                values[i, j] = float(text_cell)
+            except ValueError:
+                where = f"row {i + 1}" + (f" (“{labels[i]}”)" if labels else "")
+                shown = text_cell[:20] or "an empty cell"
+                raise AttentionInputError(
+                    f"{name} holds “{shown}” at {where}, column {j + 1}: type a number there."
+                ) from None
+    bad = np.isnan(values) | (np.isposinf(values) if allow_neg_inf else np.isinf(values))
+    if bad.any():
+        i, j = (int(x) for x in np.argwhere(bad)[0])
+        raise AttentionInputError(
+            f"{name} holds {values[i, j]} at row {i + 1}, column {j + 1}: every entry must be a "
+            "finite number."
+        )
+    return values, labels
+
+
+def matrix_to_npy(values: np.ndarray) -> bytes:
+    """The matrix as a NumPy `.npy` file (float64), for `np.load`."""
+    out = io.BytesIO()
+    np.save(out, np.asarray(values, dtype=np.float64), allow_pickle=False)
+    return out.getvalue()
+
+
+def npy_to_matrix(data: bytes) -> np.ndarray:
+    """Read back what `matrix_to_npy` wrote (never unpickles)."""
+    return np.load(io.BytesIO(data), allow_pickle=False)
+
+
+def _latex_number(x: float, decimals: int) -> str:
+    if math.isinf(x):
+        return r"-\infty" if x < 0 else r"\infty"
+    text = f"{x:.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def matrix_to_latex(values: np.ndarray, *, decimals: int = 4) -> str:
+    """A LaTeX `bmatrix` for slides; −∞ becomes `-\\infty`, trailing zeros are dropped."""
+    matrix = np.asarray(values, dtype=np.float64)
+    body = " \\\\\n".join(" & ".join(_latex_number(x, decimals) for x in row) for row in matrix)
+    return "\\begin{bmatrix}\n" + body + "\n\\end{bmatrix}"
+
+
+# -- the whole example ---------------------------------------------------------------------------
+
+
+def _nested(values: np.ndarray) -> list:
+    """Nested lists for JSON; −∞ (JSON has no infinity) becomes null."""
+    matrix = np.asarray(values, dtype=np.float64)
+    return [[None if math.isinf(x) else float(x) for x in row] for row in matrix]
+
+
+def example_to_json(
+    example: Example,
+    *,
+    settings: Mapping[str, Any] | None = None,
+    steps: AttentionSteps | None = None,
+) -> str:
+    """The example (Q, K, V, tokens), the settings it was shown with and, for reference, every
+    step. `json_to_example` reads it back; masked scores (−∞) are written as null.
+    """
+    document: dict[str, Any] = {
+        "format": JSON_FORMAT,
+        "version": JSON_VERSION,
+        "title": example.title,
+        "query_tokens": list(example.query_labels),
+        "key_tokens": list(example.key_labels),
+        "Q": _nested(example.q),
+        "K": _nested(example.k),
+        "V": _nested(example.v),
+        "settings": dict(settings or {}),
+    }
+    if steps is not None:
+        document["steps"] = {name: _nested(getattr(steps, name)) for name in STEP_NAMES}
+        document["steps"]["scale"] = float(steps.scale)
+        document["steps"]["note"] = "masked scores (−∞) are null; weights rows sum to 1"
+    return json.dumps(document, indent=1, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class UploadedExample:
+    """What an upload held: the example, and the settings saved with it (may be empty)."""
+
+    example: Example
+    settings: dict[str, Any]
+
+
+def _matrix_field(document: Mapping[str, Any], name: str) -> np.ndarray:
+    raw = document.get(name)
+    if not isinstance(raw, list) or not raw or not all(isinstance(row, list) for row in raw):
+        raise AttentionInputError(
+            f'The JSON file has no {name} matrix: it needs "{name}": [[...], [...]] (a list of '
+            "rows, each a list of numbers)."
+        )
+    if len(raw) > MAX_EXAMPLE_SIZE or any(len(row) > MAX_EXAMPLE_SIZE for row in raw):
+        raise AttentionInputError(
+            f"{name} in the JSON file is larger than {MAX_EXAMPLE_SIZE}×{MAX_EXAMPLE_SIZE}, the "
+            "most this page shows."
+        )
+    if len({len(row) for row in raw}) != 1 or not raw[0]:
+        raise AttentionInputError(f"The rows of {name} in the JSON file have different lengths.")
+    for i, row in enumerate(raw):
+        for j, x in enumerate(row):
+            if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+                raise AttentionInputError(
+                    f"{name} in the JSON file holds {x!r} at row {i + 1}, column {j + 1}: every "
+                    "entry must be a finite number."
+                )
+    return np.array(raw, dtype=np.float64)
+
+
+def _tokens(document: Mapping[str, Any], field: str, count: int, prefix: str) -> tuple[str, ...]:
+    raw = document.get(field)
+    if raw is None:
+        return tuple(f"{prefix}{i + 1}" for i in range(count))
+    if not isinstance(raw, list) or len(raw) != count:
+        raise AttentionInputError(
+            f'"{field}" in the JSON file must list one token per row ({count}).'
+        )
+    return tuple(str(token)[:40] for token in raw)
+
+
+def json_to_example(text: str | bytes) -> UploadedExample:
+    """Read an `example_to_json` file (steps, if present, are ignored: they are recomputed)."""
+    if len(text) > MAX_UPLOAD_BYTES:
+        raise AttentionInputError(
+            f"The file is {len(text):,} bytes; an example file is at most {MAX_UPLOAD_BYTES:,}."
+        )
+    try:
+        document = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise AttentionInputError(
+            f"The file is not valid JSON ({error}). Upload a file saved with “Download the "
+            "example (JSON)”, or a CSV file."
+        ) from None
+    if not isinstance(document, dict):
+        raise AttentionInputError("The JSON file must hold an object with Q, K and V.")
+    if document.get("format", JSON_FORMAT) != JSON_FORMAT:
+        raise AttentionInputError(
+            f"The JSON file's format is {document.get('format')!r}, not {JSON_FORMAT!r}."
+        )
+    q, k, v = (_matrix_field(document, name) for name in ("Q", "K", "V"))
+    example = Example(
+        q=q,
+        k=k,
+        v=v,
+        query_labels=_tokens(document, "query_tokens", q.shape[0], "q"),
+        key_labels=_tokens(document, "key_tokens", k.shape[0], "k"),
+        title=str(document.get("title", "uploaded"))[:80],
+    )
+    settings = document.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise AttentionInputError('"settings" in the JSON file must be an object.')
+    return UploadedExample(example, settings)
+
+
+def read_upload(
+    name: str, data: bytes, *, target: str = "Q"
+) -> UploadedExample | tuple[np.ndarray, tuple[str, ...] | None]:
+    """An uploaded file: a JSON example, or one matrix (for `target`, "Q"/"K"/"V") from CSV.
+
+    Returns an `UploadedExample` for JSON, `(matrix, labels or None)` for CSV; raises
+    AttentionInputError with what to fix.
+    """
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise AttentionInputError(
+            f"{name} is {len(data):,} bytes; this page takes files up to {MAX_UPLOAD_BYTES:,}."
+        )
+    if name.lower().endswith(".json"):
+        return json_to_example(data)
+    if name.lower().endswith(".csv"):
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise AttentionInputError(
+                f"{name} is not UTF-8 text: save it as CSV (UTF-8)."
+            ) from None
+        return csv_to_matrix(text, name=target)
+    raise AttentionInputError(f"{name} is neither a .csv nor a .json file.")
+
+
+# -- Streamlit ------------------------------------------------------------------------------------
+
+
+def download_matrix(
+    values: np.ndarray,
+    *,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    filename: str,
+    key: str,
+    row_title: str = "token",
+    decimals: int = 4,
+) -> None:
+    """Three download buttons for one matrix: CSV, .npy and a LaTeX bmatrix (`filename.*`)."""
+    csv_col, npy_col, tex_col = st.columns(3)
+    csv_col.download_button(
+        "CSV",
+        matrix_to_csv(values, row_labels=row_labels, col_labels=col_labels, row_title=row_title),
+        file_name=f"{filename}.csv",
+        mime="text/csv",
+        key=f"{key}.csv",
+        on_click="ignore",
+        icon=":material/table:",
+    )
+    npy_col.download_button(
+        ".npy",
+        matrix_to_npy(values),
+        file_name=f"{filename}.npy",
+        mime="application/octet-stream",
+        key=f"{key}.npy",
+        on_click="ignore",
+        icon=":material/data_array:",
+    )
+    tex_col.download_button(
+        "LaTeX",
+        matrix_to_latex(values, decimals=decimals),
+        file_name=f"{filename}.tex",
+        mime="text/x-tex",
+        key=f"{key}.tex",
+        on_click="ignore",
+        icon=":material/functions:",
+    )
+
+
+def download_example(
+    example: Example,
+    *,
+    settings: Mapping[str, Any],
+    steps: AttentionSteps | None,
+    filename: str,
+    key: str,
+) -> None:
+    """One button: the whole example as JSON (uploadable again)."""
+    st.download_button(
+        "Download the example (JSON)",
+        example_to_json(example, settings=settings, steps=steps),
+        file_name=f"{filename}.json",
+        mime="application/json",
+        key=key,
+        on_click="ignore",
+        icon=":material/download:",
+    )
