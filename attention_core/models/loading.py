@@ -182,11 +182,11 @@ def read_config(path: Path | str) -> dict[str, Any]:
     """Read config.json as a dict; a missing, unreadable or non-object file is a ModelFileError."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise ModelFileError(f"Cannot read the model configuration {path}: {exc}.") from exc
     try:
-        config = json.loads(text)
+        config = json.loads(raw)  # JSON is UTF-8; bytes in another encoding fail here too
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ModelFileError(
             f"The model configuration {path} is not valid JSON ({exc}). The file is probably "
