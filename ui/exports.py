@@ -277,29 +277,111 @@ def json_to_example(text: str | bytes) -> UploadedExample:
     return UploadedExample(example, settings)
 
 
-def read_upload(
-    name: str, data: bytes, *, target: str = "Q"
-) -> UploadedExample | tuple[np.ndarray, tuple[str, ...] | None]:
-    """An uploaded file: a JSON example, or one matrix (for `target`, "Q"/"K"/"V") from CSV.
+def matrix_role(filename: str) -> str | None:
+    """Which matrix a CSV file holds, from its name: q.csv, sdpa-Q.csv, my_k.csv -> "Q"/"K"."""
+    stem = filename.rsplit("/", 1)[-1].rsplit(".", 1)[0].strip()
+    for separator in ("-", "_", " ", "."):
+        stem = stem.rsplit(separator, 1)[-1]
+    return stem.upper() if stem.upper() in ("Q", "K", "V") else None
 
-    Returns an `UploadedExample` for JSON, `(matrix, labels or None)` for CSV; raises
-    AttentionInputError with what to fix.
+
+def combine_upload(files: Sequence[tuple[str, bytes]], current: Example) -> UploadedExample:
+    """The example that uploaded files describe, or AttentionInputError saying what to fix.
+
+    `files` are (file name, contents). One `.json` file (an `example_to_json` export) replaces
+    the whole example; `.csv` files replace the matrix their name says (q.csv, sdpa-K.csv, ...)
+    and the other matrices are kept from `current`. The result must still fit together (Q and K
+    as wide, K and V as tall).
     """
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise AttentionInputError(
-            f"{name} is {len(data):,} bytes; this page takes files up to {MAX_UPLOAD_BYTES:,}."
-        )
-    if name.lower().endswith(".json"):
-        return json_to_example(data)
-    if name.lower().endswith(".csv"):
+    if not files:
+        raise AttentionInputError("No file was uploaded.")
+    for name, data in files:
+        if len(data) > MAX_UPLOAD_BYTES:
+            raise AttentionInputError(
+                f"{name} is {len(data):,} bytes; this page takes files up to {MAX_UPLOAD_BYTES:,}."
+            )
+    jsons = [(n, d) for n, d in files if n.lower().endswith(".json")]
+    csvs = [(n, d) for n, d in files if n.lower().endswith(".csv")]
+    others = [n for n, _ in files if not n.lower().endswith((".json", ".csv"))]
+    if others:
+        raise AttentionInputError(f"{others[0]} is neither a .csv nor a .json file.")
+    if jsons:
+        if len(files) > 1:
+            raise AttentionInputError(
+                "Upload either one JSON example or CSV files for Q, K and V, not both."
+            )
+        return json_to_example(jsons[0][1])
+    matrices: dict[str, tuple[np.ndarray, tuple[str, ...] | None]] = {}
+    for name, data in csvs:
+        role = matrix_role(name)
+        if role is None:
+            raise AttentionInputError(
+                f"Is {name} Q, K or V? Name the file q.csv, k.csv or v.csv (the page's own "
+                "downloads, like sdpa-Q.csv, work as they are)."
+            )
+        if role in matrices:
+            raise AttentionInputError(f"Two files hold {role}: upload one per matrix.")
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError:
             raise AttentionInputError(
                 f"{name} is not UTF-8 text: save it as CSV (UTF-8)."
             ) from None
-        return csv_to_matrix(text, name=target)
-    raise AttentionInputError(f"{name} is neither a .csv nor a .json file.")
+        matrices[role] = csv_to_matrix(text, name=role)
+    q, q_labels = matrices.get("Q", (current.q, current.query_labels))
+    k, k_labels = matrices.get("K", (current.k, current.key_labels))
+    v, _ = matrices.get("V", (current.v, None))
+    if k_labels is None and "V" in matrices and matrices["V"][1] is not None:
+        k_labels = matrices["V"][1]
+    if q_labels is None or len(q_labels) != q.shape[0]:
+        q_labels = tuple(f"q{i + 1}" for i in range(q.shape[0]))
+    if k_labels is None or len(k_labels) != k.shape[0]:
+        k_labels = tuple(f"k{j + 1}" for j in range(k.shape[0]))
+    kept = [role for role in ("Q", "K", "V") if role not in matrices]
+    try:
+        example = Example(q=q, k=k, v=v, query_labels=q_labels, key_labels=k_labels,
+                          title="uploaded")  # fmt: skip
+    except AttentionInputError as error:
+        hint = f" ({', '.join(kept)} kept from the page; upload them too.)" if kept else ""
+        raise AttentionInputError(f"{error}{hint}") from None
+    return UploadedExample(example, {})
+
+
+def clean_settings(
+    raw: Mapping[str, Any],
+    *,
+    choices: Mapping[str, Sequence[str]] | None = None,
+    flags: Sequence[str] = (),
+    ranges: Mapping[str, tuple[float, float]] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """The settings from an uploaded file that are valid here, and a message per refused one.
+
+    `choices` name settings that must be one of some strings, `flags` booleans, `ranges`
+    numbers within [lo, hi]. Unknown names are ignored silently (they may be informative,
+    like the scale).
+    """
+    choices, ranges = choices or {}, ranges or {}
+    kept: dict[str, Any] = {}
+    refused: list[str] = []
+    for name, value in raw.items():
+        if name in choices:
+            if isinstance(value, str) and value in choices[name]:
+                kept[name] = value
+            else:
+                refused.append(f"{name}={value!r} is not one of {', '.join(choices[name])}")
+        elif name in flags:
+            if isinstance(value, bool):
+                kept[name] = value
+            else:
+                refused.append(f"{name}={value!r} is not true or false")
+        elif name in ranges:
+            lo, hi = ranges[name]
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            if ok and math.isfinite(value) and lo <= value <= hi:
+                kept[name] = float(value)
+            else:
+                refused.append(f"{name}={value!r} is not a number between {lo:g} and {hi:g}")
+    return kept, refused
 
 
 # -- Streamlit ------------------------------------------------------------------------------------
@@ -343,6 +425,66 @@ def download_matrix(
         key=f"{key}.tex",
         on_click="ignore",
         icon=":material/functions:",
+    )
+
+
+FORMATS = {"CSV": ".csv", "NumPy": ".npy", "LaTeX": ".tex"}
+
+
+def matrix_file(
+    values: np.ndarray,
+    fmt: str,
+    *,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    row_title: str = "token",
+    decimals: int = 4,
+) -> bytes:
+    """The bytes of one matrix in `fmt` ("CSV", "NumPy" or "LaTeX")."""
+    if fmt == "CSV":
+        return matrix_to_csv(
+            values, row_labels=row_labels, col_labels=col_labels, row_title=row_title
+        ).encode()
+    if fmt == "NumPy":
+        return matrix_to_npy(values)
+    if fmt == "LaTeX":
+        return matrix_to_latex(values, decimals=decimals).encode()
+    raise ValueError(f"unknown format {fmt!r}: choose one of {list(FORMATS)}")
+
+
+def download_chooser(
+    matrices: Mapping[str, tuple[np.ndarray, Sequence[str], Sequence[str], str]],
+    *,
+    key: str,
+    label: str = "Download",
+    row_title: str = "token",
+) -> None:
+    """One compact download row for several matrices: pick which, pick the format, download.
+
+    `matrices` maps a title to (values, row labels, column labels, file stem). Three widgets
+    however many matrices there are (each download button costs a rerun's time); the file is
+    only produced when the button is pressed.
+    """
+    which_col, format_col, button_col = st.columns([3, 3, 2], vertical_alignment="bottom")
+    which = which_col.selectbox(label, list(matrices), key=f"{key}.which")
+    fmt = format_col.segmented_control(
+        "Format", list(FORMATS), default="CSV", required=True, key=f"{key}.format"
+    )
+    values, row_labels, col_labels, stem = matrices[which]
+
+    def produce() -> bytes:
+        return matrix_file(
+            values, fmt, row_labels=row_labels, col_labels=col_labels, row_title=row_title
+        )
+
+    button_col.download_button(
+        "Download",
+        produce,
+        file_name=f"{stem}{FORMATS[fmt]}",
+        mime={"CSV": "text/csv", "NumPy": "application/octet-stream"}.get(fmt, "text/x-tex"),
+        key=f"{key}.button",
+        on_click="ignore",
+        icon=":material/download:",
     )
 
 

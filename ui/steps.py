@@ -26,17 +26,21 @@ The pure helpers (`cell_hover`, `row_latex`, `grade`) can be tested without Stre
 
 from __future__ import annotations
 
+import hashlib
 import math
+import pickle
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from attention_core import AttentionSteps, scaling_experiment
 from attention_core.examples import RowBreakdown, row_breakdown
 from ui import charts
-from ui.exports import download_matrix
+from ui.exports import download_chooser
 from ui.state import is_presenting
 
 STEP_NAMES = ("scores", "scaled", "masked", "weights", "output")
@@ -234,7 +238,7 @@ def show_pipeline(
     filename      the stem of downloaded files and PNGs ("sdpa" -> "sdpa-weights.csv")
     upto          show only the first `upto` steps (1..5), e.g. when a presenter steps through
     scoring       a SCORING_FUNCTIONS key; changes how scores are explained
-    downloads     whether each panel offers CSV / .npy / LaTeX downloads
+    downloads     whether to offer each step as CSV / .npy / LaTeX under the panels
     """
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
     rows = _breakdowns(steps, q, k, v)
@@ -246,8 +250,24 @@ def show_pipeline(
             st.columns(per_line), names[start : start + per_line], strict=False
         ):
             with column:
-                _panel(steps, name, rows, q, v, query_labels, key_labels, key, filename, scoring,
-                       downloads)  # fmt: skip
+                _panel(steps, name, rows, q, v, query_labels, key_labels, key, filename, scoring)
+    if downloads:
+        download_chooser(
+            {
+                STEP_TITLES[name]: (
+                    np.asarray(getattr(steps, name)),
+                    list(query_labels),
+                    [f"d{c + 1}" for c in range(v.shape[1])]
+                    if name == "output"
+                    else list(key_labels),
+                    f"{filename}-{name}",
+                )
+                for name in names
+            },
+            key=f"{key}.download",
+            label="Download a step",
+            row_title="query",
+        )
 
 
 def _panel(
@@ -261,7 +281,6 @@ def _panel(
     key: str,
     filename: str,
     scoring: str,
-    downloads: bool,
 ) -> None:
     values = np.asarray(getattr(steps, name), dtype=np.float64)
     output = name == "output"
@@ -270,7 +289,7 @@ def _panel(
     st.caption(step_caption(name, steps, d_k=q.shape[1], scoring=scoring))
     kind = {"weights": "weights", "output": "values"}.get(name, "scores")
     decimals = 4 if values.shape[1] <= 4 else 2
-    fig = charts.heatmap(
+    fig = cached_heatmap(
         values,
         row_labels=list(query_labels),
         col_labels=col_labels,
@@ -286,16 +305,27 @@ def _panel(
             "Row sums: "
             + ", ".join(f"{label} {fixed(s)}" for label, s in zip(query_labels, sums, strict=True))
         )
-    if downloads:
-        with st.popover("Download", icon=":material/download:"):
-            download_matrix(
-                values,
-                row_labels=list(query_labels),
-                col_labels=col_labels,
-                row_title="query",
-                filename=f"{filename}-{name}",
-                key=f"{key}.{name}.download",
-            )
+
+
+def cached_heatmap(values: np.ndarray, **options: Any) -> go.Figure:
+    """`charts.heatmap(values, **options)`, built once per distinct input.
+
+    Plotly validates every property it is given, which makes a figure cost ~50 ms; an edit
+    usually changes only some steps, so the unchanged panels come from this cache.
+    """
+    digest = hashlib.sha256(
+        pickle.dumps(
+            (np.asarray(values).shape, np.asarray(values).tobytes(), options, is_presenting())
+        )
+    ).hexdigest()
+    return _heatmap(digest, values, options)
+
+
+@st.cache_resource(max_entries=256, show_spinner=False)
+def _heatmap(digest: str, _values: np.ndarray, _options: dict[str, Any]) -> go.Figure:
+    # Only `digest` is hashed: it covers the values, the options and presenter mode. Shared
+    # figures are safe because st.plotly_chart only serialises them.
+    return charts.heatmap(_values, **_options)
 
 
 # -- one row written out --------------------------------------------------------------------------
@@ -577,14 +607,13 @@ def scaling_results(num_keys: int = 16, num_samples: int = 2000, seed: int = 0):
     return scaling_experiment(SCALING_D_K, num_samples=num_samples, num_keys=num_keys, seed=seed)
 
 
-def show_scaling_experiment(*, key: str, num_keys: int = 16, seed: int = 0) -> None:
-    """Why divide by √d_k: measured Var(q·k) against d_k with the line y = d_k, and the softmax
-    over `num_keys` random keys (max weight, entropy, gradient size) with and without scaling.
-    """
+@st.cache_resource(max_entries=16, show_spinner=False)
+def scaling_figures(num_keys: int, seed: int, presenting: bool) -> dict[str, go.Figure]:
+    """The four figures of the √d_k experiment (`presenting` is part of the key: font sizes)."""
     result = scaling_results(num_keys=num_keys, seed=seed)
     d_k = np.asarray(result.d_k)
-    charts.show(
-        charts.line_plot(
+    figures = {
+        "variance": charts.line_plot(
             d_k,
             {
                 "measured Var(q·k)": result.dot_variance,
@@ -598,36 +627,46 @@ def show_scaling_experiment(*, key: str, num_keys: int = 16, seed: int = 0) -> N
             log_y=True,
             dashed=("y = d_k",),
             markers=True,
-        ),
-        filename="why-sqrt-dk-variance",
-        key=f"{key}.variance",
-    )
-    panels = (
-        ("max_weight", "largest weight in a row", "1 = all weight on one key"),
-        (
-            "entropy",
-            "entropy of a row (nats)",
-            f"uniform = log {num_keys} = {math.log(num_keys):.2f}",
-        ),
-        ("gradient_norm", "softmax gradient size ‖J‖", "0 = no gradient reaches the scores"),
-    )
-    for column, (field, label, note) in zip(st.columns(3), panels, strict=True):
+        )
+    }
+    for field, label, note in SCALING_PANELS:
+        figures[field] = charts.line_plot(
+            d_k,
+            {
+                "without scaling": getattr(result, f"{field}_unscaled"),
+                "with 1/√d_k": getattr(result, f"{field}_scaled"),
+            },
+            x_title="d_k",
+            y_title=label,
+            title=note.format(num_keys=num_keys, log_keys=math.log(num_keys)),
+            log_x=True,
+            markers=True,
+        )
+    return figures
+
+
+SCALING_PANELS = (
+    ("max_weight", "largest weight in a row", "1 = all weight on one key"),
+    ("entropy", "entropy of a row (nats)", "uniform = log {num_keys} = {log_keys:.2f}"),
+    ("gradient_norm", "softmax gradient size ‖J‖", "0 = no gradient reaches the scores"),
+)
+
+
+def show_scaling_experiment(*, key: str, num_keys: int = 16, seed: int = 0) -> None:
+    """Why divide by √d_k: measured Var(q·k) against d_k with the line y = d_k, and the softmax
+    over `num_keys` random keys (max weight, entropy, gradient size) with and without scaling.
+    """
+    result = scaling_results(num_keys=num_keys, seed=seed)
+    figures = scaling_figures(num_keys, seed, is_presenting())
+    charts.show(figures["variance"], filename="why-sqrt-dk-variance", key=f"{key}.variance")
+    for column, (field, _, _) in zip(st.columns(3), SCALING_PANELS, strict=True):
         with column:
-            fig = charts.line_plot(
-                d_k,
-                {
-                    "without scaling": getattr(result, f"{field}_unscaled"),
-                    "with 1/√d_k": getattr(result, f"{field}_scaled"),
-                },
-                x_title="d_k",
-                y_title=label,
-                title=note,
-                log_x=True,
-                markers=True,
-            )
             charts.show(
-                fig, filename=f"why-sqrt-dk-{field.replace('_', '-')}", key=f"{key}.{field}"
+                figures[field],
+                filename=f"why-sqrt-dk-{field.replace('_', '-')}",
+                key=f"{key}.{field}",
             )
+    d_k = np.asarray(result.d_k)
     last = len(d_k) - 1
     st.caption(
         f"{result.num_samples:,} random queries against {num_keys} keys, entries N(0, 1). At "
