@@ -323,6 +323,7 @@ def test_trace_steps_follow_the_formulas(tiny):
         assert layer.attention.attention.weights.shape == (h, n, n)
         assert layer.attention.q_heads.shape == (h, n, d // h)
         np.testing.assert_array_equal(trace.attention_weights[i], layer.attention.attention.weights)
+        assert layer.attention_weights is layer.attention.attention.weights
         previous = layer.hidden
     np.testing.assert_array_equal(trace.last_hidden_state, trace.layers[-1].hidden)
     assert trace.hidden_states.shape == (3, n, d)

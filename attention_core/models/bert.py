@@ -14,8 +14,9 @@ Hugging Face ``transformers.BertModel`` computes it in eval mode (no dropout):
     GELU(x)      = x · Φ(x) = ½ x (1 + erf(x / √2))            the exact (erf) form, not tanh
 
 Everything is float32, like the checkpoint. ``run_bert`` returns a frozen ``BertTrace`` holding
-every intermediate, named so a page can say ``trace.layers[3].attention.attention.weights``
-(or ``trace.attention_weights[3]``, the same numbers stacked as `(layer, head, q_pos, k_pos)`).
+every intermediate, named so a page can say ``trace.layers[3].attention_weights`` (short for
+``trace.layers[3].attention.attention.weights``) or ``trace.attention_weights[3]``, the same
+numbers stacked as `(layer, head, q_pos, k_pos)`.
 
 Loading needs ``safetensors`` and ``tokenizers`` (imported when a model is loaded, see
 ``loading.py``); torch and transformers are never imported here.
@@ -380,6 +381,11 @@ class BertLayerSteps:
     ffn_activation: np.ndarray
     ffn_output: np.ndarray
     hidden: np.ndarray
+
+    @property
+    def attention_weights(self) -> np.ndarray:
+        """`(head, n, n)` softmax weights of this layer: ``attention.attention.weights``."""
+        return self.attention.attention.weights
 
 
 @dataclass(frozen=True, eq=False)
