@@ -45,8 +45,12 @@ __all__ = [
     "available_backends",
     "backend_status",
     "chunk_bytes",
+    "decoding_score_counts",
+    "max_abs_difference",
     "measure_attention",
+    "quadratic_reference",
     "score_matrix_bytes",
+    "speedup",
 ]
 
 BACKENDS = ("numpy", "torch-cpu", "torch-cuda")
@@ -99,6 +103,41 @@ def chunk_bytes(
     """Bytes of the `(heads, q_len, block)` tile of scores chunked attention holds at a time."""
     block = min(check_int(block_size, "block_size", minimum=1), check_int(k_len, "k_len"))
     return score_matrix_bytes(q_len, block, heads=heads, itemsize=itemsize)
+
+
+def quadratic_reference(sizes: object, anchor_size: int, anchor_value: float) -> np.ndarray:
+    """An n² curve through one measured point: value(n) = anchor_value · (n / anchor_size)².
+
+    Drawn next to measured times on a log-log plot, it shows whether they grow like n²
+    (parallel lines) or slower (small n, where fixed overheads dominate).
+    """
+    n = np.asarray(sizes, dtype=np.float64)
+    anchor_size = check_int(anchor_size, "anchor_size", minimum=1)
+    return float(anchor_value) * (n / anchor_size) ** 2
+
+
+def max_abs_difference(a: object, b: object) -> float:
+    """max |a - b| over all entries: how far two computations of the same thing disagree."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        raise AttentionInputError(f"Cannot compare shapes {a.shape} and {b.shape}.")
+    return float(np.abs(a - b).max()) if a.size else 0.0
+
+
+def speedup(baseline: Measurement, other: Measurement) -> float:
+    """How many times faster `other` ran than `baseline`: baseline.seconds / other.seconds."""
+    return baseline.seconds / other.seconds
+
+
+def decoding_score_counts(n: int) -> tuple[int, int]:
+    """Dot products q·k to generate n tokens one at a time, with and without a KV cache.
+
+    with cache     step t attends from 1 new query to t cached keys: Σ_{t=1..n} t = n(n+1)/2
+    without cache  step t reruns attention over the whole prefix, t queries × t keys:
+                   Σ_{t=1..n} t² = n(n+1)(2n+1)/6
+    """
+    n = check_int(n, "n (tokens generated)", minimum=1)
+    return n * (n + 1) // 2, n * (n + 1) * (2 * n + 1) // 6
 
 
 # --- backends -----------------------------------------------------------------------------------

@@ -19,8 +19,12 @@ from attention_core.cost import (
     available_backends,
     backend_status,
     chunk_bytes,
+    decoding_score_counts,
+    max_abs_difference,
     measure_attention,
+    quadratic_reference,
     score_matrix_bytes,
+    speedup,
 )
 
 # --- formulas -----------------------------------------------------------------------------------
@@ -42,6 +46,33 @@ def test_bytes_equal_the_numpy_arrays_they_describe():
     # A block wider than the keys is just the whole key range.
     assert chunk_bytes(300, 50, 64) == np.empty((300, 50), np.float32).nbytes
     assert score_matrix_bytes(8192, 8192) == 268_435_456  # 256 MiB: why 8k tokens hurt
+
+
+def test_quadratic_reference_passes_through_its_anchor_and_grows_fourfold_per_doubling():
+    ref = quadratic_reference([128, 256, 512, 1024], 512, 0.2)
+    np.testing.assert_allclose(ref, [0.2 / 16, 0.2 / 4, 0.2, 0.8], rtol=1e-15)
+
+
+def test_decoding_score_counts_by_enumeration():
+    for n in (1, 2, 5, 17):
+        with_cache = sum(t for t in range(1, n + 1))  # 1 query × t keys at step t
+        without = sum(t * t for t in range(1, n + 1))  # t queries × t keys at step t
+        assert decoding_score_counts(n) == (with_cache, without)
+    # 3 tokens: 1 + 2 + 3 = 6 with the cache, 1 + 4 + 9 = 14 without.
+    assert decoding_score_counts(3) == (6, 14)
+
+
+def test_max_abs_difference():
+    assert max_abs_difference([[1.0, 2.0]], [[1.5, -1.0]]) == 3.0
+    assert max_abs_difference([], []) == 0.0
+    with pytest.raises(AttentionInputError, match="Cannot compare"):
+        max_abs_difference([1.0], [1.0, 2.0])
+
+
+def test_speedup_is_the_ratio_of_median_times():
+    slow = measure_attention("numpy", 16, 4, repeats=1, measure_memory=False)
+    fast = measure_attention("numpy", 16, 4, repeats=1, measure_memory=False)
+    assert speedup(slow, fast) == slow.seconds / fast.seconds
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, "abc", True])

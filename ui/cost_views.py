@@ -1,0 +1,310 @@
+"""The cost page's Streamlit pieces: cached measurements, the Measure buttons, their figures.
+
+Measurements are slow and noisy, so they run only when the learner presses a button (with a
+progress bar), never on a plain rerun. Each result is cached per backend, method and size with
+`st.cache_data`, so measuring again (or a bigger range) reuses what was already measured, and
+the results of the last click are kept in the session so reruns can show them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from attention_core import AttentionInputError
+from attention_core.cost import (
+    BACKEND_LABELS,
+    METHOD_LABELS,
+    BackendStatus,
+    Measurement,
+    backend_status,
+    measure_attention,
+    quadratic_reference,
+    score_matrix_bytes,
+    speedup,
+)
+from ui.charts import WEIGHT_COLORS, font_size, format_number, line_plot
+from ui.state import is_presenting
+
+TIMINGS_KEY = "cost.timing_results"
+MEMORY_KEY = "cost.memory_results"
+MB = 1e6
+
+
+@dataclass(frozen=True)
+class Job:
+    """One measurement to make: what the cache is keyed on."""
+
+    backend: str
+    n: int
+    d: int
+    method: str = "full"
+    block_size: int = 256
+    repeats: int = 3
+    warmup: bool = True
+
+    def describe(self) -> str:
+        return f"{BACKEND_LABELS[self.backend]}, {METHOD_LABELS[self.method]}, n = {self.n:,}"
+
+
+@st.cache_data(show_spinner=False)
+def cached_backend_status() -> tuple[BackendStatus, ...]:
+    """Which backends run here (importing torch to find out takes a second, so once)."""
+    return backend_status()
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def cached_measurement(job: Job) -> Measurement:
+    """The measurement of `job`, made once per backend, method and size."""
+    return measure_attention(
+        job.backend,
+        job.n,
+        job.d,
+        method=job.method,
+        block_size=job.block_size,
+        repeats=job.repeats,
+        warmup=job.warmup,
+    )
+
+
+def run_jobs(jobs: Sequence[Job], store_key: str) -> list[str]:
+    """Measure `jobs` under a progress bar and keep the results; returns the errors."""
+    results: dict[Job, Measurement] = st.session_state.setdefault(store_key, {})
+    errors = []
+    progress = st.progress(0.0, text="Measuring…")
+    for done, job in enumerate(jobs):
+        progress.progress(done / len(jobs), text=f"Measuring {job.describe()}…")
+        try:
+            results[job] = cached_measurement(job)
+        except AttentionInputError as error:
+            errors.append(f"{job.describe()}: {error}")
+    progress.empty()
+    return errors
+
+
+def stored(jobs: Sequence[Job], store_key: str) -> dict[Job, Measurement]:
+    """The results already measured for `jobs` (nothing is measured here)."""
+    results = st.session_state.get(store_key, {})
+    return {job: results[job] for job in jobs if job in results}
+
+
+def forget_measurements() -> None:
+    """Drop the cache and the kept results, so the next click measures afresh."""
+    cached_measurement.clear()
+    st.session_state.pop(TIMINGS_KEY, None)
+    st.session_state.pop(MEMORY_KEY, None)
+
+
+def backend_badges(statuses: Sequence[BackendStatus]) -> str:
+    """One badge per backend: green with what runs it, grey with why it is missing."""
+    badges = []
+    for status in statuses:
+        if status.available:
+            badges.append(f":green-badge[:material/check: {status.label}: {status.detail}]")
+        else:
+            badges.append(f":gray-badge[:material/block: {status.label}: {status.detail}]")
+    return " ".join(badges)
+
+
+def timing_table(results: dict[Job, Measurement]) -> pd.DataFrame:
+    """One row per measurement, sorted by size then backend, with the speed-up vs NumPy."""
+    ordered = sorted(results.values(), key=lambda m: (m.n, BACKEND_LABELS[m.backend]))
+    numpy_at = {m.n: m for m in ordered if m.backend == "numpy"}
+    rows = []
+    for m in ordered:
+        baseline = numpy_at.get(m.n)
+        rows.append(
+            {
+                "backend": BACKEND_LABELS[m.backend],
+                "n": m.n,
+                "d": m.d,
+                "median time (ms)": m.seconds * 1e3,
+                "FLOPs": m.flops,
+                "GFLOP/s": m.gflops,
+                "n×n matrix (MB)": m.score_bytes / MB,
+                "peak memory (MB)": None if m.peak_bytes is None else m.peak_bytes / MB,
+                "speed-up vs NumPy (×)": None if baseline is None else speedup(baseline, m),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+TIMING_COLUMNS = {
+    "median time (ms)": st.column_config.NumberColumn(format="%.2f"),
+    "FLOPs": st.column_config.NumberColumn(format="%.3e"),
+    "GFLOP/s": st.column_config.NumberColumn(format="%.2f"),
+    "n×n matrix (MB)": st.column_config.NumberColumn(format="%.2f"),
+    "peak memory (MB)": st.column_config.NumberColumn(format="%.2f"),
+    "speed-up vs NumPy (×)": st.column_config.NumberColumn(format="%.2f"),
+}
+
+
+def _by_backend(
+    results: dict[Job, Measurement], sizes: Sequence[int], value
+) -> dict[str, np.ndarray]:
+    series = {}
+    for backend in BACKEND_LABELS:
+        found = {m.n: m for m in results.values() if m.backend == backend}
+        if found:
+            series[BACKEND_LABELS[backend]] = np.array(
+                [value(found[n]) if n in found else np.nan for n in sizes], dtype=np.float64
+            )
+    return series
+
+
+def time_figure(results: dict[Job, Measurement], sizes: Sequence[int]) -> go.Figure:
+    """Median time against n on log-log axes, with an n² line through the slowest largest run."""
+    series = _by_backend(results, sizes, lambda m: m.seconds * 1e3)
+    anchor = max(
+        (m for m in results.values() if m.n == max(sizes)),
+        key=lambda m: m.seconds,
+        default=None,
+    )
+    if anchor is not None:
+        series["n² reference"] = quadratic_reference(sizes, anchor.n, anchor.seconds * 1e3)
+    return line_plot(
+        np.asarray(sizes),
+        series,
+        x_title="sequence length n (queries = keys)",
+        y_title="median time (ms)",
+        title="Time against sequence length (log-log: n² is a line of slope 2)",
+        log_x=True,
+        log_y=True,
+        dashed=["n² reference"],
+        markers=True,
+    )
+
+
+def memory_figure(results: dict[Job, Measurement], sizes: Sequence[int]) -> go.Figure:
+    """Measured peak memory against n, and the bytes of the n×n float32 matrix."""
+    series = _by_backend(
+        results, sizes, lambda m: np.nan if m.peak_bytes is None else m.peak_bytes / MB
+    )
+    series["n×n float32 matrix"] = np.array([score_matrix_bytes(n, n) / MB for n in sizes])
+    return line_plot(
+        np.asarray(sizes),
+        series,
+        x_title="sequence length n (queries = keys)",
+        y_title="peak memory (MB)",
+        title="Peak memory of one full attention call against n (log-log)",
+        log_x=True,
+        log_y=True,
+        dashed=["n×n float32 matrix"],
+        markers=True,
+    )
+
+
+def online_softmax_figure(
+    weights: np.ndarray,
+    reference: np.ndarray,
+    *,
+    key_labels: Sequence[str],
+    block_labels: Sequence[str],
+) -> go.Figure:
+    """Rows: the weights the running state implies after each block, then the full softmax.
+
+    `weights` `(n_blocks, k_pos)` with NaN for keys not read yet; `reference` `(k_pos,)`.
+    """
+    matrix = np.vstack([weights, reference[None, :]])
+    rows = [*block_labels, "full softmax"]
+    unread = np.isnan(matrix)
+    text = [
+        ["not read" if unread[i, j] else format_number(matrix[i, j], 3) for j in range(len(row))]
+        for i, row in enumerate(matrix)
+    ]
+    hover = [
+        [
+            f"{rows[i]}, key {key_labels[j]}: "
+            + (
+                "not read yet"
+                if unread[i, j]
+                else f"exp(s − m) / l = {matrix[i, j]:.6f}"
+                if i < len(block_labels)
+                else f"softmax weight {matrix[i, j]:.6f}"
+            )
+            for j in range(matrix.shape[1])
+        ]
+        for i in range(matrix.shape[0])
+    ]
+    fig = go.Figure(
+        go.Heatmap(
+            z=np.where(unread, np.nan, matrix),
+            x=list(range(matrix.shape[1])),
+            y=list(range(matrix.shape[0])),
+            zmin=0.0,
+            zmax=1.0,
+            colorscale=WEIGHT_COLORS,
+            text=text,
+            texttemplate="%{text}",
+            textfont={"size": font_size()},
+            hovertext=hover,
+            hoverinfo="text",
+            xgap=1,
+            ygap=1,
+            colorbar={"thickness": 12, "len": 0.9, "title": "weight"},
+        )
+    )
+    fig.update_xaxes(
+        title_text="key →",
+        side="top",
+        tickvals=list(range(len(key_labels))),
+        ticktext=list(key_labels),
+    )
+    fig.update_yaxes(
+        title_text="← state after each block",
+        autorange="reversed",
+        tickvals=list(range(len(rows))),
+        ticktext=rows,
+    )
+    per_row = 56 if is_presenting() else 40
+    fig.update_layout(
+        title={
+            "text": "The weights the running state implies, block by block",
+            "font": {"size": font_size() + 3},
+        },
+        height=int(min(640, 140 + len(rows) * per_row)),
+        margin={"l": 10, "r": 10, "t": 80, "b": 10},
+        font={"size": font_size()},
+        plot_bgcolor="#eeeeee",
+    )
+    return fig
+
+
+def memory_bars(results: Sequence[Measurement], score_bytes: int, tile_bytes: int) -> go.Figure:
+    """Measured peak memory per method, with the n×n matrix and one tile as reference lines."""
+    labels = [f"{BACKEND_LABELS[m.backend]}<br>{METHOD_LABELS[m.method]}" for m in results]
+    values = [np.nan if m.peak_bytes is None else m.peak_bytes / MB for m in results]
+    fig = go.Figure(
+        go.Bar(
+            x=labels,
+            y=values,
+            text=[format_number(v, 2) + " MB" for v in values],
+            textposition="outside",
+            marker_color=["#b2182b" if m.method == "full" else "#2166ac" for m in results],
+            hovertemplate="%{x}: %{y:.3f} MB<extra></extra>",
+        )
+    )
+    for value, name, dash in (
+        (score_bytes / MB, "one n×n float32 matrix", "dash"),
+        (tile_bytes / MB, "one n×block tile", "dot"),
+    ):
+        fig.add_hline(
+            y=value,
+            line_dash=dash,
+            annotation_text=f"{name}: {value:.2f} MB",
+            annotation_position="top left",
+        )
+    fig.update_layout(
+        title={"text": "Peak memory of one call (log scale)", "font": {"size": font_size() + 3}},
+        yaxis={"title": "peak memory (MB)", "type": "log"},
+        height=420,
+        margin={"l": 10, "r": 10, "t": 60, "b": 10},
+        font={"size": font_size()},
+        showlegend=False,
+    )
+    return fig
