@@ -91,7 +91,11 @@ def csv_to_matrix(
     rows = [row for row in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in row)]
     if not rows:
         raise AttentionInputError(f"The CSV file for {name} is empty.")
-    if not all(_is_number(cell) for cell in rows[0][1:] + rows[0][:1]):
+    first = rows[0]
+    # A header names columns: none of its cells after the first is a number ("token,d1,d2").
+    if not any(_is_number(cell) for cell in first[1:]) and (
+        len(first) > 1 or not _is_number(first[0])
+    ):
         header, rows = rows[0], rows[1:]
         if not rows:
             raise AttentionInputError(f"The CSV file for {name} has a header but no rows.")
