@@ -1,0 +1,433 @@
+"""The multi-head page: every number shown is checked against attention_core or a formula here."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import sys
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from attention_core import (
+    causal_mask,
+    head_statistics,
+    init_multi_head_params,
+    multi_head_attention,
+    token_embeddings,
+)
+from tests.app_pages import ROOT
+from ui.editors import editor_widget_key
+
+SENTENCE = "the cat sat on the mat".split()
+
+
+def open_page(params: dict[str, str] | None = None) -> AppTest:
+    """The app, switched to the multi-head page, with `params` in the link it is opened with."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
+    for name, value in (params or {}).items():
+        at.query_params[name] = value
+    at.switch_page("pages/multi_head.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def decode(values) -> np.ndarray:
+    """A plotly array from figure JSON: a list, or plotly 6's {"dtype", "bdata"} encoding."""
+    if isinstance(values, dict) and "bdata" in values:
+        flat = np.frombuffer(base64.b64decode(values["bdata"]), dtype=np.dtype(values["dtype"]))
+        shape = values.get("shape")
+        if isinstance(shape, str):
+            shape = [int(s) for s in shape.split(",")]
+        return flat.reshape(shape) if shape else flat
+    return np.array(values, dtype=np.float64)
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def annotations(spec: dict) -> list[str]:
+    return [a.get("text", "") for a in spec["layout"].get("annotations", [])]
+
+
+def title(spec: dict) -> str:
+    return (spec["layout"].get("title") or {}).get("text") or ""
+
+
+def pattern_grid(at: AppTest) -> tuple[list[str], np.ndarray]:
+    """Panel titles and the stacked z of the small multiples (heads, then their average)."""
+    (spec,) = [s for s in figures(at) if "average of the heads" in annotations(s)]
+    titles = [t.replace("<b>", "").replace("</b>", "") for t in annotations(spec)]
+    return titles, np.stack([decode(trace["z"]) for trace in spec["data"]]).astype(np.float64)
+
+
+def chart_by_key(at: AppTest, key_part: str) -> dict:
+    (chart,) = [c for c in at.get("plotly_chart") if key_part in c.proto.id]
+    return json.loads(chart.proto.spec)
+
+
+def figure_titled(at: AppTest, start: str) -> dict:
+    (spec,) = [s for s in figures(at) if title(s).startswith(start)]
+    return spec
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def stats_table(at: AppTest):
+    (frame,) = [d.value for d in at.dataframe if "head" in d.value.columns]
+    return frame
+
+
+def expected_steps(
+    tokens=SENTENCE, d_model=8, heads=4, seed=0, causal=False, kv_tokens=None, x=None
+):
+    x_q = token_embeddings(tokens, d_model, seed) if x is None else x
+    x_kv = None if kv_tokens is None else token_embeddings(kv_tokens, d_model, seed)
+    k_len = len(tokens if kv_tokens is None else kv_tokens)
+    mask = causal_mask(len(tokens), k_len) if causal else None
+    params = init_multi_head_params(d_model, heads, seed)
+    return multi_head_attention(x_q, x_kv, params=params, num_heads=heads, mask=mask)
+
+
+def test_default_page_shows_the_sizes_and_every_heads_pattern():
+    at = open_page()
+    assert not at.error
+    shown = metrics(at)
+    assert shown["d_model"] == "8"
+    assert shown["heads"] == "4"
+    assert shown["d_head"] == "2"
+    # 4·d_model² + 4·d_model with d_model = 8: 256 + 32.
+    assert shown["parameters"] == "288"
+
+    titles, z = pattern_grid(at)
+    assert titles == ["head 1", "head 2", "head 3", "head 4", "average of the heads"]
+    weights = expected_steps().attention.weights
+    np.testing.assert_allclose(z[:4], weights, atol=1e-6)
+    # The last panel is the plain mean over heads, and still a distribution per query.
+    np.testing.assert_allclose(z[4], weights.sum(axis=0) / 4, atol=1e-6)
+    np.testing.assert_allclose(z.sum(axis=-1), 1.0, atol=1e-5)
+
+
+def test_changing_the_number_of_heads_changes_the_grid_and_the_url():
+    at = open_page()
+    at.select_slider(key="mha.heads").set_value(2).run()
+    assert not at.exception
+    titles, z = pattern_grid(at)
+    assert titles == ["head 1", "head 2", "average of the heads"]
+    np.testing.assert_allclose(z[:2], expected_steps(heads=2).attention.weights, atol=1e-6)
+    assert metrics(at)["d_head"] == "4"
+    assert metrics(at)["parameters"] == "288"  # the same parameters, split differently
+    assert at.query_params["heads"] == "2"
+
+    at.select_slider(key="mha.heads").set_value(8).run()
+    titles, z = pattern_grid(at)
+    assert len(titles) == 9 and z.shape == (9, 6, 6)
+    np.testing.assert_allclose(z[:8], expected_steps(heads=8).attention.weights, atol=1e-6)
+
+
+def test_only_divisors_of_d_model_are_offered_and_a_stale_head_count_moves_to_the_nearest():
+    at = open_page()
+    assert list(at.select_slider(key="mha.heads").options) == ["1", "2", "4", "8"]
+    at.select_slider(key="mha.heads").set_value(8).run()
+    at.select_slider(key="mha.d_model").set_value(12).run()
+    assert not at.exception
+    assert list(at.select_slider(key="mha.heads").options) == ["1", "2", "3", "4", "6", "12"]
+    # 8 does not divide 12; the nearest count that does is 6.
+    assert at.select_slider(key="mha.heads").value == 6
+    titles, z = pattern_grid(at)
+    assert len(titles) == 7
+    np.testing.assert_allclose(
+        z[:6], expected_steps(d_model=12, heads=6).attention.weights, atol=1e-6
+    )
+    assert metrics(at)["parameters"] == str(4 * 12**2 + 4 * 12)
+
+
+def test_zooming_a_head_shows_that_heads_numbers():
+    at = open_page()
+    at.selectbox(key="mha.head").set_value(3).run()
+    assert not at.exception
+    assert any("Head 3, step by step" in s.value for s in at.subheader)
+    head = expected_steps().attention
+    scores = decode(chart_by_key(at, "mha.zoom.h3.scores")["data"][0]["z"])
+    weights = decode(chart_by_key(at, "mha.zoom.h3.weights")["data"][0]["z"])
+    output = decode(chart_by_key(at, "mha.zoom.h3.output")["data"][0]["z"])
+    np.testing.assert_allclose(scores, head.scores[2], atol=1e-5)
+    np.testing.assert_allclose(weights, head.weights[2], atol=1e-6)
+    np.testing.assert_allclose(output, head.output[2], atol=1e-5)
+    # Head 3's scores are its own q·k, from columns 5..6 of Q and K (d_head = 2).
+    steps = expected_steps()
+    np.testing.assert_allclose(scores, steps.q[:, 4:6] @ steps.k[:, 4:6].T, atol=1e-5)
+    # The grid highlights the zoomed head.
+    (spec,) = [s for s in figures(at) if "average of the heads" in annotations(s)]
+    assert "<b>head 3</b>" in annotations(spec)
+    assert at.query_params["head"] == "3"
+
+
+def test_causal_toggle_hides_the_future_in_every_head_and_in_the_statistics():
+    at = open_page()
+    at.toggle(key="mha.causal").set_value(True).run()
+    assert not at.exception
+    _, z = pattern_grid(at)
+    future = ~causal_mask(6).astype(bool)
+    assert np.all(z[:, future] == 0)
+    np.testing.assert_allclose(z[:4], expected_steps(causal=True).attention.weights, atol=1e-6)
+    table = stats_table(at)
+    # Query 1 can only see key 1, so it has entropy 0 and puts weight 1 on the first token.
+    weights = expected_steps(causal=True).attention.weights
+    entropy = -np.sum(
+        np.where(weights > 0, weights * np.log(np.where(weights > 0, weights, 1)), 0), axis=-1
+    )
+    assert np.all(entropy[:, 0] == 0)
+    np.testing.assert_allclose(table["entropy (nats)"][:4], entropy.mean(axis=-1), atol=1e-9)
+    np.testing.assert_allclose(table["→ first token"][:4], weights[..., 0].mean(axis=-1))
+    assert at.query_params["causal"] == "1"
+
+
+def test_statistics_table_matches_formulas_and_the_average_row():
+    at = open_page()
+    table = stats_table(at)
+    weights = expected_steps().attention.weights  # (4, 6, 6)
+    assert list(table["head"]) == ["head 1", "head 2", "head 3", "head 4", "average of the heads"]
+    entropy = -np.sum(weights * np.log(weights), axis=-1).mean(axis=-1)
+    np.testing.assert_allclose(table["entropy (nats)"][:4], entropy, atol=1e-9)
+    np.testing.assert_allclose(table["largest weight"][:4], weights.max(axis=-1).mean(axis=-1))
+    prev = np.array([[w[i, i - 1] for i in range(1, 6)] for w in weights]).mean(axis=1)
+    np.testing.assert_allclose(table["→ previous token"][:4], prev)
+    np.testing.assert_allclose(
+        table["→ itself"][:4], np.diagonal(weights, axis1=1, axis2=2).mean(axis=1)
+    )
+    average = weights.mean(axis=0)
+    avg_entropy = -np.sum(average * np.log(average), axis=-1).mean()
+    assert table["entropy (nats)"].iloc[4] == pytest.approx(avg_entropy, abs=1e-9)
+    # Entropy is concave: the average pattern is never sharper than the heads on average.
+    assert avg_entropy >= entropy.mean()
+    stats = head_statistics(weights)
+    np.testing.assert_allclose(table["→ first token"][:4], stats.first_token)
+    note = [m.value for m in at.markdown if "Averaging hides" in m.value]
+    assert note and f"{avg_entropy:.3f}" in note[0]
+
+
+def test_cross_attention_with_different_lengths():
+    at = open_page()
+    at.radio(key="mha.attention").set_value("cross").run()
+    at.text_input(key="mha.kv_sentence").input("a dog slept there").run()
+    assert not at.exception
+    _, z = pattern_grid(at)
+    assert z.shape == (5, 6, 4)  # 4 heads + average, 6 queries, 4 keys
+    kv = "a dog slept there".split()
+    np.testing.assert_allclose(z[:4], expected_steps(kv_tokens=kv).attention.weights, atol=1e-6)
+    # Cross-attention with the causal mask: the triangle starts at the top-left corner.
+    at.toggle(key="mha.causal").set_value(True).run()
+    _, z = pattern_grid(at)
+    np.testing.assert_allclose(
+        z[:4], expected_steps(kv_tokens=kv, causal=True).attention.weights, atol=1e-6
+    )
+    assert np.all(z[:, 0, 1:] == 0)
+    assert at.query_params["attention"] == "cross"
+    # The number-of-tokens mode: 3 queries against 5 key/value tokens.
+    at.radio(key="mha.source").set_value("count").run()
+    at.slider(key="mha.n").set_value(3).run()
+    at.slider(key="mha.n_kv").set_value(5).run()
+    assert not at.exception
+    _, z = pattern_grid(at)
+    expected = expected_steps(
+        tokens=["t1", "t2", "t3"], kv_tokens=[f"s{i}" for i in range(1, 6)], causal=True
+    )
+    np.testing.assert_allclose(z[:4], expected.attention.weights, atol=1e-6)
+
+
+def test_the_torch_comparison_is_below_1e_5():
+    at = open_page()
+    shown = metrics(at)
+    output = float(shown["largest |ours − torch|, output"])
+    weights = float(shown["largest |ours − torch|, weights"])
+    assert 0 < output < 1e-5
+    assert 0 <= weights < 1e-5
+    at.select_slider(key="mha.d_model").set_value(64).run()
+    at.select_slider(key="mha.heads").set_value(16).run()
+    at.toggle(key="mha.causal").set_value(True).run()
+    assert float(metrics(at)["largest |ours − torch|, output"]) < 1e-5
+
+
+def test_without_torch_the_page_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
+    at = open_page()
+    assert not at.exception
+    assert "largest |ours − torch|, output" not in metrics(at)
+    assert any("pip install torch==2.13.0" in i.value for i in at.info)
+    assert any(c.value == "pip install torch==2.13.0" for c in at.code)
+
+
+def test_the_split_picture_and_the_flow_diagram_carry_the_shapes():
+    at = open_page()
+    (split,) = [s for s in figures(at) if any("split_heads(Q)" in a for a in annotations(s))]
+    assert "Q: (pos, d_model) = (6, 8)" in annotations(split)
+    assert "split_heads(Q): (head, pos, d_head) = (4, 6, 2)" in annotations(split)
+    steps = expected_steps()
+    np.testing.assert_allclose(decode(split["data"][0]["z"]), steps.q, atol=1e-6)
+    stacked = decode(split["data"][1]["z"]).astype(np.float64)
+    # Head h's block sits at rows 7h..7h+5 (one blank row between heads) = Q[:, 2h:2h+2].
+    for h in range(4):
+        np.testing.assert_allclose(
+            stacked[7 * h : 7 * h + 6], steps.q[:, 2 * h : 2 * h + 2], atol=1e-6
+        )
+    assert len(split["layout"]["shapes"]) == 8  # 4 frames on Q, 4 on the stack
+
+    at.radio(key="mha.split").set_value("V").run()
+    (split,) = [s for s in figures(at) if any("split_heads(V)" in a for a in annotations(s))]
+    np.testing.assert_allclose(decode(split["data"][0]["z"]), steps.v, atol=1e-6)
+
+    dot = at.get("graphviz_chart")[0].proto.spec
+    for text in ("(6, 8)", "q, k, v (6, 2)", "(4, 6, 2) → (6, 8)", "√2", "head 4"):
+        assert text in dot, text
+
+
+def test_concat_and_output_are_the_model_steps():
+    at = open_page()
+    steps = expected_steps()
+    np.testing.assert_allclose(
+        decode(figure_titled(at, "concat (6, 8)")["data"][0]["z"]), steps.concat, atol=1e-6
+    )
+    output = decode(figure_titled(at, "output (6, 8)")["data"][0]["z"]).astype(np.float64)
+    params = init_multi_head_params(8, 4, 0)
+    np.testing.assert_allclose(output, steps.concat @ params.w_o.T + params.b_o, atol=1e-5)
+    w_o = decode(figure_titled(at, "W_O (8, 8)")["data"][0]["z"])
+    np.testing.assert_allclose(w_o, params.w_o, atol=1e-6)
+
+
+def test_typing_into_x_changes_the_result_and_the_link_keeps_it():
+    at = open_page()
+    key = editor_widget_key(at.session_state, "mha.x")
+    at.session_state[key] = {"edited_rows": {1: {"f1": 5.0}}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert not at.exception
+    x = token_embeddings(SENTENCE, 8, 0)
+    x[1, 0] = 5.0
+    _, z = pattern_grid(at)
+    np.testing.assert_allclose(z[:4], expected_steps(x=x).attention.weights, atol=1e-6)
+    link = at.query_params["x"]
+    assert link.split(";")[1].split(",")[0] == "5"
+
+    # A fresh session opened with that link shows the typed matrix.
+    again = open_page({"x": link})
+    _, z = pattern_grid(again)
+    np.testing.assert_allclose(z[:4], expected_steps(x=x).attention.weights, atol=1e-6)
+    assert again.query_params["x"] == link
+
+
+def test_a_bad_cell_keeps_the_last_valid_x_and_says_so():
+    at = open_page()
+    key = editor_widget_key(at.session_state, "mha.x")
+    at.session_state[key] = {"edited_rows": {0: {"f2": None}}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert not at.exception
+    assert any("X has a cell" in e.value for e in at.error)
+    assert any("stale" in w.value for w in at.warning)
+    _, z = pattern_grid(at)
+    np.testing.assert_allclose(z[:4], expected_steps().attention.weights, atol=1e-6)
+
+
+def test_a_deep_link_restores_the_whole_view():
+    at = open_page(
+        {
+            "sentence": "one two three four five",
+            "d_model": "12",
+            "heads": "3",
+            "seed": "7",
+            "causal": "1",
+            "attention": "cross",
+            "kv_sentence": "uno dos tres",
+            "head": "2",
+            "split": "K",
+        }
+    )
+    assert not at.warning, [w.value for w in at.warning]
+    assert at.text_input(key="mha.sentence").value == "one two three four five"
+    assert at.select_slider(key="mha.d_model").value == 12
+    assert at.select_slider(key="mha.heads").value == 3
+    assert at.number_input(key="mha.seed").value == 7
+    assert at.toggle(key="mha.causal").value is True
+    assert at.radio(key="mha.attention").value == "cross"
+    assert at.selectbox(key="mha.head").value == 2
+    assert at.radio(key="mha.split").value == "K"
+    expected = expected_steps(
+        tokens="one two three four five".split(),
+        kv_tokens=["uno", "dos", "tres"],
+        d_model=12,
+        heads=3,
+        seed=7,
+        causal=True,
+    )
+    _, z = pattern_grid(at)
+    np.testing.assert_allclose(z[:3], expected.attention.weights, atol=1e-6)
+    weights = decode(chart_by_key(at, "mha.zoom.h2.weights")["data"][0]["z"])
+    np.testing.assert_allclose(weights, expected.attention.weights[1], atol=1e-6)
+    # The link is written back unchanged (only values that differ from the defaults).
+    assert at.query_params["d_model"] == "12"
+    assert at.query_params["kv_sentence"] == "uno dos tres"
+
+
+@pytest.mark.parametrize(
+    ("params", "refused"),
+    [
+        ({"source": "count", "n": "1000000000"}, "n=1000000000"),
+        ({"d_model": "abc"}, "d_model=abc"),
+        ({"heads": "5"}, "heads=5"),
+        ({"seed": "-3"}, "seed=-3"),
+        ({"head": "99"}, "head=99"),
+        ({"attention": "both"}, "attention=both"),
+        ({"sentence": "w " * 5000}, "sentence"),
+        ({"x": "1,2;3"}, "x"),
+        ({"x": "1,2;3,4"}, "x"),
+    ],
+)
+def test_crafted_links_give_a_notice_and_the_defaults(params, refused):
+    at = open_page(params)
+    assert not at.exception
+    assert any(refused in w.value for w in at.warning), [w.value for w in at.warning]
+    assert at.select_slider(key="mha.d_model").value == 8
+    assert at.select_slider(key="mha.heads").value == 4
+    tokens = [f"t{i}" for i in range(1, 7)] if params.get("source") == "count" else SENTENCE
+    _, z = pattern_grid(at)
+    np.testing.assert_allclose(z[:4], expected_steps(tokens=tokens).attention.weights, atol=1e-6)
+
+
+def test_sentence_problems_are_explained_next_to_the_input():
+    at = open_page()
+    at.text_input(key="mha.sentence").input("   ").run()
+    assert not at.exception
+    assert any("The sentence is empty" in e.value for e in at.error)
+    _, z = pattern_grid(at)
+    np.testing.assert_allclose(z[:4], expected_steps().attention.weights, atol=1e-6)
+
+    words = [f"w{i}" for i in range(15)]
+    at.text_input(key="mha.sentence").input(" ".join(words)).run()
+    assert any("has 15 words" in e.value for e in at.error)
+    _, z = pattern_grid(at)
+    assert z.shape[1:] == (12, 12)
+    np.testing.assert_allclose(
+        z[:4], expected_steps(tokens=words[:12]).attention.weights, atol=1e-6
+    )
+
+
+def test_large_sizes_render_without_the_editor():
+    at = open_page({"d_model": "64", "heads": "64", "source": "count", "n": "12"})
+    assert not at.exception
+    assert not any("token" in d.value.columns for d in at.dataframe)  # no X editor at 12 × 64
+    titles, z = pattern_grid(at)
+    assert len(titles) == 65
+    np.testing.assert_allclose(
+        z[:64],
+        expected_steps(
+            tokens=[f"t{i}" for i in range(1, 13)], d_model=64, heads=64
+        ).attention.weights,
+        atol=1e-6,
+    )
+    assert metrics(at)["d_head"] == "1"
+    assert metrics(at)["parameters"] == f"{4 * 64**2 + 4 * 64:,}"
+    assert math.isclose(float(metrics(at)["largest |ours − torch|, output"]), 0, abs_tol=1e-5)
