@@ -2,7 +2,8 @@
 
 Drives the page with Streamlit's AppTest (the script runs exactly as in `streamlit run`, without
 the browser) and times each rerun after changing one control: the seed, then the number of heads,
-then the causal toggle, in turn. Prints JSON: p50/p95/max in milliseconds.
+then the causal toggle, in turn (a value seen before may hit the figure cache, as it would
+for a user toggling back and forth). Prints JSON: p50/p95/max in milliseconds.
 
     .venv/bin/python bench/bench_page_multi_head.py [--runs 30]
 """

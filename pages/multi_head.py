@@ -179,7 +179,7 @@ for column, (label, weight) in zip(
 ):
     with column:
         charts.show(
-            mv.projection_figure(weight, num_heads, name=label, heads_on="rows"),
+            mv.cached(mv.projection_figure, weight, num_heads, name=label, heads_on="rows"),
             filename=f"multi-head-{label.lower()}",
         )
 
@@ -203,7 +203,13 @@ split_matrix, split_heads_array, split_tokens = {
     "V": (steps.v, steps.v_heads, kv_tokens),
 }[split_of]
 charts.show(
-    mv.head_split_figure(split_matrix, split_heads_array, tokens=split_tokens, name=split_of),
+    mv.cached(
+        mv.head_split_figure,
+        split_matrix,
+        split_heads_array,
+        tokens=split_tokens,
+        name=split_of,
+    ),
     filename=f"multi-head-split-{split_of.lower()}",
 )
 
@@ -222,7 +228,13 @@ zoom = st.selectbox(
     key=view.choice("head", 1, list(range(1, num_heads + 1))),
 )
 charts.show(
-    mv.pattern_grid(weights, query_labels=q_tokens, key_labels=kv_tokens, highlight=zoom - 1),
+    mv.cached(
+        mv.pattern_grid,
+        weights,
+        query_labels=q_tokens,
+        key_labels=kv_tokens,
+        highlight=zoom - 1,
+    ),
     filename=f"multi-head-patterns-{num_heads}-heads",
 )
 st.caption(
@@ -241,7 +253,7 @@ st.caption(
     "key i−1, to key i, to key 1."
 )
 st.markdown(mv.averaging_note(table))
-charts.show(mv.entropy_figure(weights, tokens=q_tokens), filename="multi-head-entropy")
+charts.show(mv.cached(mv.entropy_figure, weights, tokens=q_tokens), filename="multi-head-entropy")
 
 # -- 6. zoom ------------------------------------------------------------------------------------
 
@@ -261,7 +273,8 @@ st.markdown(
 concat_col, wo_col = st.columns([3, 2])
 with concat_col:
     charts.show(
-        mv.banded_matrix_figure(
+        mv.cached(
+            mv.banded_matrix_figure,
             steps.concat,
             num_heads,
             tokens=q_tokens,
@@ -271,11 +284,12 @@ with concat_col:
     )
 with wo_col:
     charts.show(
-        mv.projection_figure(params.w_o, num_heads, name="W_O", heads_on="cols"),
+        mv.cached(mv.projection_figure, params.w_o, num_heads, name="W_O", heads_on="cols"),
         filename="multi-head-w_o",
     )
 charts.show(
-    charts.heatmap(
+    mv.cached(
+        charts.heatmap,
         steps.output,
         row_labels=q_tokens,
         col_labels=[f"f{j + 1}" for j in range(d_model)],

@@ -8,7 +8,10 @@ display-only averages and differences that the pictures themselves show.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import pickle
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,7 +32,7 @@ from attention_core import (
 )
 from ui import charts, steps
 from ui.editors import MatrixInput, matrix_editor
-from ui.state import PageState
+from ui.state import PageState, is_presenting
 
 DEFAULT_SENTENCE = "the cat sat on the mat"
 DEFAULT_KV_SENTENCE = "a dog slept there"
@@ -130,7 +133,8 @@ def linked_matrix_editor(
     if not small:
         view.put_matrix(url_name, None)
         charts.show(
-            charts.heatmap(
+            cached(
+                charts.heatmap,
                 generated,
                 row_labels=list(tokens),
                 col_labels=[f"f{j + 1}" for j in range(d_model)],
@@ -175,6 +179,26 @@ def linked_matrix_editor(
     values = typed.values
     view.put_matrix(url_name, None if np.array_equal(values, generated) else values)
     return typed
+
+
+def cached(builder: Callable[..., go.Figure], *args: Any, **options: Any) -> go.Figure:
+    """`builder(*args, **options)`, built once per distinct input (and presenter mode).
+
+    Plotly validates every property it is given, so a figure costs tens of milliseconds; when
+    only the zoomed head or the causal toggle changes, the other figures come from here.
+    """
+    digest = hashlib.sha256(
+        pickle.dumps((builder.__module__, builder.__name__, args, options, is_presenting()))
+    ).hexdigest()
+    return _cached_figure(digest, builder, args, options)
+
+
+@st.cache_resource(max_entries=256, show_spinner=False)
+def _cached_figure(
+    digest: str, _builder: Callable[..., go.Figure], _args: tuple, _options: dict
+) -> go.Figure:
+    # Only `digest` is hashed. Sharing one figure is safe: st.plotly_chart only serialises it.
+    return _builder(*_args, **_options)
 
 
 def head_color(head: int) -> str:
