@@ -456,21 +456,28 @@ key_columns = [
     f"{j + 1} {key}" + (" (blocked)" if not leak_allowed[j] else "")
     for j, key in enumerate(LEAK_KEYS)
 ]
-leak_table = pd.DataFrame(
-    [
-        [float(row.stored_fill)]
-        + [float(x) for x in row.biased]
-        + [float(x) for x in row.weights]
-        + [float(row.leaked), float(row.weight_sum)]
-        for row in rows.values()
-    ],
-    index=pd.Index(list(rows), name="fill"),
-    columns=[f"fill in {leak_dtype}"]
-    + [f"s+m: {c}" for c in key_columns]
-    + [f"w: {c}" for c in key_columns]
-    + ["weight on blocked keys", "Σ weights"],
+fill_index = pd.Index(list(rows), name="fill")
+st.markdown(f"**Scores plus mask, s + m, computed in {leak_dtype}**")
+st.dataframe(
+    pd.DataFrame(
+        [[float(row.stored_fill)] + [float(x) for x in row.biased] for row in rows.values()],
+        index=fill_index,
+        columns=[f"fill in {leak_dtype}", *key_columns],
+    ).style.format("{:.6g}"),
+    width="stretch",
 )
-st.dataframe(leak_table.style.format("{:.6g}"), width="stretch")
+st.markdown(f"**Weights, softmax(s + m) in {leak_dtype}**")
+st.dataframe(
+    pd.DataFrame(
+        [
+            [float(x) for x in row.weights] + [float(row.leaked), float(row.weight_sum)]
+            for row in rows.values()
+        ],
+        index=fill_index,
+        columns=[*key_columns, "weight on blocked keys", "Σ weights"],
+    ).style.format("{:.6g}"),
+    width="stretch",
+)
 stored = rows["−1e9"].stored_fill
 sentences_out = [
     f"Scale {scale_text}, {leak_dtype}: "

@@ -374,27 +374,32 @@ def float16_reference(scale: float, fill: float, blocked: np.ndarray) -> tuple[n
 
 
 def leak_table(at: AppTest):
+    """The weights table of the leak demo (one row per fill)."""
     return dataframe_with(at, "weight on blocked keys")
+
+
+def biased_table(at: AppTest, dtype: str):
+    """The scores-plus-mask table of the leak demo."""
+    return dataframe_with(at, f"fill in {dtype}")
+
+
+KEYS = ["1 the", "2 cat", "3 <pad> (blocked)", "4 <pad> (blocked)"]
 
 
 def test_leak_demo_in_float16_matches_half_precision_arithmetic():
     at = open_page()  # float16, scale 1e4
-    table = leak_table(at)
+    table, scores = leak_table(at), biased_table(at, "float16")
     assert at.segmented_control(key="mask.leak_dtype").value == "float16"
     for name, fill in {"−1e4 (original BERT)": -1e4, "float16 min (−65504)": -65504.0}.items():
         biased, leaked = float16_reference(1e4, fill, BLOCKED)
-        row = table.loc[name]
-        np.testing.assert_array_equal(
-            row[[c for c in table.columns if c.startswith("s+m")]].to_numpy(dtype=float),
-            biased.astype(float),
-        )
-        assert row["weight on blocked keys"] == pytest.approx(leaked, abs=1e-3)
+        np.testing.assert_array_equal(scores.loc[name, KEYS].to_numpy(dtype=float), biased)
+        assert table.loc[name, "weight on blocked keys"] == pytest.approx(leaked, abs=1e-3)
     # By hand: blocked key 3 sits at 1e4 − 1e4 = 0, above the allowed −5000: it takes everything.
     assert table.loc["−1e4 (original BERT)", "weight on blocked keys"] == 1.0
     assert table.loc["float16 min (−65504)", "weight on blocked keys"] == 0.0
     assert table.loc["−∞", "weight on blocked keys"] == 0.0
     # float16 cannot store −1e9: it becomes −∞.
-    assert table.loc["−1e9", "fill in float16"] == -np.inf
+    assert scores.loc["−1e9", "fill in float16"] == -np.inf
     summary = next(m.value for m in at.markdown if m.value.startswith("Scale 1e4, float16"))
     assert "−1e4 (original BERT) leaves **1** of the weight" in summary
     assert "cannot store −1e9" in summary
@@ -407,13 +412,14 @@ def test_float16_minimum_leaks_at_scale_6e4():
     table = leak_table(at)
     assert table.loc["float16 min (−65504)", "weight on blocked keys"] == 1.0
     # 60000 − 65504 = −5504, exact in float16.
-    assert table.loc["float16 min (−65504)", "s+m: 3 <pad> (blocked)"] == -5504.0
+    scores = biased_table(at, "float16")
+    assert scores.loc["float16 min (−65504)", "3 <pad> (blocked)"] == -5504.0
 
 
 def test_a_fully_blocked_row_leaks_everything_with_a_finite_fill():
     at = open_page({"leak_dtype": "float32", "all_blocked": "1", "scale": "1"})
     table = leak_table(at)
-    weights = table.loc["−1e9", [c for c in table.columns if c.startswith("w:")]]
+    weights = table.loc["−1e9", ["1 the (blocked)", "2 cat (blocked)", *KEYS[2:]]]
     # float32 spacing near 1e9 is 64: every s − 1e9 rounds to −1e9, so the row is uniform.
     np.testing.assert_array_equal(weights.to_numpy(dtype=float), [0.25] * 4)
     assert table.loc["−1e9", "weight on blocked keys"] == 1.0
