@@ -68,7 +68,7 @@ if "padding" in kinds:
         "Padding positions (hidden from every query)",
         list(range(1, n + 1)),
         format_func=lambda p: f"{p} · {SENTENCE[p - 1]}",
-        key=view.multi("pad", [5, 6], list(range(1, n + 1))),
+        key=view.multi("pad", [p for p in (5, 6) if p <= n], list(range(1, n + 1))),
     )
 if "window" in kinds:
     window = kind_column.slider(

@@ -131,6 +131,25 @@ def test_each_mask_kind_blocks_exactly_its_cells(kinds, options, expected):
     assert at.query_params["kinds"] == ",".join(kinds)
 
 
+def test_every_kind_at_once_with_only_padding_leaves_every_row_fully_masked():
+    at = open_page(
+        {"n": "2", "kinds": "causal,padding,window,prefix,custom", "pad": "1,2", "window": "1"}
+    )
+    assert not at.error and not at.warning
+    np.testing.assert_array_equal(heatmap_z(figures(at)["Weights with the mask"]), 0.0)
+    assert badges(at).count("fully masked") == 2
+
+
+def test_encoder_and_decoder_masks_use_the_chosen_padding():
+    at = open_page({"kinds": "padding", "pad": "2"})
+    shown = figures(at)
+    real_keys = np.arange(6) != 1
+    encoder = np.broadcast_to(real_keys, (6, 6))
+    decoder = encoder & np.tril(np.ones((6, 6), bool))
+    np.testing.assert_array_equal(heatmap_z(shown["Encoder: padding mask"]), encoder)
+    np.testing.assert_array_equal(heatmap_z(shown["Decoder: causal + padding mask"]), decoder)
+
+
 def test_padding_positions_are_labelled_pad():
     at = open_page({"kinds": "padding", "pad": "1,3"})
     spec = figures(at)["Weights with the mask"]
