@@ -34,7 +34,10 @@ SCORING_TITLES = {
 SIZES = ("n_q", "n_k", "d_k", "d_v")
 TAU_RANGE = (0.1, 5.0)
 CUSTOM = "sdpa.custom"  # an example from the link or an upload, replacing the preset's numbers
+CUSTOM_NAMED = "sdpa.custom.named"  # whether CUSTOM's query and key tokens are its own
 CURRENT = "sdpa.current"  # the example on screen, for uploads that replace one matrix
+MAX_TOKEN_CHARS = 40
+MAX_LINK_TOKENS = 2 * MAX_EXAMPLE_SIZE * (MAX_TOKEN_CHARS + 1)
 
 view = PageState("sdpa")
 page_intro(
@@ -50,7 +53,7 @@ view.show_notices()
 
 def use_preset_sizes() -> None:
     """A new preset (or sentence) brings its own sizes and drops numbers from a link/upload."""
-    st.session_state.pop(CUSTOM, None)
+    drop_custom()
     try:
         sentence_now = st.session_state.get(view.key("sentence"), DEFAULT_SENTENCE)
         sizes = preset_sizes(view.value("preset"), sentence_now)
@@ -64,6 +67,20 @@ def drop_custom() -> None:
     st.session_state.pop(CUSTOM, None)
 
 
+def link_tokens(name: str, count: int) -> tuple[str, ...] | None:
+    """Token names from the link (`tq=the,cat,sat`), if there is one per row."""
+    raw = st.query_params.get(name)
+    if raw and len(raw) > MAX_LINK_TOKENS:
+        return None  # PageState has said why
+    tokens = tuple(t.strip()[:MAX_TOKEN_CHARS] for t in raw.split(",")) if raw else ()
+    if raw and len(tokens) != count:
+        view.notices.append(f"The link's `{name}` does not name one token per row; ignored.")
+    return tokens if len(tokens) == count else None
+
+
+# Token names that were edited by hand travel in the link with the edited numbers.
+token_keys = {side: view.text(side, "", max_chars=MAX_LINK_TOKENS) for side in ("tq", "tk")}
+
 # A link may carry small hand-edited matrices; read them once, when the page is opened.
 if "sdpa.link_read" not in st.session_state:
     st.session_state["sdpa.link_read"] = True
@@ -72,15 +89,23 @@ if "sdpa.link_read" not in st.session_state:
         for name in ("Q", "K", "V")
     }
     if all(m is not None for m in linked.values()):
+        q_tokens = link_tokens("tq", linked["Q"].shape[0])
+        k_tokens = link_tokens("tk", linked["K"].shape[0])
         try:
-            st.session_state[CUSTOM] = Example(
+            link_example = Example(
                 q=linked["Q"], k=linked["K"], v=linked["V"],
-                query_labels=[f"q{i + 1}" for i in range(linked["Q"].shape[0])],
-                key_labels=[f"k{j + 1}" for j in range(linked["K"].shape[0])],
+                query_labels=q_tokens or [f"q{i + 1}" for i in range(linked["Q"].shape[0])],
+                key_labels=k_tokens or [f"k{j + 1}" for j in range(linked["K"].shape[0])],
                 title="from the link",
             )  # fmt: skip
         except AttentionInputError as error:
             view.notices.append(f"The link's Q, K and V were ignored: {error}")
+        else:
+            st.session_state[CUSTOM] = link_example
+            # Without names in the link, the preset's tokens label the rows.
+            st.session_state[CUSTOM_NAMED] = (q_tokens is not None, k_tokens is not None)
+            for name, size in zip(SIZES, link_example.sizes, strict=True):
+                view.set(name, size)
     elif any(m is not None for m in linked.values()):
         view.notices.append("The link holds only some of Q, K and V, so the preset is shown.")
 
@@ -146,7 +171,16 @@ except AttentionInputError as error:
     st.error(str(error), icon=":material/edit_note:")
     preset_example = example_for("three_token", n_q=n_q, n_k=n_k, d_k=d_k, d_v=d_v)
 custom = st.session_state.get(CUSTOM)
-base = fit_example(custom, n_q, n_k, d_k, d_v, seed=int(seed)) if custom else preset_example
+base = preset_example
+if custom:
+    fitted = fit_example(custom, n_q, n_k, d_k, d_v, seed=int(seed))
+    named_q, named_k = st.session_state.get(CUSTOM_NAMED, (True, True))
+    base = Example(
+        q=fitted.q, k=fitted.k, v=fitted.v,
+        query_labels=fitted.query_labels if named_q else preset_example.query_labels,
+        key_labels=fitted.key_labels if named_k else preset_example.key_labels,
+        title=fitted.title,
+    )  # fmt: skip
 if custom:
     st.caption(f"Numbers {custom.title}; choose a preset to go back to the presets.")
 
@@ -178,12 +212,19 @@ current = Example(q=q, k=k, v=v, query_labels=query_labels, key_labels=key_label
                   title=base.title)  # fmt: skip
 st.session_state[CURRENT] = current
 # A link carries hand-edited numbers only: an untouched preset is rebuilt from its settings.
-hand_edited = any(
+renamed = {
+    "tq": query_labels != preset_example.query_labels,
+    "tk": key_labels != preset_example.key_labels,
+}
+hand_edited = any(renamed.values()) or any(
     shown.shape != made.shape or not np.array_equal(shown, made)
     for shown, made in ((q, preset_example.q), (k, preset_example.k), (v, preset_example.v))
 )
 for name, matrix in (("Q", q), ("K", k), ("V", v)):
     view.put_matrix(name, matrix if hand_edited else None)
+for side, labels in (("tq", query_labels), ("tk", key_labels)):
+    tokens = ",".join(label.replace(",", " ")[:MAX_TOKEN_CHARS] for label in labels)
+    st.session_state[token_keys[side]] = tokens if hand_edited and renamed[side] else ""
 
 
 def load_upload() -> None:
@@ -200,6 +241,7 @@ def load_upload() -> None:
         st.session_state["sdpa.upload_error"] = str(error)
         return
     st.session_state[CUSTOM] = uploaded.example
+    st.session_state[CUSTOM_NAMED] = (True, True)
     for name, size in zip(SIZES, uploaded.example.sizes, strict=True):
         view.set(name, size)
     settings, refused = exports.clean_settings(
@@ -304,7 +346,7 @@ if is_presenting():
         st.session_state[stepper_key] = min(max(st.session_state[stepper_key] + delta, 1),
                                             step_count)  # fmt: skip
 
-    back, slider, forward = st.columns([1, 6, 1], vertical_alignment="bottom")
+    back, slider, forward = st.columns([2, 7, 2], vertical_alignment="bottom")
     back.button("Back", icon=":material/arrow_back:", on_click=move, args=(-1,),
                 shortcut="Left", key="sdpa.step_back")  # fmt: skip
     upto = slider.select_slider(

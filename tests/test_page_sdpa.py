@@ -127,6 +127,25 @@ def test_editing_a_q_cell_changes_the_weights():
     again = open_page(**{name: at.query_params[name] for name in ("Q", "K", "V")})
     np.testing.assert_allclose(step(again, "weights"), expected, rtol=1e-6)
     assert not again.warning
+    # The link held no token names, so the preset's name the rows.
+    ticks = figure(again, "sdpa.pipeline.weights.chart")["layout"]["yaxis"]["ticktext"]
+    assert ticks == ["the", "cat", "sat"]
+
+
+def test_renamed_tokens_travel_in_the_link():
+    at = open_page()
+    type_into(at, "sdpa.k", {1: {"token": "dog"}})
+    assert at.query_params["tk"] == "the,dog,sat"
+    assert "tq" not in at.query_params  # only what was renamed
+    assert at.query_params["K"] == "1,1;1,0;0,1"  # the numbers go with the names
+    params = {name: at.query_params[name] for name in ("Q", "K", "V", "tk")}
+    again = open_page(**params)
+    layout = figure(again, "sdpa.pipeline.weights.chart")["layout"]
+    assert layout["xaxis"]["ticktext"] == ["the", "dog", "sat"]
+    assert layout["yaxis"]["ticktext"] == ["the", "cat", "sat"]
+    np.testing.assert_allclose(step(again, "weights"), HAND_WEIGHTS, rtol=1e-6)
+    wrong_count = open_page(**{**params, "tk": "a,b"})
+    assert any("`tk` does not name one token per row" in w.value for w in wrong_count.warning)
 
 
 def test_causal_toggle_zeroes_the_upper_triangle():

@@ -244,7 +244,8 @@ def show_pipeline(
     rows = _breakdowns(steps, q, k, v)
     count = len(STEP_NAMES) if upto is None else max(1, min(int(upto), len(STEP_NAMES)))
     names = STEP_NAMES[:count]
-    per_line = 1 if is_presenting() else 2
+    # Two panels a line, also for presenters: each step stays next to the one it came from.
+    per_line = 2
     for start in range(0, len(names), per_line):
         for column, name in zip(
             st.columns(per_line), names[start : start + per_line], strict=False
@@ -530,6 +531,7 @@ def _answer_editor(key: str, row_labels: Sequence[str], col_labels: Sequence[str
         hide_index=True,
         num_rows="fixed",
         disabled=("query",),
+        placeholder="—",
         column_config={
             column: st.column_config.NumberColumn(label, format="%.6g")
             for column, label in zip(columns, unique_labels(col_labels), strict=True)
