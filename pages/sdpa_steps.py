@@ -187,8 +187,8 @@ if custom:
 # -- Q, K, V --------------------------------------------------------------------------------------
 
 st.markdown(
-    "Edit any cell (and the token names of Q and K). Row *i* of V is the value of key *i*, so V "
-    "follows K's tokens."
+    "Edit any cell, and the token names of Q and K. Row *i* of V is the value of key *i* (the "
+    "key's token names it)."
 )
 editor_columns = st.columns(3) if max(d_k, d_v) <= 4 and not is_presenting() else None
 inputs = {}

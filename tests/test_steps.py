@@ -182,3 +182,20 @@ def test_cached_heatmap_reuses_a_figure_only_for_the_same_input():
 @pytest.mark.parametrize("name", STEP_NAMES)
 def test_every_caption_exists(name):
     assert step_caption(name, STEPS, d_k=2, scoring="scaled_dot")
+
+
+def test_long_sums_are_shortened_for_a_real_model_size():
+    # d_k = 12 ones against keys of twos: q·k = 12 × (1×2) = 24, written with 3 terms, …, 1.
+    q, k = np.ones((1, 12)), np.full((10, 12), 2.0)
+    v = np.arange(10.0)[:, None] * np.ones((1, 12))
+    steps = attention_for(q, k, v, scoring="dot")
+    hover = cell_hover(steps, "scores", q=q, k=k, v=v, scoring="dot")
+    assert hover[0][0] == "q₁·k₁ = 1×2 + 1×2 + 1×2 + … + 1×2 = 24"
+    # All ten keys tie, so each weight is 0.1 and every output entry is 0.1 × (0 + … + 9) = 4.5.
+    output = cell_hover(steps, "output", q=q, k=k, v=v)[0][0]
+    assert output == "Σⱼ w₁ⱼ·vⱼ[1] = 0.1000×0 + 0.1000×1 + 0.1000×2 + … + 0.1000×9 = 4.5"
+    parts = dict(row_latex(steps, 0, q=q, k=k, v=v, scoring="dot"))
+    assert parts["Their sum"] == r"Z = 1 + 1 + 1 + \cdots + 1 = 10"
+    assert (
+        r"[0.4,\ 0.4,\ 0.4,\ \ldots,\ 0.4]" in parts["Output: the weighted sum of the value rows"]
+    )

@@ -52,6 +52,9 @@ STEP_TITLES = {
     "output": "5 · Output",
 }
 SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+# A sum with more terms than this is written with its first and last terms only (a real
+# model's d_k = 64 would not fit in a tooltip).
+MAX_WRITTEN_TERMS = 8
 # Tolerances a learner can pick in "check my work": decimals -> half a unit in the last place.
 CHECK_DECIMALS = (1, 2, 3, 4)
 
@@ -81,6 +84,14 @@ def _factor(x: float) -> str:
     """A factor in a product: negative numbers in parentheses, 1×(−2)."""
     text = num(x)
     return f"({text})" if text.startswith("−") else text
+
+
+def join_terms(terms: Sequence[str], *, dots: str = "…") -> str:
+    """`a + b + c`, or `a + b + c + … + z` when there are more than MAX_WRITTEN_TERMS."""
+    terms = list(terms)
+    if len(terms) > MAX_WRITTEN_TERMS:
+        terms = [*terms[:3], dots, terms[-1]]
+    return " + ".join(terms)
 
 
 def _sub(i: int) -> str:
@@ -148,8 +159,8 @@ def _hover_one(b: RowBreakdown, step: str, i: int, j: int, d_k: int, scoring: st
     if step == "scores":
         if scoring == "additive":
             return f"vᵀ tanh(W_q {qi} + W_k {kj}) = {num(b.scores[j])} (a small tanh network)"
-        products = " + ".join(
-            f"{_factor(a)}×{_factor(c)}" for a, c in zip(b.query, b.keys[j], strict=True)
+        products = join_terms(
+            [f"{_factor(a)}×{_factor(c)}" for a, c in zip(b.query, b.keys[j], strict=True)]
         )
         dot = f"{qi}·{kj} = {products} = {num(b.dots[j])}"
         if scoring == "cosine":
@@ -174,10 +185,12 @@ def _hover_one(b: RowBreakdown, step: str, i: int, j: int, d_k: int, scoring: st
             f"e^({num(b.scaled[j])}{shifted}) / Σ = {num(b.exps[j])} / {num(b.total)} = "
             f"{fixed(b.weights[j])}"
         )
-    terms = " + ".join(
-        f"{fixed(w)}×{_factor(x)}"
-        for w, x, ok in zip(b.weights, b.values[:, j], b.allowed, strict=True)
-        if ok
+    terms = join_terms(
+        [
+            f"{fixed(w)}×{_factor(x)}"
+            for w, x, ok in zip(b.weights, b.values[:, j], b.allowed, strict=True)
+            if ok
+        ]
     )
     return f"Σⱼ w{_sub(i)}ⱼ·vⱼ[{j + 1}] = {terms or '0'} = {num(b.output[j])}"
 
@@ -295,7 +308,10 @@ def _panel(
         row_labels=list(query_labels),
         col_labels=col_labels,
         kind=kind,
-        hover=cell_hover(steps, name, q=q, k=rows[0].keys, v=v, scoring=scoring, rows=rows),
+        # Past the chart's own limit on hover text, the strings would only cost time.
+        hover=cell_hover(steps, name, q=q, k=rows[0].keys, v=v, scoring=scoring, rows=rows)
+        if values.size <= charts.MAX_HOVER_TEXT_CELLS
+        else None,
         col_title="output dimension" if output else "key",
         decimals=decimals,
     )
@@ -356,9 +372,12 @@ def row_latex(
         if scoring == "additive":
             rhs = rf"v^\top \tanh(W_q q_{{{i}}} + W_k k_{{{j + 1}}}) = {_tex(b.scores[j])}"
         else:
-            products = " + ".join(
-                rf"{_tex_factor(a)}\times{_tex_factor(c)}"
-                for a, c in zip(b.query, b.keys[j], strict=True)
+            products = join_terms(
+                [
+                    rf"{_tex_factor(a)}\times{_tex_factor(c)}"
+                    for a, c in zip(b.query, b.keys[j], strict=True)
+                ],
+                dots=r"\cdots",
             )
             rhs = rf"q_{{{i}}}\cdot k_{{{j + 1}}} = {products} = {_tex(b.dots[j])}"
             if scoring == "cosine":
@@ -396,7 +415,9 @@ def row_latex(
         )
     parts.append((heading, _aligned(lines)))
 
-    terms = " + ".join(_tex(e) for e, ok in zip(b.exps, b.allowed, strict=True) if ok)
+    terms = join_terms(
+        [_tex(e) for e, ok in zip(b.exps, b.allowed, strict=True) if ok], dots=r"\cdots"
+    )
     parts.append(("Their sum", rf"Z = {terms or '0'} = {_tex(b.total)}"))
 
     if b.total == 0:
@@ -429,7 +450,10 @@ def _aligned(lines: list[str]) -> str:
 
 
 def _tex_vector(values: np.ndarray) -> str:
-    return r"[" + r",\ ".join(_tex(x) for x in values) + r"]"
+    entries = [_tex(x) for x in values]
+    if len(entries) > MAX_WRITTEN_TERMS:
+        entries = [*entries[:3], r"\ldots", entries[-1]]
+    return r"[" + r",\ ".join(entries) + r"]"
 
 
 def explain_row(
