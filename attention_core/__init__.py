@@ -40,6 +40,13 @@ from .cost import (
     measure_attention,
     score_matrix_bytes,
 )
+from .examples import (
+    Example,
+    RowBreakdown,
+    attention_for,
+    example_for,
+    row_breakdown,
+)
 from .mask_lab import (
     FLOAT16_MIN,
     MASK_KINDS,
@@ -141,6 +148,7 @@ __all__ = [
     "BackendStatus",
     "ChunkedAttention",
     "DecodeStep",
+    "Example",
     "HeadStatistics",
     "IncrementalDecoding",
     "KVCache",
@@ -154,6 +162,7 @@ __all__ = [
     "PaddedBatch",
     "PositionBreakdown",
     "RotationExample",
+    "RowBreakdown",
     "ScalingExperiment",
     "ScoringFunction",
     "SentenceInput",
@@ -170,6 +179,7 @@ __all__ = [
     "attend",
     "attention_entropy",
     "attention_flops",
+    "attention_for",
     "available_backends",
     "backend_status",
     "causal_alibi",
@@ -182,6 +192,7 @@ __all__ = [
     "cosine_attention",
     "decode_step",
     "dot_product_attention",
+    "example_for",
     "example_qkv",
     "head_statistics",
     "incremental_causal_attention",
@@ -206,6 +217,7 @@ __all__ = [
     "prefix_lm_mask",
     "rope_scores",
     "rotation_example",
+    "row_breakdown",
     "same_content_scores",
     "scaled_dot_product_attention",
     "scaling_experiment",
