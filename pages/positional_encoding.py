@@ -35,7 +35,7 @@ st.markdown(
     "positions, every word gets exactly the output it had before, just in another row: "
     "attention treats the sentence as a bag of words."
 )
-left, middle, right = st.columns([3, 2, 2])
+left, middle, right = st.columns([5, 3, 4])
 sentence = left.text_input(
     "Sentence", key=view.text("sentence", DEFAULT_SENTENCE, max_chars=200), max_chars=200
 )
@@ -90,16 +90,16 @@ if blind is not None:
         charts.show(figures["output"], filename="order-blindness-output")
     with b:
         charts.show(figures["unpermuted_output"], filename="order-blindness-output-reordered")
-    difference_column, figure_column = st.columns([1, 3])
+    difference_column, figure_column = st.columns([2, 3])
     difference_column.metric(
-        "Largest |difference| after un-permuting",
+        "max |difference|",
         f"{blind.max_abs_difference:.2e}",
         help="max over tokens and dimensions of |output − reordered output put back in order|",
     )
     if encoding == "none":
         difference_column.success(
-            "Zero, up to floating-point rounding: without positions the reordering changes "
-            "nothing but the order of the rows.",
+            "Zero, up to floating-point rounding: without positions, reordering the words "
+            "only reorders the rows of the output.",
             icon=":material/check_circle:",
         )
     else:
@@ -232,6 +232,10 @@ else:
         f"{check.max_abs_error:.1e}",
         help=f"Measured over the {n - offset:,} positions p with p+k in the table.",
     )
+    error_column.caption(
+        "Rounding only: about 1e-16 per operation, growing with p because the angles p·ω are "
+        "themselves rounded."
+    )
 
 # -- 4. adding to the embeddings ---------------------------------------------------------------
 
@@ -315,14 +319,8 @@ with rope_tab:
         " the score at each offset for identical content, over every pair of positions."
     )
     st.latex(r"\mathrm{rot}(q, m)^\top \mathrm{rot}(k, n) = q^\top R_{(n-m)\theta}\, k")
-    rope = pv.family_scores("rotary", compare_n, d_model, seed, base, heads, head - 1)
     charts.show(
-        pv.profile_figure(
-            pv.offset_profile(rope),
-            title="RoPE score by offset: one line, whatever the positions",
-            y_title="score / √d",
-        ),
-        filename="rope-score-by-offset",
+        pv.rope_profile_figure(compare_n, d_model, seed, base), filename="rope-score-by-offset"
     )
 with alibi_tab:
     st.markdown(
@@ -360,7 +358,7 @@ for index, family in enumerate(POSITION_FAMILIES):
                 "model cannot even be run on a longer input."
             )
 share = pv.unseen_share(train, 8 * train, d_model, base)
-charts.show(pv.unseen_figure(share, train), filename="unseen-angles")
+charts.show(pv.unseen_figure(train, 8 * train, d_model, base), filename="unseen-angles")
 st.markdown(
     f"Sinusoidal and rotary encodings are defined everywhere, but the slow pairs, whose "
     f"wavelength exceeds L, never complete a turn in training. Past L they reach angles the "

@@ -375,6 +375,22 @@ def _family_figure(
         annotate=False,
         height=340 if train_length is None else 380,
     )
+    if num_positions > 16:
+        # Thousands of per-cell hover texts cost the browser megabytes; position and value
+        # say all there is to say about a cell here.
+        fig.update_traces(
+            hovertext=None,
+            hovertemplate="query position %{y}, key position %{x}: %{z:.4f}<extra></extra>",
+        )
+        fig.update_traces(
+            selector={"name": "masked"},
+            hovertemplate="query position %{y}, key position %{x}: masked (−∞)<extra></extra>",
+        )
+    if num_positions > 24:
+        # Half-width panels: a label every few positions stays readable.
+        shown = list(range(0, num_positions, -(-num_positions // 8)))
+        fig.update_xaxes(tickvals=shown, ticktext=[str(p) for p in shown])
+        fig.update_yaxes(tickvals=shown, ticktext=[str(p) for p in shown])
     if train_length is not None:
         _mark_training_length(fig, train_length, num_positions)
     return fig
@@ -395,6 +411,23 @@ def family_figure(
     return _family_figure(
         family, num_positions, d_model, seed, base, num_heads, head, train_length, is_presenting()
     )
+
+
+@_figure_cache
+def _rope_profile_figure(
+    num_positions: int, d_model: int, seed: int, base: float, presenting: bool
+) -> go.Figure:
+    scores = family_scores("rotary", num_positions, d_model, seed, base, 1, 0)
+    return profile_figure(
+        offset_profile(scores),
+        title="RoPE score by offset: one line, whatever the positions",
+        y_title="score / √d",
+    )
+
+
+def rope_profile_figure(num_positions: int, d_model: int, seed: int, base: float) -> go.Figure:
+    """Mean, smallest and largest RoPE score at each offset, for identical content."""
+    return _rope_profile_figure(num_positions, d_model, seed, base, is_presenting())
 
 
 @st.cache_data(**_BIG)
@@ -478,7 +511,11 @@ def unseen_share(train_length: int, num_positions: int, d_model: int, base: floa
     return unseen_angle_share(train_length, num_positions, d_model, base)
 
 
-def unseen_figure(share: np.ndarray, train_length: int) -> go.Figure:
+@_figure_cache
+def _unseen_figure(
+    train_length: int, num_positions: int, d_model: int, base: float, presenting: bool
+) -> go.Figure:
+    share = unseen_share(train_length, num_positions, d_model, base)
     fig = charts.line_plot(
         np.arange(share.size),
         {"sinusoidal at position p  =  RoPE at offset p": 100 * share},
@@ -492,3 +529,8 @@ def unseen_figure(share: np.ndarray, train_length: int) -> go.Figure:
         annotation_text=f"training length {train_length}",
     )
     return fig
+
+
+def unseen_figure(train_length: int, num_positions: int, d_model: int, base: float) -> go.Figure:
+    """The share of (sin, cos) pairs at an angle training never reached, position by position."""
+    return _unseen_figure(train_length, num_positions, d_model, base, is_presenting())
