@@ -13,6 +13,7 @@ from attention_core.examples import (
     example_for,
     fit_example,
     preset_sizes,
+    sentence_tokens,
     sharp_flat_pair,
 )
 from ui import charts, exports, steps
@@ -126,6 +127,11 @@ if preset == "sentence":
         key=view.text("sentence", DEFAULT_SENTENCE, max_chars=80),
         on_change=use_preset_sizes,
     )
+    try:
+        sentence_tokens(sentence)
+    except AttentionInputError as error:
+        st.error(f"{error} Until then the page shows “{DEFAULT_SENTENCE}”.", icon=":material/edit:")
+        sentence = DEFAULT_SENTENCE
 if preset in ("sentence", "random"):
     seed = st.number_input(
         "Seed", min_value=0, max_value=9999, step=1, key=view.int("seed", 0, lo=0, hi=9999),

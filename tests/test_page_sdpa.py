@@ -210,6 +210,10 @@ def test_sentence_preset_uses_the_words_and_sharp_flat_shows_saturation():
     assert at.slider(key="sdpa.n_q").value == 3
     ticks = figure(at, "sdpa.pipeline.weights.chart")["layout"]["xaxis"]["ticktext"]
     assert ticks == ["a", "dog", "barked"]
+    at.text_input(key="sdpa.sentence").set_value("one two three four five six seven eight nine")
+    at.run()
+    assert not at.exception
+    assert any("The sentence has 9 words" in e.value for e in at.error)
 
     at = open_page()
     at.selectbox(key="sdpa.preset").set_value("sharp_flat").run()
