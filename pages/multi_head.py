@@ -22,8 +22,8 @@ page_intro(
     "put side by side again and mixed by one more projection, W_O.",
     r"\begin{aligned}\mathrm{MultiHead}(X) &= \mathrm{Concat}(\mathrm{head}_1, \dots,"
     r" \mathrm{head}_h)\,W_O^\top + b_O \\ \mathrm{head}_i &= \mathrm{softmax}\!\left("
-    r"\frac{Q_i K_i^\top}{\sqrt{d_\mathrm{head}}}\right) V_i,\quad Q = X W_Q^\top + b_Q,"
-    r"\ K = X W_K^\top + b_K,\ V = X W_V^\top + b_V\end{aligned}",
+    r"\frac{Q_i K_i^\top}{\sqrt{d_\mathrm{head}}}\right) V_i \\ Q &= X W_Q^\top + b_Q,"
+    r"\quad K = X W_K^\top + b_K,\quad V = X W_V^\top + b_V\end{aligned}",
 )
 view.show_notices()
 

@@ -267,7 +267,7 @@ def test_the_split_picture_and_the_flow_diagram_carry_the_shapes():
     at = open_page()
     (split,) = [s for s in figures(at) if any("split_heads(Q)" in a for a in annotations(s))]
     assert "Q: (pos, d_model) = (6, 8)" in annotations(split)
-    assert "split_heads(Q): (head, pos, d_head) = (4, 6, 2)" in annotations(split)
+    assert "split_heads(Q):<br>(head, pos, d_head) = (4, 6, 2)" in annotations(split)
     steps = expected_steps()
     np.testing.assert_allclose(decode(split["data"][0]["z"]), steps.q, atol=1e-6)
     stacked = decode(split["data"][1]["z"]).astype(np.float64)
@@ -283,7 +283,7 @@ def test_the_split_picture_and_the_flow_diagram_carry_the_shapes():
     np.testing.assert_allclose(decode(split["data"][0]["z"]), steps.v, atol=1e-6)
 
     dot = at.get("graphviz_chart")[0].proto.spec
-    for text in ("(6, 8)", "q, k, v (6, 2)", "(4, 6, 2) → (6, 8)", "√2", "head 4"):
+    for text in ("(6, 8)", "q, k, v (6, 2)", "(4, 6, 2)\\n→ (6, 8)", "√2", "head 4"):
         assert text in dot, text
 
 

@@ -379,13 +379,14 @@ def head_split_figure(
             "y": 1.0,
             "xref": "paper",
             "yref": "paper",
+            "xanchor": "center",
             "yanchor": "bottom",
             "showarrow": False,
             "font": {"size": font},
         }
         for text, x in (
-            (f"{name}: (pos, d_model) = {shape_text(matrix.shape)}", 0.27),
-            (f"split_heads({name}): (head, pos, d_head) = {shape_text(heads.shape)}", 0.8),
+            (f"{name}: (pos, d_model) = {shape_text(matrix.shape)}", 0.275),
+            (f"split_heads({name}):<br>(head, pos, d_head) = {shape_text(heads.shape)}", 0.82),
         )
     ]
     layout = {
@@ -421,7 +422,7 @@ def head_split_figure(
         ],
         "annotations": [*titles, *head_labels],
         "height": int(min(700, max(320, 120 + 18 * stacked.shape[0]))),
-        "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+        "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
         "font": {"size": font},
     }
     return go.Figure(data=[wide, split], layout=layout)
@@ -433,23 +434,24 @@ def flow_diagram(
     """Graphviz DOT of the whole computation, with the shape of what flows on every arrow."""
     d_head = d_model // num_heads
     q_shape, k_shape = shape_text((q_len, d_model)), shape_text((k_len, d_model))
+    br = "\\n"  # a line break inside a DOT label
     lines = [
         "digraph {",
-        "rankdir=LR; nodesep=0.2; ranksep=0.4;",
+        "rankdir=LR; nodesep=0.15; ranksep=0.3;",
         'node [shape=box, style="rounded,filled", fillcolor="#f7fbff", fontname="Helvetica", '
-        "fontsize=12];",
-        'edge [fontname="Helvetica", fontsize=10, color="#555555"];',
+        "fontsize=14, margin=0.08];",
+        'edge [fontname="Helvetica", fontsize=12, color="#555555"];',
         f'xq [label="{"X (queries)" if cross else "X"}", fillcolor="#e8e8e8"];',
     ]
     kv_source = "xq"
     if cross:
-        lines.append('xkv [label="X_kv (keys, values)", fillcolor="#e8e8e8"];')
+        lines.append(f'xkv [label="X_kv{br}(keys, values)", fillcolor="#e8e8e8"];')
         kv_source = "xkv"
     lines += [
         f'Q [label="Q = X W_Qᵀ + b_Q"]; xq -> Q [label="{q_shape}"];',
         f'K [label="K = X W_Kᵀ + b_K"]; {kv_source} -> K [label="{k_shape}"];',
         f'V [label="V = X W_Vᵀ + b_V"]; {kv_source} -> V [label="{k_shape}"];',
-        'split [label="split_heads\n(pos, d_model) → (head, pos, d_head)"];',
+        f'split [label="split_heads{br}(pos, d_model) →{br}(head, pos, d_head)"];',
         f'Q -> split [label="{q_shape}"]; K -> split [label="{k_shape}"]; '
         f'V -> split [label="{k_shape}"];',
     ]
@@ -458,17 +460,17 @@ def flow_diagram(
         if num_heads <= MAX_DRAWN_HEADS
         else [*range(MAX_DRAWN_HEADS - 1), num_heads - 1]
     )
-    mask_text = ", causal" if causal else ""
+    mask_text = f"{br}causal mask" if causal else ""
     into_head = (
-        f"q {shape_text((q_len, d_head))}, k, v {shape_text((k_len, d_head))}"
+        f"q {shape_text((q_len, d_head))}{br}k, v {shape_text((k_len, d_head))}"
         if cross
         else f"q, k, v {shape_text((q_len, d_head))}"
     )
     for h in drawn:
         color = head_color(h)
         lines += [
-            f'h{h} [label="head {h + 1}: softmax(q kᵀ/√{d_head}{mask_text}) v\nweights '
-            f'{shape_text((q_len, k_len))}", fillcolor="{color}33", color="{color}", penwidth=2];',
+            f'h{h} [label="head {h + 1}{br}softmax(q kᵀ/√{d_head}) v{mask_text}", '
+            f'fillcolor="{color}33", color="{color}", penwidth=2];',
             f'split -> h{h} [label="{into_head}", color="{color}"];',
             f'h{h} -> concat [label="{shape_text((q_len, d_head))}", color="{color}"];',
         ]
@@ -478,8 +480,8 @@ def flow_diagram(
         )
         lines.append("split -> more -> concat [style=dotted];")
     lines += [
-        f'concat [label="concat heads\n{shape_text((num_heads, q_len, d_head))} → {q_shape}"];',
-        'out [label="output = concat W_Oᵀ + b_O", fillcolor="#e8e8e8"];',
+        f'concat [label="concat{br}{shape_text((num_heads, q_len, d_head))}{br}→ {q_shape}"];',
+        f'out [label="output ={br}concat W_Oᵀ + b_O", fillcolor="#e8e8e8"];',
         f'concat -> out [label="{q_shape}"];',
         "}",
     ]
