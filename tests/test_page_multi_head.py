@@ -431,3 +431,23 @@ def test_large_sizes_render_without_the_editor():
     assert metrics(at)["d_head"] == "1"
     assert metrics(at)["parameters"] == f"{4 * 64**2 + 4 * 64:,}"
     assert math.isclose(float(metrics(at)["largest |ours − torch|, output"]), 0, abs_tol=1e-5)
+
+
+def test_cross_attention_keys_and_values_can_be_typed_too():
+    at = open_page({"attention": "cross"})
+    key = editor_widget_key(at.session_state, "mha.xkv")
+    at.session_state[key] = {"edited_rows": {2: {"f3": -4.5}}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert not at.exception
+    kv = "a dog slept there".split()
+    x_kv = token_embeddings(kv, 8, 0)
+    x_kv[2, 2] = -4.5
+    params = init_multi_head_params(8, 4, 0)
+    expected = multi_head_attention(
+        token_embeddings(SENTENCE, 8, 0), x_kv, params=params, num_heads=4
+    )
+    _, z = pattern_grid(at)
+    np.testing.assert_allclose(z[:4], expected.attention.weights, atol=1e-6)
+    assert at.query_params["xkv"].split(";")[2].split(",")[2] == "-4.5"
+    assert "x" not in at.query_params  # X itself was not edited
+    assert float(metrics(at)["largest |ours − torch|, output"]) < 1e-5
