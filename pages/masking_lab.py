@@ -17,7 +17,7 @@ from attention_core import (
     padded_batch,
     value_change_effect,
 )
-from ui import charts
+from ui import charts, mask_views
 from ui.layout import page_intro, what_to_try
 from ui.mask_views import custom_grid_editor
 from ui.state import PageState
@@ -131,7 +131,7 @@ scaled_hover = [[f"q·k/√{D_K} = {lab.masked.scaled[i, j]:.4f}" for j in range
 left, right = st.columns(2)
 with left:
     charts.show(
-        charts.heatmap(
+        mask_views.heatmap(
             allowed.astype(float),
             row_labels=tokens,
             col_labels=tokens,
@@ -143,7 +143,7 @@ with left:
         filename="mask",
     )
     charts.show(
-        charts.heatmap(
+        mask_views.heatmap(
             lab.unmasked.weights,
             row_labels=tokens,
             col_labels=tokens,
@@ -154,7 +154,7 @@ with left:
     )
 with right:
     charts.show(
-        charts.heatmap(
+        mask_views.heatmap(
             lab.masked.masked,
             row_labels=tokens,
             col_labels=tokens,
@@ -165,7 +165,7 @@ with right:
         filename="masked-scores",
     )
     charts.show(
-        charts.heatmap(
+        mask_views.heatmap(
             lab.masked.weights,
             row_labels=tokens,
             col_labels=tokens,
@@ -205,7 +205,7 @@ for column, title, shown, name in (
 ):
     with column:
         charts.show(
-            charts.heatmap(
+            mask_views.heatmap(
                 shown.astype(float),
                 row_labels=tokens,
                 col_labels=tokens,
@@ -324,7 +324,7 @@ batch_allowed = np.ones((len(LONG), len(LONG)), bool) if batch.mask is None else
 left, right = st.columns(2)
 with left:
     charts.show(
-        charts.heatmap(
+        mask_views.heatmap(
             batch_allowed.astype(float),
             row_labels=short_tokens,
             col_labels=short_tokens,
@@ -337,7 +337,7 @@ with left:
     )
 with right:
     charts.show(
-        charts.heatmap(
+        mask_views.heatmap(
             batch.batched.weights[0],
             row_labels=short_tokens,
             col_labels=short_tokens,

@@ -456,3 +456,11 @@ def test_leak_curve_is_drawn_with_one_line_per_fill():
     # −1e4 leaks once 1.5 · scale > 1e4 by enough for exp to matter; far below, nothing leaks.
     assert (lines["−1e4 (original BERT)"][x < 1e3] == 0).all()
     assert (lines["−1e4 (original BERT)"][x > 1e4] == 1).all()
+
+
+def test_cached_heatmaps_follow_presenter_mode():
+    # The heatmaps are cached across sessions; presenter mode must still get its larger fonts.
+    normal = figures(open_page())["Weights with the mask"]
+    presenting = figures(open_page({"present": "1"}))["Weights with the mask"]
+    assert presenting["layout"]["font"]["size"] > normal["layout"]["font"]["size"]
+    assert presenting["data"][0]["textfont"]["size"] > normal["data"][0]["textfont"]["size"]

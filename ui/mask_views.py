@@ -1,4 +1,5 @@
-"""Streamlit pieces of the masking lab: the custom mask grid and its compact form in a link.
+"""Streamlit pieces of the masking lab: the custom mask grid, its compact form in a link, and
+cached heatmaps (the page draws nine; most do not change when one control does).
 
 A heatmap cell cannot be clicked into a selection in Streamlit, so the custom mask is a grid of
 checkboxes (a boolean `st.data_editor`): one row per query, one column per key. In the URL the
@@ -12,10 +13,12 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from attention_core import causal_mask
-from ui.state import PageState
+from ui import charts
+from ui.state import PageState, is_presenting
 
 GRID_PARAM = "grid"
 GRID_ROW_SEPARATOR = "."
@@ -121,3 +124,42 @@ def custom_grid_editor(
     if encoded != raw:
         view.set(GRID_PARAM, encoded)
     return grid
+
+
+def heatmap(
+    values: np.ndarray,
+    *,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    hover: Sequence[Sequence[str]] | None = None,
+    **options,
+) -> go.Figure:
+    """`charts.heatmap`, built once per distinct input and presenter mode, then reused.
+
+    Building a plotly heatmap costs tens of milliseconds; a rerun after one control change
+    redraws every chart, so the unchanged ones come from this cache. The figure is shared, so
+    callers must not modify it.
+    """
+    return _cached_heatmap(
+        is_presenting(),
+        np.asarray(values, dtype=np.float64),
+        tuple(row_labels),
+        tuple(col_labels),
+        None if hover is None else tuple(tuple(row) for row in hover),
+        tuple(sorted(options.items())),
+    )
+
+
+@st.cache_resource(max_entries=128, show_spinner=False)
+def _cached_heatmap(
+    presenting: bool,
+    values: np.ndarray,
+    row_labels: tuple[str, ...],
+    col_labels: tuple[str, ...],
+    hover: tuple[tuple[str, ...], ...] | None,
+    options: tuple[tuple[str, object], ...],
+) -> go.Figure:
+    del presenting  # part of the cache key: charts read presenter mode for their font sizes
+    return charts.heatmap(
+        values, row_labels=row_labels, col_labels=col_labels, hover=hover, **dict(options)
+    )
