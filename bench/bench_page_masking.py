@@ -3,7 +3,8 @@
 Drives the page with Streamlit's AppTest (the script runs exactly as in `streamlit run`, without
 the browser) and times each rerun after changing one mask control, in turn: the mask kinds
 (causal / causal + padding / causal + custom grid), a tick in the custom grid, and the leak
-demo's score scale. Prints JSON: p50/p95/max in milliseconds.
+demo's score scale. Prints JSON: p50/p95/max wall time in milliseconds, and the p50 CPU time of
+the process (less sensitive to other work on a shared machine).
 
     .venv/bin/python bench/bench_page_masking.py [--runs 30]
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -52,12 +54,13 @@ def main() -> None:
                 return at
         return at.select_slider(key="mask.scale").set_value(SCALES[i % 3])
 
-    times = []
+    times, cpu = [], []
     for i in range(1, args.runs + 1):
         target = change(i)
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         target.run()
         times.append((time.perf_counter() - started) * 1000)
+        cpu.append((time.process_time() - cpu_started) * 1000)
         if at.exception:
             sys.exit(f"the page raised: {[e.value for e in at.exception]}")
     times.sort()
@@ -71,6 +74,8 @@ def main() -> None:
                 "p50_ms": round(statistics.median(times), 1),
                 "p95_ms": round(times[min(len(times) - 1, int(0.95 * len(times)))], 1),
                 "max_ms": round(times[-1], 1),
+                "p50_cpu_ms": round(statistics.median(cpu), 1),
+                "load_average_1min": round(os.getloadavg()[0], 1),
                 "python": platform.python_version(),
             },
             indent=2,
