@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import math
 import statistics
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -67,6 +68,10 @@ MAX_MEASURE_LENGTH = 16_384
 MAX_HEAD_DIM = 512
 MAX_REPEATS = 50
 FLOAT32_BYTES = 4
+# tracemalloc and the torch profiler are process-wide, and two torch profiler sessions at once
+# crash the process: measurements from concurrent callers (two browser tabs on one server) take
+# turns. Taking turns also keeps one caller's run from slowing the other's timings.
+_MEASURE_LOCK = threading.Lock()
 
 
 # --- formulas -----------------------------------------------------------------------------------
@@ -251,9 +256,10 @@ def measure_attention(
 ) -> Measurement:
     """Time `method` attention on `backend` for n queries and keys of width d, and its peak memory.
 
-    Runs once to warm up (unless `warmup=False`), `repeats` times timed (wall clock; CUDA is
-    synchronised), then once more under the memory tracer (so tracing never slows the timed
-    runs) unless `measure_memory=False`. Raises
+    Runs once to warm up (unless `warmup=False`), then `repeats` times timed (wall clock; CUDA
+    is synchronised). Peak memory (unless `measure_memory=False`) is traced on the untimed
+    warm-up call, or on one extra call after the timed ones without a warm-up, so tracing never
+    slows a timed run. Raises
     `AttentionInputError` for an unknown or unavailable backend, or sizes above the limits.
     """
     if backend not in BACKENDS:
@@ -271,15 +277,35 @@ def measure_attention(
         )
     if method == "full":
         check_size((n, n), "The n×n score matrix")
+    with _MEASURE_LOCK:
+        return _measure(backend, n, d, method, block_size, repeats, seed, warmup, measure_memory)
+
+
+def _measure(
+    backend: str,
+    n: int,
+    d: int,
+    method: str,
+    block_size: int,
+    repeats: int,
+    seed: int,
+    warmup: bool,
+    measure_memory: bool,
+) -> Measurement:
     rng = np.random.default_rng(seed)
     q, k, v = (rng.standard_normal((n, d), dtype=np.float32) for _ in range(3))
     if backend == "numpy":
         run, sync, peak = _numpy_call(method, q, k, v, block_size), _no_sync, _numpy_peak
     else:
         run, sync, peak = _torch_call(backend, method, q, k, v, block_size)
+    peak_bytes, note = None, "not measured"
     if warmup:
-        # The first call pays for one-off work (thread pools, kernel selection, page faults).
-        run()
+        # The first call pays for one-off work (thread pools, kernel selection, page faults), so
+        # it is not timed; tracing it costs nothing, and the arrays it allocates are the same.
+        if measure_memory:
+            peak_bytes, note = peak(run)
+        else:
+            run()
         sync()
     runs = []
     for _ in range(repeats):
@@ -287,7 +313,8 @@ def measure_attention(
         run()
         sync()
         runs.append(time.perf_counter() - start)
-    peak_bytes, note = peak(run) if measure_memory else (None, "not measured")
+    if measure_memory and not warmup:
+        peak_bytes, note = peak(run)
     seconds = statistics.median(runs)
     flops = attention_flops(n, n, d)
     return Measurement(

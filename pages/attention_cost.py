@@ -140,10 +140,14 @@ st.markdown(
     "them on the new maximum."
 )
 st.latex(
-    r"m_t = \max(m_{t-1}, \max_{j \in B_t} s_j),\quad"
-    r"l_t = l_{t-1}e^{m_{t-1}-m_t} + \sum_{j\in B_t} e^{s_j - m_t},\quad"
-    r"o_t = o_{t-1}e^{m_{t-1}-m_t} + \sum_{j\in B_t} e^{s_j - m_t} v_j,\quad"
-    r"\text{output} = o_T / l_T"
+    r"\begin{aligned}"
+    r"m_t &= \max\big(m_{t-1},\ \max_{j \in B_t} s_j\big) && \text{running maximum} \\"
+    r"l_t &= l_{t-1}\,e^{m_{t-1}-m_t} + \textstyle\sum_{j\in B_t} e^{s_j - m_t}"
+    r" && \text{running sum, re-based on } m_t \\"
+    r"o_t &= o_{t-1}\,e^{m_{t-1}-m_t} + \textstyle\sum_{j\in B_t} e^{s_j - m_t}\, v_j"
+    r" && \text{unnormalised output} \\"
+    r"\text{output} &= o_T / l_T && \text{after the last block } B_T"
+    r"\end{aligned}"
 )
 keys_column, block_column, seed_column = st.columns(3)
 n_keys = keys_column.slider("Keys", 2, 12, key=view.int("keys", 8, lo=2, hi=12))
@@ -197,9 +201,17 @@ charts.show(
     ),
     filename="online-softmax-blocks",
 )
-final_column, full_column, difference_column = st.columns(3)
-final_column.metric("Chunked output (o / l)", ", ".join(f"{x:.6f}" for x in online.output[0]))
-full_column.metric("Full softmax output", ", ".join(f"{x:.6f}" for x in full.output[0]))
+output_column, difference_column = st.columns([3, 1])
+output_column.dataframe(
+    [
+        {"output": "chunked, o_T / l_T", **dict(zip(("d1", "d2"), online.output[0], strict=True))},
+        {"output": "full softmax", **dict(zip(("d1", "d2"), full.output[0], strict=True))},
+    ],
+    hide_index=True,
+    width="stretch",
+    key="cost.online_output",
+    column_config={name: st.column_config.NumberColumn(format="%.8f") for name in ("d1", "d2")},
+)
 difference_column.metric(
     "Largest difference", f"{max_abs_difference(online.output, full.output):.1e}"
 )

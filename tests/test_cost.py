@@ -243,3 +243,27 @@ def test_bad_requests_are_refused_before_any_allocation(kwargs, message):
 def test_a_crafted_billion_token_request_is_refused():
     with pytest.raises(AttentionInputError, match="limited to n"):
         measure_attention("numpy", 1_000_000_000, 64, method="chunked")
+
+
+def test_concurrent_measurements_take_turns_instead_of_crashing():
+    # Two browser sessions on one server measuring at once: two torch profiler sessions at the
+    # same time abort the process, so measurements hold a lock; both must come back whole.
+    import threading
+
+    results, errors = [], []
+
+    def measure(backend):
+        try:
+            results.append(measure_attention(backend, 256, 16, repeats=1))
+        except Exception as error:  # collected and asserted below
+            errors.append(error)
+
+    threads = [threading.Thread(target=measure, args=(b,)) for b in ("torch-cpu", "torch-cpu")]
+    threads += [threading.Thread(target=measure, args=("numpy",))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert len(results) == 3
+    assert all(m.peak_bytes >= 256 * 256 * 4 for m in results)

@@ -96,10 +96,10 @@ def test_online_softmax_table_and_figure_match_a_hand_computation():
     )
     weights = np.exp(s - s.max()) / np.exp(s - s.max()).sum()
     output = weights @ v
-    shown = metrics(at)
-    assert shown["Chunked output (o / l)"] == ", ".join(f"{x:.6f}" for x in output)
-    assert shown["Full softmax output"] == ", ".join(f"{x:.6f}" for x in output)
-    assert float(shown["Largest difference"]) < 1e-12
+    outputs = table_with(at, "output").set_index("output")
+    np.testing.assert_allclose(outputs.loc["chunked, o_T / l_T"], output, rtol=1e-12)
+    np.testing.assert_allclose(outputs.loc["full softmax"], output, rtol=1e-12)
+    assert float(metrics(at)["Largest difference"]) < 1e-12
 
     z = decode(figure(at, "The weights the running state implies")["data"][0]["z"])
     assert z.shape == (4, 7)  # 3 blocks + the full softmax row
@@ -146,7 +146,7 @@ def test_measure_fills_the_table_with_consistent_values_and_plain_reruns_do_not_
         assert rows.loc["torch CPU", "speed-up vs NumPy (×)"] == pytest.approx(
             rows.loc["NumPy", "median time (ms)"] / rows.loc["torch CPU", "median time (ms)"]
         )
-    spec = figure(at, "Time against sequence length")
+    spec = figure(at, "Time against n")
     traces = {trace["name"]: decode(trace["y"]) for trace in spec["data"]}
     assert set(traces) == {"NumPy", "torch CPU", "n² reference"}
     slowest = table[table["n"] == 256]["median time (ms)"].max()
