@@ -66,5 +66,5 @@ PAGES = {
 }
 
 page = st.navigation(PAGES)
-app_frame()
+app_frame(page)
 page.run()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from urllib.parse import urlparse
 
 import streamlit as st
 
@@ -22,8 +23,34 @@ html { font-size: 22px; }
 """
 
 
-def app_frame() -> None:
+# While pages/ exists, a fresh server answers its first request in Streamlit's legacy mode: it
+# misses our url_path among the pages/ file names, says "Page not found", then runs app.py, whose
+# router finds the page after all. The dialog would greet the audience of a deep link on a slide,
+# so it is closed, but only when the router really found the page that was asked for.
+CLOSE_STALE_NOT_FOUND_JS = """
+<script>
+(() => {
+  const deadline = Date.now() + 4000;
+  const timer = setInterval(() => {
+    for (const dialog of window.parent.document.querySelectorAll("[role='dialog']")) {
+      if (dialog.textContent.includes("Page not found")) {
+        const close = dialog.querySelector("button[aria-label='Close']");
+        if (close) { close.click(); clearInterval(timer); return; }
+      }
+    }
+    if (Date.now() > deadline) clearInterval(timer);
+  }, 50);
+})();
+</script>
+"""
+
+
+def app_frame(page: st.Page) -> None:
     """Shared chrome drawn by the router before each page: the presenter-mode switch."""
+    if "app.started" not in st.session_state:
+        st.session_state["app.started"] = True
+        if _asked_for(page):
+            st.html(CLOSE_STALE_NOT_FOUND_JS, unsafe_allow_javascript=True)
     presenting = is_presenting()
     st.sidebar.toggle(
         "Presenter mode",
@@ -32,6 +59,12 @@ def app_frame() -> None:
     )
     if presenting:
         st.html(PRESENTER_CSS)
+
+
+def _asked_for(page: st.Page) -> bool:
+    """Whether the page the router runs is the one the browser's address asked for."""
+    path = urlparse(st.context.url or "").path.rstrip("/")
+    return path.endswith("/" + page.url_path) or (page.default and path.count("/") <= 1)
 
 
 def page_intro(title: str, idea: str, formula: str | None = None) -> None:
