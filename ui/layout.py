@@ -64,7 +64,9 @@ def app_frame(page: st.Page) -> None:
 def _asked_for(page: st.Page) -> bool:
     """Whether the page the router runs is the one the browser's address asked for."""
     path = urlparse(st.context.url or "").path.rstrip("/")
-    return path.endswith("/" + page.url_path) or (page.default and path.count("/") <= 1)
+    if page.url_path == "":  # the default page lives at the root
+        return path == ""
+    return path.endswith("/" + page.url_path)
 
 
 def page_intro(title: str, idea: str, formula: str | None = None) -> None:
