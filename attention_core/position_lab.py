@@ -291,6 +291,11 @@ class OffsetProfile:
     low: np.ndarray
     high: np.ndarray
 
+    @property
+    def spread(self) -> float:
+        """max over offsets of (high - low): 0 iff every diagonal is constant."""
+        return float(np.max(self.high - self.low))
+
 
 def offset_profile(matrix: object, *, nonnegative: bool = False) -> OffsetProfile:
     """Mean, smallest and largest entry of each diagonal M[i, i + k] of a score matrix.

@@ -192,9 +192,8 @@ st.markdown(
 charts.show(pv.similarity_figure(n, d_model, base), filename=f"pe-similarity-{n}x{d_model}")
 profile = pv.similarity_profile(n, d_model, base)
 charts.show(pv.similarity_profile_figure(n, d_model, base), filename="pe-dot-by-distance")
-spread = float((profile.high - profile.low).max())
 st.caption(
-    f"Largest spread over p at any distance: {spread:.1e} (rounding), so the three lines "
+    f"Largest spread over p at any distance: {profile.spread:.1e} (rounding), so the three lines "
     "coincide: the similarity is a function of the distance alone."
 )
 
@@ -348,9 +347,13 @@ columns = st.columns(2)
 for index, family in enumerate(POSITION_FAMILIES):
     length = train if family == "learned" else total
     with columns[index % 2]:
-        fig = pv.family_figure(
-            family, length, d_model, seed, base, heads, head - 1, train_length=train
-        )
+        try:
+            fig = pv.family_figure(
+                family, length, d_model, seed, base, heads, head - 1, train_length=train
+            )
+        except AttentionInputError as error:
+            st.error(str(error))
+            continue
         charts.show(fig, filename=f"extrapolation-{family}")
         if family == "learned":
             st.caption(

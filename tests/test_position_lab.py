@@ -175,7 +175,7 @@ def test_similarity_depends_on_the_distance_only():
     np.testing.assert_allclose(
         profile.mean, np.cos(np.arange(n)[:, None] * omega).sum(1), atol=1e-12
     )
-    assert np.max(profile.high - profile.low) < 1e-12
+    assert profile.spread < 1e-12
     assert profile.mean[0] == pytest.approx(d / 2)
 
 
@@ -186,6 +186,7 @@ def test_offset_profile_of_a_small_matrix_by_hand():
     assert p.mean.tolist() == [3.0, 2.5, 2.0]
     assert p.low.tolist() == [3.0, 1.0, 2.0]
     assert p.high.tolist() == [3.0, 4.0, 2.0]
+    assert p.spread == 3.0  # the main diagonal holds 1 and 4
 
 
 def test_toeplitz_deviation_by_hand():

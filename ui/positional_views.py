@@ -303,7 +303,7 @@ def _blindness_figures(
         ),
         "output": _small_heatmap(b.output, tokens, title=f"Output: {words}"),
         "unpermuted_output": _small_heatmap(
-            b.unpermuted_output, tokens, title=f"Output of “{reordered}”, rows put back in order"
+            b.unpermuted_output, tokens, title=f"Output: {reordered}, rows put back"
         ),
         "difference": _small_heatmap(b.difference, tokens, title="Difference", decimals=3),
         "token_embeddings": _small_heatmap(
