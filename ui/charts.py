@@ -116,42 +116,49 @@ def heatmap(
 
     shown = np.where(removed, np.nan, matrix).astype(np.float32)
     zmin, zmax, colors = _scale(kind, shown)
-    heat = go.Heatmap(
-        z=shown,
-        x=np.arange(cols),
-        y=np.arange(rows),
-        zmin=zmin,
-        zmax=zmax,
-        colorscale=colors,
-        colorbar={"thickness": 12, "len": 0.9},
-        showscale=kind != "mask",
-        xgap=1 if annotate else 0,
-        ygap=1 if annotate else 0,
-    )
+    heat = {
+        "type": "heatmap",
+        "z": shown,
+        "x": np.arange(cols),
+        "y": np.arange(rows),
+        "zmin": zmin,
+        "zmax": zmax,
+        "colorscale": colors,
+        "colorbar": {"thickness": 12, "len": 0.9},
+        "showscale": kind != "mask",
+        "xgap": 1 if annotate else 0,
+        "ygap": 1 if annotate else 0,
+    }
     if annotate:
-        heat.text = [[format_number(v, decimals) for v in row] for row in matrix]
-        heat.texttemplate = "%{text}"
-        heat.textfont = {"size": font_size()}
+        heat["text"] = [[format_number(v, decimals) for v in row] for row in matrix]
+        heat["texttemplate"] = "%{text}"
+        heat["textfont"] = {"size": font_size()}
     if rows * cols <= MAX_HOVER_TEXT_CELLS:
-        heat.hovertext = _hover_text(
+        heat["hovertext"] = _hover_text(
             matrix, row_labels, col_labels, row_title, col_title, hover, decimals
         )
-        heat.hoverinfo = "text"
+        heat["hoverinfo"] = "text"
     else:
-        heat.hovertemplate = f"{row_title} %{{y}}, {col_title} %{{x}}: %{{z:.4f}}<extra></extra>"
-    fig = go.Figure(heat)
+        heat["hovertemplate"] = f"{row_title} %{{y}}, {col_title} %{{x}}: %{{z:.4f}}<extra></extra>"
+    traces = [heat]
     if removed.any():
-        fig.add_trace(
+        traces.append(
             _blocked_layer(removed, annotate, row_labels, col_labels, row_title, col_title)
         )
-    _label_axes(fig, row_labels, col_labels, row_title, col_title)
-    fig.update_layout(
-        title={"text": title, "font": {"size": font_size() + 3}},
-        height=height or _height(rows),
-        margin={"l": 10, "r": 10, "t": 60 if title else 30, "b": 10},
-        font={"size": font_size()},
-    )
-    return fig
+    layout = {
+        "title": {"text": title, "font": {"size": font_size() + 3}, "y": 0.99, "yanchor": "top"},
+        "height": height or _height(rows),
+        # The key axis sits on top, under the title: leave room for both.
+        "margin": {"l": 10, "r": 10, "t": 110 if title else 70, "b": 10},
+        "font": {"size": font_size()},
+        **_axes(row_labels, col_labels, row_title, col_title),
+    }
+    return _figure(traces, layout)
+
+
+def _figure(traces: list[dict], layout: dict) -> go.Figure:
+    """A figure built from plain dicts: per-property validation costs more than the page."""
+    return go.Figure({"data": traces, "layout": layout}, _validate=False)
 
 
 def heatmap_grid(
@@ -326,18 +333,22 @@ def _blocked_layer(
     col_labels: list[str],
     row_title: str,
     col_title: str,
-) -> go.Heatmap:
+) -> dict:
     rows, cols = removed.shape
-    layer = go.Heatmap(
-        z=np.where(removed, 1.0, np.nan).astype(np.float32),
-        x=np.arange(cols),
-        y=np.arange(rows),
-        colorscale=[[0.0, BLOCKED_COLOR], [1.0, BLOCKED_COLOR]],
-        showscale=False,
-        xgap=1 if annotate else 0,
-        ygap=1 if annotate else 0,
-        hoverinfo="text",
-        hovertext=[
+    layer = {
+        "type": "heatmap",
+        "z": np.where(removed, 1.0, np.nan).astype(np.float32),
+        "x": np.arange(cols),
+        "y": np.arange(rows),
+        "colorscale": [[0.0, BLOCKED_COLOR], [1.0, BLOCKED_COLOR]],
+        "showscale": False,
+        "xgap": 1 if annotate else 0,
+        "ygap": 1 if annotate else 0,
+        "hoverinfo": "text",
+        "name": "masked",
+    }
+    if rows * cols <= MAX_HOVER_TEXT_CELLS:
+        layer["hovertext"] = [
             [
                 f"{row_title} {i + 1} “{row_labels[i]}” → {col_title} {j + 1} “{col_labels[j]}”"
                 f"<br>masked: {MINUS_INFINITY}, so its weight is 0"
@@ -345,33 +356,29 @@ def _blocked_layer(
             ]
             for i in range(rows)
         ]
-        if rows * cols <= MAX_HOVER_TEXT_CELLS
-        else None,
-        name="masked",
-    )
     if annotate:
-        layer.text = [
+        layer["text"] = [
             [MINUS_INFINITY if removed[i, j] else "" for j in range(cols)] for i in range(rows)
         ]
-        layer.texttemplate = "%{text}"
-        layer.textfont = {"size": font_size(), "color": "white"}
+        layer["texttemplate"] = "%{text}"
+        layer["textfont"] = {"size": font_size(), "color": "white"}
     return layer
 
 
-def _label_axes(
-    fig: go.Figure,
-    row_labels: list[str],
-    col_labels: list[str],
-    row_title: str,
-    col_title: str,
-) -> None:
+def _axes(row_labels: list[str], col_labels: list[str], row_title: str, col_title: str) -> dict:
     def ticks(labels: list[str]) -> dict:
         every = max(1, len(labels) // 40)
         positions = list(range(0, len(labels), every))
         return {"tickvals": positions, "ticktext": [labels[p] for p in positions]}
 
-    fig.update_xaxes(title_text=f"{col_title} →", side="top", **ticks(col_labels))
-    fig.update_yaxes(title_text=f"← {row_title}", autorange="reversed", **ticks(row_labels))
+    return {
+        "xaxis": {"title": {"text": f"{col_title} →"}, "side": "top", **ticks(col_labels)},
+        "yaxis": {
+            "title": {"text": f"← {row_title}"},
+            "autorange": "reversed",
+            **ticks(row_labels),
+        },
+    }
 
 
 def _height(rows: int) -> int:

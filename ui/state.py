@@ -277,7 +277,7 @@ def decode_matrix(raw: str, *, max_rows: int, max_cols: int) -> np.ndarray:
 
 def is_presenting() -> bool:
     """Whether presenter mode is on (the sidebar toggle, or `?present=1` in the link)."""
-    if get_script_run_ctx() is None:
+    if get_script_run_ctx(suppress_warning=True) is None:
         return False  # a figure built outside a page run (tests, benchmarks)
     if PRESENT_KEY not in st.session_state:
         st.session_state[PRESENT_KEY] = st.query_params.get(PRESENT_PARAM) in {"1", "true"}
