@@ -1,7 +1,8 @@
 """Rerun time of the multi-head page after a control change, at default settings.
 
 Drives the page with Streamlit's AppTest (the script runs exactly as in `streamlit run`, without
-the browser) and times each rerun after changing one control: the seed, then the number of heads,
+the browser) and times each rerun (wall clock, and CPU time, which does not depend on what else
+the machine is doing) after changing one control: the seed, then the number of heads,
 then the causal toggle, in turn (a value seen before may hit the figure cache, as it would
 for a user toggling back and forth). Prints JSON: p50/p95/max in milliseconds.
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -40,15 +42,19 @@ def main() -> None:
         lambda i: at.select_slider(key="mha.heads").set_value(2 if i % 2 else 4),
         lambda i: at.toggle(key="mha.causal").set_value(bool(i % 2)),
     )
-    times = []
+    times, cpu_times = [], []
     for i in range(1, args.runs + 1):
         widget = changes[i % len(changes)](i)
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         widget.run()
         times.append((time.perf_counter() - started) * 1000)
+        # CPU time of this process (the script runs in one of its threads): what the rerun
+        # costs, independent of other work competing for the machine's cores.
+        cpu_times.append((time.process_time() - cpu_started) * 1000)
         if at.exception:
             sys.exit(f"the page raised: {[e.value for e in at.exception]}")
     times.sort()
+    cpu_times.sort()
     print(
         json.dumps(
             {
@@ -59,6 +65,11 @@ def main() -> None:
                 "p50_ms": round(statistics.median(times), 1),
                 "p95_ms": round(times[min(len(times) - 1, int(0.95 * len(times)))], 1),
                 "max_ms": round(times[-1], 1),
+                "cpu_p50_ms": round(statistics.median(cpu_times), 1),
+                "cpu_p95_ms": round(
+                    cpu_times[min(len(cpu_times) - 1, int(0.95 * len(cpu_times)))], 1
+                ),
+                "load_average_1min": round(os.getloadavg()[0], 1),
                 "python": platform.python_version(),
             },
             indent=2,

@@ -173,15 +173,15 @@ st.markdown(
     + (" from X_kv." if cross else ".")
     + " Head h uses only the rows of W_Q, W_K, W_V framed in its colour."
 )
-w_cols = st.columns(3)
-for column, (label, weight) in zip(
-    w_cols, (("W_Q", params.w_q), ("W_K", params.w_k), ("W_V", params.w_v)), strict=True
-):
-    with column:
-        charts.show(
-            mv.cached(mv.projection_figure, weight, num_heads, name=label, heads_on="rows"),
-            filename=f"multi-head-{label.lower()}",
-        )
+charts.show(
+    mv.cached(
+        mv.projections_figure,
+        (("W_Q", params.w_q), ("W_K", params.w_k), ("W_V", params.w_v)),
+        num_heads,
+        heads_on="rows",
+    ),
+    filename="multi-head-w_q-w_k-w_v",
+)
 
 # -- 3. split into heads ------------------------------------------------------------------------
 
@@ -284,7 +284,7 @@ with concat_col:
     )
 with wo_col:
     charts.show(
-        mv.cached(mv.projection_figure, params.w_o, num_heads, name="W_O", heads_on="cols"),
+        mv.cached(mv.projections_figure, (("W_O", params.w_o),), num_heads, heads_on="cols"),
         filename="multi-head-w_o",
     )
 charts.show(

@@ -296,8 +296,16 @@ def test_concat_and_output_are_the_model_steps():
     output = decode(figure_titled(at, "output (6, 8)")["data"][0]["z"]).astype(np.float64)
     params = init_multi_head_params(8, 4, 0)
     np.testing.assert_allclose(output, steps.concat @ params.w_o.T + params.b_o, atol=1e-5)
-    w_o = decode(figure_titled(at, "W_O (8, 8)")["data"][0]["z"])
-    np.testing.assert_allclose(w_o, params.w_o, atol=1e-6)
+    (w_o,) = [s for s in figures(at) if annotations(s) == ["<b>W_O</b> (8, 8)"]]
+    np.testing.assert_allclose(decode(w_o["data"][0]["z"]), params.w_o, atol=1e-6)
+    # W_O's columns are framed per head (4 heads of 2 features): x from -0.5 in steps of 2.
+    assert [b["x0"] for b in w_o["layout"]["shapes"]] == [-0.5, 1.5, 3.5, 5.5]
+    (w_qkv,) = [s for s in figures(at) if "<b>W_Q</b> (8, 8)" in annotations(s)]
+    assert annotations(w_qkv) == ["<b>W_Q</b> (8, 8)", "<b>W_K</b> (8, 8)", "<b>W_V</b> (8, 8)"]
+    for trace, weight in zip(w_qkv["data"], (params.w_q, params.w_k, params.w_v), strict=True):
+        np.testing.assert_allclose(decode(trace["z"]), weight, atol=1e-6)
+    # W_Q, W_K, W_V are framed by rows: head h owns output rows 2h, 2h+1.
+    assert [b["y0"] for b in w_qkv["layout"]["shapes"][:4]] == [-0.5, 1.5, 3.5, 5.5]
 
 
 def test_typing_into_x_changes_the_result_and_the_link_keeps_it():

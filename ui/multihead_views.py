@@ -255,26 +255,109 @@ def _add_boxes(fig: go.Figure, boxes: list[dict]) -> go.Figure:
     return fig
 
 
-def projection_figure(weight: np.ndarray, num_heads: int, *, name: str, heads_on: str) -> go.Figure:
-    """A `(d_model, d_model)` projection, nn.Linear layout, with each head's part framed.
+def projections_figure(
+    weights: Sequence[tuple[str, np.ndarray]], num_heads: int, *, heads_on: str
+) -> go.Figure:
+    """`(d_model, d_model)` projections side by side (nn.Linear layout), one shared scale,
+    each head's part framed in its colour.
 
     W_Q, W_K, W_V: head h owns output rows h·d_head..(h+1)·d_head-1 (heads_on="rows");
     W_O: head h's concat features meet columns h·d_head.. (heads_on="cols").
+    Laid out in one layout dict (one `charts.heatmap` per matrix cost ~40 ms each).
     """
-    d_model = weight.shape[0]
-    fig = charts.heatmap(
-        weight,
-        row_labels=[str(i + 1) for i in range(d_model)],
-        col_labels=[str(j + 1) for j in range(d_model)],
-        kind="values",
-        title=f"{name} {shape_text(weight.shape)}",
-        row_title="output feature",
-        col_title="input feature",
-        height=min(420, 140 + 22 * d_model),
-        annotate=d_model <= 6,
-    )
+    count = len(weights)
+    d_model = weights[0][1].shape[0]
+    reach = max(float(np.abs(w).max()) for _, w in weights) or 1.0
+    annotate = d_model <= 6
+    font = charts.font_size()
+    ticks = list(range(0, d_model, max(1, d_model // 16)))
+    gap = 0.08
+    width = (1 - gap * (count - 1)) / count
     along = "y" if heads_on == "rows" else "x"
-    return _add_boxes(fig, head_boxes(num_heads, d_model, along=along, span=(-0.5, d_model - 0.5)))
+    traces, layout, shapes, titles = [], {}, [], []
+    for index, (name, matrix) in enumerate(weights):
+        suffix = "" if index == 0 else str(index + 1)
+        x0 = index * (width + gap)
+        heat = go.Heatmap(
+            z=matrix.astype(np.float32),
+            x=np.arange(d_model),
+            y=np.arange(d_model),
+            xaxis=f"x{suffix}",
+            yaxis=f"y{suffix}",
+            coloraxis="coloraxis",
+            xgap=1 if annotate else 0,
+            ygap=1 if annotate else 0,
+            hovertemplate=(
+                f"{name}: output feature %{{customdata[0]}}, input feature %{{customdata[1]}}"
+                "<br>value: %{z:.4f}<extra></extra>"
+            ),
+            customdata=np.stack(
+                np.meshgrid(np.arange(1, d_model + 1), np.arange(1, d_model + 1), indexing="ij"),
+                axis=-1,
+            ),
+        )
+        if annotate:
+            heat.text = [[charts.format_number(v) for v in row] for row in matrix]
+            heat.texttemplate = "%{text}"
+            heat.textfont = {"size": font}
+        traces.append(heat)
+        axis = {
+            "tickvals": ticks,
+            "ticktext": [str(t + 1) for t in ticks],
+            "tickfont": {"size": font - 2},
+        }
+        layout[f"xaxis{suffix}"] = {
+            **axis,
+            "domain": [max(0.0, round(x0, 9)), min(1.0, round(x0 + width, 9))],
+            "anchor": f"y{suffix}",
+            "side": "top",
+            "title": {"text": "input feature →"},
+            "constrain": "domain",
+        }
+        layout[f"yaxis{suffix}"] = {
+            **axis,
+            "anchor": f"x{suffix}",
+            "autorange": "reversed",
+            "scaleanchor": f"x{suffix}",
+            "constrain": "domain",
+            **({"title": {"text": "← output feature"}} if index == 0 else {}),
+        }
+        shapes += head_boxes(
+            num_heads,
+            d_model,
+            along=along,
+            span=(-0.5, d_model - 0.5),
+            xref=f"x{suffix}",
+            yref=f"y{suffix}",
+        )
+        titles.append(
+            {
+                "text": f"<b>{name}</b> {shape_text(matrix.shape)}",
+                "x": x0 + width / 2,
+                "y": 0,
+                "xref": "paper",
+                "yref": "paper",
+                "xanchor": "center",
+                "yanchor": "top",
+                "yshift": -4,
+                "showarrow": False,
+                "font": {"size": font + 1},
+            }
+        )
+    layout.update(
+        coloraxis={
+            "colorscale": charts.DIVERGING_COLORS,
+            "cmin": -reach,
+            "cmax": reach,
+            "colorbar": {"thickness": 12, "len": 0.9},
+        },
+        shapes=shapes,
+        annotations=titles,
+        height=int(min(460, 200 + (300 if count == 1 else 220) * min(1.0, d_model / 16))),
+        margin={"l": 10, "r": 10, "t": 60, "b": 40},
+        font={"size": font},
+    )
+    return go.Figure(data=traces, layout=layout)
 
 
 def banded_matrix_figure(
@@ -504,31 +587,92 @@ def pattern_grid(
     key_labels: Sequence[str],
     highlight: int,
 ) -> go.Figure:
-    """Every head's weights as small multiples, and their average as the last panel."""
-    num_heads = weights.shape[0]
+    """Every head's weights as small multiples, and their average as the last panel.
+
+    The conventions of `charts.heatmap_grid` (one fixed 0..1 weight scale, the highlighted panel's
+    title in bold, queries down and keys across), laid out by hand in one layout dict: building
+    up to 65 subplots through `make_subplots` took most of this page's rerun time.
+    """
+    num_heads, q_len, k_len = weights.shape
     panels = np.concatenate([weights, average_over_heads(weights)[None]])
-    columns = num_heads + 1 if num_heads + 1 <= 5 else 4
-    fig = charts.heatmap_grid(
-        panels,
-        titles=[*head_names(num_heads), "average of the heads"],
-        row_labels=query_labels,
-        col_labels=key_labels,
-        columns=columns,
-        highlight=highlight,
-    )
-    # Token labels only on the outer edges, so a panel's labels never cover its neighbour.
-    # One update_layout for all axes: per-subplot update calls are slow in plotly.
-    axes: dict[str, dict] = {}
-    for index in range(panels.shape[0]):
-        col = index % columns
+    count = panels.shape[0]
+    columns = count if count <= 5 else 4
+    grid_rows = -(-count // columns)
+    titles = [*head_names(num_heads), "average of the heads"]
+    small = q_len <= 12 and k_len <= 12
+    font = charts.font_size()
+    tick_font = {"size": max(8, font - 4)}
+    gap_x, gap_y = 0.03, 0.25 / grid_rows
+    width = (1 - gap_x * (columns - 1)) / columns
+    height = (1 - gap_y * (grid_rows - 1)) / grid_rows
+    traces, layout, annotations = [], {}, []
+    for index, matrix in enumerate(panels):
+        row, col = divmod(index, columns)
         suffix = "" if index == 0 else str(index + 1)
-        axes[f"yaxis{suffix}"] = (
-            {"title": {"text": "query"}} if col == 0 else {"showticklabels": False}
+        x0 = col * (width + gap_x)
+        y1 = 1 - row * (height + gap_y)
+        traces.append(
+            go.Heatmap(
+                z=matrix.astype(np.float32),
+                x=np.arange(k_len),
+                y=np.arange(q_len),
+                xaxis=f"x{suffix}",
+                yaxis=f"y{suffix}",
+                coloraxis="coloraxis",
+                hovertemplate=(
+                    f"{titles[index]}<br>query %{{y}} → key %{{x}}: %{{z:.4f}}<extra></extra>"
+                ),
+            )
         )
-        if index + columns >= panels.shape[0]:
-            axes[f"xaxis{suffix}"] = {"title": {"text": "key"}}
-    fig.update_layout(axes)
-    return fig
+        last_in_column = index + columns >= count
+        layout[f"xaxis{suffix}"] = {
+            "domain": [max(0.0, round(x0, 9)), min(1.0, round(x0 + width, 9))],
+            "anchor": f"y{suffix}",
+            "tickvals": list(range(k_len)),
+            "ticktext": list(key_labels),
+            "showticklabels": small,
+            "tickfont": tick_font,
+            "constrain": "domain",
+            **({"title": {"text": "key"}} if last_in_column else {}),
+        }
+        layout[f"yaxis{suffix}"] = {
+            # Rounding keeps float error (-8e-17) inside plotly's [0, 1] check.
+            "domain": [max(0.0, round(y1 - height, 9)), min(1.0, round(y1, 9))],
+            "anchor": f"x{suffix}",
+            "autorange": "reversed",
+            "tickvals": list(range(q_len)),
+            "ticktext": list(query_labels),
+            # Token labels only on the left edge, so no panel's labels cover its neighbour.
+            "showticklabels": small and col == 0,
+            "tickfont": tick_font,
+            **({"title": {"text": "query"}} if col == 0 else {}),
+        }
+        annotations.append(
+            {
+                "text": f"<b>{titles[index]}</b>" if index == highlight else titles[index],
+                "x": x0 + width / 2,
+                "y": y1,
+                "xref": "paper",
+                "yref": "paper",
+                "xanchor": "center",
+                "yanchor": "bottom",
+                "showarrow": False,
+                "font": {"size": font},
+            }
+        )
+    layout.update(
+        coloraxis={
+            "colorscale": charts.WEIGHT_COLORS,
+            "cmin": 0.0,
+            "cmax": 1.0,
+            "colorbar": {"thickness": 12},
+        },
+        annotations=annotations,
+        height=min(1800, 60 + grid_rows * (260 if small else 200)),
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        font={"size": font},
+    )
+    return go.Figure(data=traces, layout=layout)
 
 
 def averaging_note(table: pd.DataFrame) -> str:
