@@ -14,7 +14,6 @@ from typing import Literal
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
-from plotly.subplots import make_subplots
 
 from ui.state import is_presenting
 
@@ -177,54 +176,76 @@ def heatmap_grid(
     columns = max(1, min(columns, count))
     grid_rows = -(-count // columns)
     titles = [f"<b>{t}</b>" if i == highlight else t for i, t in enumerate(titles)]
-    fig = make_subplots(
-        rows=grid_rows,
-        cols=columns,
-        subplot_titles=titles,
-        horizontal_spacing=0.03,
-        vertical_spacing=0.25 / grid_rows,
-    )
     zmin, zmax, colors = _scale(kind, stack[np.isfinite(stack)] if kind != "weights" else stack)
     small = stack.shape[1] <= 12 and stack.shape[2] <= 12
+    panel_height = 260 if small else 200
+    height = min(1800, 60 + grid_rows * panel_height)
+    # Gaps leave room for each panel's tick labels and the title of the panel below.
+    x_gap, y_gap = 0.04, min(0.2, 60 / height)
+    width = (1 - x_gap * (columns - 1)) / columns
+    tall = (1 - y_gap * (grid_rows - 1)) / grid_rows
+    tick_font = {"size": max(8, font_size() - 4)}
+    traces, annotations = [], []
+    layout: dict = {}
     for index, matrix in enumerate(stack):
         row, col = divmod(index, columns)
-        fig.add_trace(
-            go.Heatmap(
-                z=np.where(np.isfinite(matrix), matrix, np.nan).astype(np.float32),
-                x=list(range(matrix.shape[1])),
-                y=list(range(matrix.shape[0])),
-                coloraxis="coloraxis",
-                hovertemplate=(
+        suffix = "" if index == 0 else str(index + 1)
+        left = col * (width + x_gap)
+        top = 1 - row * (tall + y_gap)
+        traces.append(
+            {
+                "type": "heatmap",
+                "z": np.where(np.isfinite(matrix), matrix, np.nan).astype(np.float32),
+                "x": np.arange(matrix.shape[1]),
+                "y": np.arange(matrix.shape[0]),
+                "coloraxis": "coloraxis",
+                "xaxis": f"x{suffix}",
+                "yaxis": f"y{suffix}",
+                "hovertemplate": (
                     f"{titles[index]}<br>query %{{y}} → key %{{x}}: %{{z:.4f}}<extra></extra>"
                 ),
-            ),
-            row=row + 1,
-            col=col + 1,
+            }
         )
-    tick_font = {"size": max(8, font_size() - 4)}
-    fig.update_xaxes(
-        tickvals=list(range(len(col_labels))),
-        ticktext=list(col_labels),
-        showticklabels=small,
-        tickfont=tick_font,
-        constrain="domain",
-    )
-    fig.update_yaxes(
-        tickvals=list(range(len(row_labels))),
-        ticktext=list(row_labels),
-        autorange="reversed",
-        showticklabels=small,
-        tickfont=tick_font,
-        scaleanchor=None,
-    )
-    fig.update_layout(
+        layout[f"xaxis{suffix}"] = {
+            "domain": [max(0.0, left), min(1.0, left + width)],
+            "anchor": f"y{suffix}",
+            "tickvals": list(range(len(col_labels))),
+            "ticktext": list(col_labels),
+            "showticklabels": small,
+            "tickfont": tick_font,
+            "title": {"text": "key", "font": tick_font} if row == grid_rows - 1 else None,
+        }
+        layout[f"yaxis{suffix}"] = {
+            "domain": [max(0.0, top - tall), min(1.0, top)],
+            "anchor": f"x{suffix}",
+            "tickvals": list(range(len(row_labels))),
+            "ticktext": list(row_labels),
+            "autorange": "reversed",
+            "showticklabels": small,
+            "tickfont": tick_font,
+            "title": {"text": "query", "font": tick_font} if col == 0 else None,
+        }
+        annotations.append(
+            {
+                "text": titles[index],
+                "x": left + width / 2,
+                "y": top,
+                "xref": "paper",
+                "yref": "paper",
+                "xanchor": "center",
+                "yanchor": "bottom",
+                "showarrow": False,
+                "font": {"size": font_size()},
+            }
+        )
+    layout.update(
         coloraxis={"colorscale": colors, "cmin": zmin, "cmax": zmax, "colorbar": {"thickness": 12}},
-        height=min(1800, 60 + grid_rows * (260 if small else 200)),
-        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        annotations=annotations,
+        height=height,
+        margin={"l": 60, "r": 10, "t": 40, "b": 40},
         font={"size": font_size()},
     )
-    fig.update_annotations(font_size=font_size())
-    return fig
+    return _figure(traces, layout)
 
 
 def line_plot(
