@@ -45,6 +45,32 @@ CLOSE_STALE_NOT_FOUND_JS = """
 """
 
 
+# The link is read when the button is pressed, so it holds the view as it is at that moment.
+COPY_LINK_HTML = """
+<button id="copy-view-link" type="button" title="Copy a link that reopens exactly this view"
+  style="width:100%;padding:0.4rem 0.6rem;border-radius:0.5rem;cursor:pointer;
+         border:1px solid rgba(49,51,63,0.25);background:transparent;color:inherit;
+         font:inherit;">Copy link to this view</button>
+<script>
+(() => {
+  const button = document.getElementById("copy-view-link");
+  if (!button || button.dataset.ready) return;
+  button.dataset.ready = "1";
+  button.addEventListener("click", async () => {
+    const link = window.location.href;
+    try {
+      await navigator.clipboard.writeText(link);
+      button.textContent = "Link copied";
+    } catch (error) {
+      window.prompt("Copy this link:", link);
+    }
+    setTimeout(() => { button.textContent = "Copy link to this view"; }, 2000);
+  });
+})();
+</script>
+"""
+
+
 def app_frame(page: st.Page) -> None:
     """Shared chrome drawn by the router before each page: the presenter-mode switch."""
     if "app.started" not in st.session_state:
@@ -57,6 +83,8 @@ def app_frame(page: st.Page) -> None:
         key=PRESENT_KEY,
         help="Larger text and cell numbers for a projector; the link gets ?present=1.",
     )
+    with st.sidebar:
+        st.html(COPY_LINK_HTML, unsafe_allow_javascript=True)
     if presenting:
         st.html(PRESENTER_CSS)
 
