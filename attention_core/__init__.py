@@ -47,6 +47,7 @@ from .examples import (
     example_for,
     row_breakdown,
 )
+from .head_patterns import HEAD_PATTERNS, HeadPatterns, head_average, head_patterns
 from .mask_lab import (
     FLOAT16_MIN,
     MASK_KINDS,
@@ -133,6 +134,7 @@ from .validation import MAX_ELEMENTS, AttentionInputError, max_elements
 
 __all__ = [
     "FLOAT16_MIN",
+    "HEAD_PATTERNS",
     "LEARNED_STD",
     "MASK_KINDS",
     "MAX_ELEMENTS",
@@ -149,6 +151,7 @@ __all__ = [
     "ChunkedAttention",
     "DecodeStep",
     "Example",
+    "HeadPatterns",
     "HeadStatistics",
     "IncrementalDecoding",
     "KVCache",
@@ -194,6 +197,8 @@ __all__ = [
     "dot_product_attention",
     "example_for",
     "example_qkv",
+    "head_average",
+    "head_patterns",
     "head_statistics",
     "incremental_causal_attention",
     "init_additive_params",
