@@ -1,0 +1,135 @@
+"""The scaled dot-product page in a real browser: typing into Q, the causal mask, downloads.
+
+Expected numbers come from the one-line NumPy formula softmax(QKᵀ/√d_k [+ mask]) V on the
+page's worked 3-token example, whose inputs are written out here:
+Q = [[1,0],[0,1],[1,1]], K = [[1,1],[1,0],[0,1]], V = [[10,0],[0,10],[5,5]], d_k = 2.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.streamlit_browser import (
+    TIMEOUT_MS,
+    edit_cell,
+    exceptions,
+    heatmap_cells,
+    key_selector,
+    open_app,
+    rerun_after,
+    wait_for_app_run,
+    wait_for_charts,
+)
+
+Q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+K = np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+V = np.array([[10.0, 0.0], [0.0, 10.0], [5.0, 5.0]])
+WEIGHTS = key_selector("sdpa.pipeline.weights.chart")
+OUTPUT = key_selector("sdpa.pipeline.output.chart")
+
+
+def attention(q, k, v, *, causal=False):
+    scores = q @ k.T / np.sqrt(q.shape[1])
+    if causal:
+        scores = np.where(np.tril(np.ones(scores.shape, dtype=bool)), scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    return weights, weights @ v
+
+
+def cell_texts(matrix: np.ndarray) -> list[str]:
+    """How the page writes a small matrix's cells: 4 decimals, row by row."""
+    return [f"{x:.4f}" for x in matrix.ravel()]
+
+
+def expect_heatmap(tab, scope: str, matrix: np.ndarray) -> None:
+    """Wait until the heatmap under `scope` shows `matrix`, then compare the numbers."""
+    wait_for_charts(tab, scope)
+    labels = tab.locator(f"{scope} [data-testid='stPlotlyChart'] g.heatmap-label text")
+    expect(labels).to_have_text(cell_texts(matrix), timeout=TIMEOUT_MS)
+    shown = np.array([float(t) for t in heatmap_cells(tab, scope)]).reshape(matrix.shape)
+    np.testing.assert_allclose(shown, matrix, atol=5e-5)
+
+
+@pytest.fixture
+def sdpa(server, page):
+    open_app(page, server.url, "scaled-dot-product")
+    weights, output = attention(Q, K, V)
+    # The hand-worked first row: scores [1, 1, 0]/√2, weights e^{0.7071}/(2e^{0.7071}+1) twice
+    # and 1/(2e^{0.7071}+1) once = [0.4011, 0.4011, 0.1978], output 0.4011·(10,0) +
+    # 0.4011·(0,10) + 0.1978·(5,5) = (5, 5).
+    np.testing.assert_allclose(weights[0], [0.4011, 0.4011, 0.1978], atol=1e-4)
+    np.testing.assert_allclose(output[0], [5.0, 5.0], atol=1e-3)
+    expect_heatmap(page, WEIGHTS, weights)
+    expect_heatmap(page, OUTPUT, output)
+    return page
+
+
+@pytest.mark.e2e
+def test_typing_into_q_changes_the_weights_and_output(sdpa):
+    with rerun_after(sdpa):
+        # Q's first row, column d2 (column 0 is the token): [1, 0] -> [1, 2].
+        edit_cell(sdpa, key_selector("sdpa.q.v1"), row=0, col=2, text="2")
+    edited = Q.copy()
+    edited[0, 1] = 2.0
+    weights, output = attention(edited, K, V)
+    # By hand: q1·K = [3, 1, 2], /√2 -> weights [0.5760, 0.1400, 0.2840], output (7.18, 2.82).
+    np.testing.assert_allclose(weights[0], [0.5760, 0.1400, 0.2840], atol=1e-4)
+    expect_heatmap(sdpa, WEIGHTS, weights)
+    expect_heatmap(sdpa, OUTPUT, output)
+    # Only the first query changed.
+    assert heatmap_cells(sdpa, OUTPUT)[2:] == cell_texts(attention(Q, K, V)[1][1:])
+    # The hand-edited matrices went into the link.
+    assert "Q=1%2C2%3B0%2C1%3B1%2C1" in sdpa.url
+    assert exceptions(sdpa) == []
+
+
+@pytest.mark.e2e
+def test_causal_toggle_masks_the_future_and_changes_the_weights(sdpa):
+    with rerun_after(sdpa):
+        sdpa.locator(f"{key_selector('sdpa.causal')} label").click()
+    weights, output = attention(Q, K, V, causal=True)
+    assert np.array_equal(weights[0], [1.0, 0.0, 0.0])  # the first query sees only itself
+    expect_heatmap(sdpa, WEIGHTS, weights)
+    expect_heatmap(sdpa, OUTPUT, output)
+    masked = heatmap_cells(sdpa, key_selector("sdpa.pipeline.masked.chart"))
+    assert [i for i, text in enumerate(masked[:9]) if text == "−∞"] == [1, 2, 5]
+    assert "causal=1" in sdpa.url
+
+    with rerun_after(sdpa):
+        sdpa.locator(f"{key_selector('sdpa.causal')} label").click()
+    expect_heatmap(sdpa, WEIGHTS, attention(Q, K, V)[0])
+    assert "causal" not in sdpa.url
+
+
+@pytest.mark.e2e
+def test_the_json_download_holds_the_edited_example_and_its_steps(sdpa, tmp_path):
+    with rerun_after(sdpa):
+        edit_cell(sdpa, key_selector("sdpa.v.v1"), row=2, col=1, text="-4")
+    edited_v = V.copy()
+    edited_v[2, 0] = -4.0
+    weights, output = attention(Q, K, edited_v)
+    expect_heatmap(sdpa, OUTPUT, output)
+
+    sdpa.get_by_text("Upload or download Q, K, V").click()
+    button = sdpa.locator(f"{key_selector('sdpa.download.json')} button")
+    with sdpa.expect_download(timeout=TIMEOUT_MS) as info:
+        button.click()
+    download = info.value
+    assert download.suggested_filename == "sdpa-example.json"
+    target = tmp_path / download.suggested_filename
+    download.save_as(target)
+    wait_for_app_run(sdpa)
+
+    document = json.loads(target.read_text(encoding="utf-8"))
+    np.testing.assert_array_equal(np.array(document["Q"]), Q)
+    np.testing.assert_array_equal(np.array(document["K"]), K)
+    np.testing.assert_array_equal(np.array(document["V"]), edited_v)
+    assert document["query_tokens"] == ["the", "cat", "sat"]
+    np.testing.assert_allclose(np.array(document["steps"]["weights"]), weights, atol=1e-12)
+    np.testing.assert_allclose(np.array(document["steps"]["output"]), output, atol=1e-12)
+    assert document["settings"]["causal"] is False
