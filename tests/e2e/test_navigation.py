@@ -1,19 +1,153 @@
-"""Deep links work as the very first request a fresh server gets."""
+"""A deep link opened as the very first request to a freshly started server.
 
+While a `pages/` folder exists, Streamlit starts every server in its legacy multipage mode: the
+first script run looks the requested page up among the files of `pages/` (by file stem) before
+`app.py` has had a chance to call `st.navigation`. app.py gives no page a url_path equal to its
+file's stem, so that lookup misses and app.py runs. Here each page's link, carrying some view
+state, is the first thing its own fresh server ever answers (the situation of a QR code on a
+slide after the server restarted), and the browser must show the router (the sidebar menu and
+the presenter switch app.py draws), the right page, that page's state, and no dialog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
 import pytest
+from playwright.sync_api import expect
 
 from tests.app_pages import registered_pages
-from tests.e2e.conftest import open_app
+from tests.e2e.streamlit_browser import (
+    StreamlitServer,
+    active_page_title,
+    exceptions,
+    heatmap_cells,
+    key_selector,
+    open_app,
+    wait_for_charts,
+)
 
 PAGES = registered_pages()
 
 
+def slider_value(tab, key: str) -> str:
+    thumb = tab.locator(f"{key_selector(key)} input[type='range']").first
+    return thumb.get_attribute("aria-valuetext")
+
+
+def text_value(tab, key: str) -> str:
+    return tab.locator(f"{key_selector(key)} input").first.input_value()
+
+
+def toggle_value(tab, key: str) -> bool:
+    return tab.locator(f"{key_selector(key)} input[type='checkbox']").first.is_checked()
+
+
+def _home(tab) -> None:
+    assert slider_value(tab, "home.n") == "4"
+    # 4 tokens: 4 × 4 query·key scores, and 3 sequential steps for an RNN.
+    metrics = tab.locator("[data-testid='stMetric']").all_inner_texts()
+    assert any("scores computed" in m and m.strip().endswith("16") for m in metrics), metrics
+    assert any("sequential steps" in m and m.strip().endswith("3") for m in metrics), metrics
+
+
+def _sdpa(tab) -> None:
+    assert toggle_value(tab, "sdpa.causal") is True
+    # The worked 3-token example: Q = [[1,0],[0,1],[1,1]], K = [[1,1],[1,0],[0,1]], d_k = 2.
+    # With the causal mask query i sees keys 1..i: query 1 puts all its weight on key 1, and
+    # query 2 sees scores q2·k1 = 1, q2·k2 = 0, scaled by 1/√2, so its weights are
+    # softmax([1/√2, 0]) = [e^{1/√2}, 1] / (e^{1/√2} + 1) = [0.6698, 0.3302].
+    q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    k = np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+    scores = np.where(np.tril(np.ones((3, 3), dtype=bool)), q @ k.T / np.sqrt(2), -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    assert np.allclose(weights[1, :2], [0.6698, 0.3302], atol=1e-4)
+    scope = key_selector("sdpa.pipeline.weights.chart")
+    wait_for_charts(tab, scope)
+    shown = np.array([float(text) for text in heatmap_cells(tab, scope)]).reshape(3, 3)
+    np.testing.assert_allclose(shown, weights, atol=5e-5)
+    masked = heatmap_cells(tab, key_selector("sdpa.pipeline.masked.chart"))[:9]
+    assert [i for i, text in enumerate(masked) if text == "−∞"] == [1, 2, 5]  # above the diagonal
+
+
+def _masking(tab) -> None:
+    assert slider_value(tab, "mask.n") == "4"
+
+
+def _multi_head(tab) -> None:
+    assert text_value(tab, "mha.sentence") == "a dog ran home"
+    assert slider_value(tab, "mha.heads") == "2"
+
+
+def _positional(tab) -> None:
+    assert text_value(tab, "pe.sentence") == "dogs chase cats"
+
+
+def _pretrained(tab) -> None:
+    assert tab.locator("h1").count() >= 1
+
+
+def _cost(tab) -> None:
+    assert slider_value(tab, "cost.keys") == "5"
+
+
+@dataclass(frozen=True)
+class LinkState:
+    query: str
+    check: Callable[[object], None]
+
+
+# The state each page's link carries, and how to see it on the page.
+STATE = {
+    "why": LinkState("n=4", _home),
+    "scaled-dot-product": LinkState("causal=1", _sdpa),
+    "masking": LinkState("n=4", _masking),
+    "multi-head": LinkState("sentence=a+dog+ran+home&heads=2", _multi_head),
+    "positional": LinkState("sentence=dogs+chase+cats", _positional),
+    "pretrained": LinkState("", _pretrained),
+    "cost": LinkState("keys=5", _cost),
+}
+
+
+def test_every_registered_page_has_a_link_state_check():
+    assert set(STATE) == {p.url_path for p in PAGES}
+
+
+@pytest.fixture(scope="module")
+def fresh_servers() -> Iterator[dict[str, StreamlitServer]]:
+    """One never-visited server per page, all booting at once to keep the suite quick."""
+    servers = {p.url_path: StreamlitServer(wait=False) for p in PAGES}
+    try:
+        yield servers
+    finally:
+        for running in servers.values():
+            running.close()
+
+
 @pytest.mark.e2e
-@pytest.mark.parametrize("target", PAGES, ids=[page.url_path for page in PAGES])
-def test_deep_link_as_first_request_opens_that_page_inside_the_router(fresh_server, page, target):
-    open_app(page, fresh_server.url, "" if target.default else target.url_path)
-    current = page.locator("[data-testid='stSidebarNavLink'][aria-current='page']")
-    assert current.inner_text().strip().endswith(target.title)
-    # All pages listed means the router ran, not a bare page file in legacy mode.
-    assert page.locator("[data-testid='stSidebarNavLink']").count() == len(PAGES)
-    assert page.locator("[data-testid='stException']").count() == 0
+@pytest.mark.parametrize("registered", PAGES, ids=[p.url_path for p in PAGES])
+def test_deep_link_as_first_request_shows_the_page_and_its_state(fresh_servers, page, registered):
+    fresh = fresh_servers[registered.url_path]
+    fresh.wait_healthy()
+    state = STATE[registered.url_path]
+    # The default page's link is the root: that is the URL its view gives to copy.
+    path = "" if registered.default else registered.url_path
+    open_app(page, fresh.url, path, state.query)
+
+    assert exceptions(page) == []
+    # app.py ran: its presenter switch and the sectioned menu of st.navigation are there.
+    assert page.locator(key_selector("app.present")).count() == 1
+    nav = page.locator("[data-testid='stSidebarNav']")
+    assert "The mechanism" in nav.inner_text()
+    assert active_page_title(page) == registered.title
+    assert page.url.split("?")[0].rstrip("/") == f"{fresh.url}/{path}".rstrip("/")
+    state.check(page)
+    for part in filter(None, state.query.split("&")):
+        assert part in page.url, f"the link lost {part}: {page.url}"
+    # Last, so a failure here means everything above was right: Streamlit's legacy first run
+    # answers a url_path it cannot find among pages/ with a "Page not found" dialog, even
+    # though app.py then shows the right page; the app must not leave that dialog up.
+    expect(page.locator("[role='dialog']")).to_have_count(0, timeout=15_000)
