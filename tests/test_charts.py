@@ -79,6 +79,10 @@ def test_large_matrices_are_block_averaged_and_say_so():
     assert z[0, 0] == np.mean(values[:2, :2])
     assert "2×2" in fig.layout.title.text
     assert _main_trace(fig).text is None
+    # Axes and hover keep real positions: the second block row starts at position 2.
+    assert list(_main_trace(fig).y[:3]) == [0, 2, 4]
+    assert "block of 2" in _main_trace(fig).hovertemplate
+    assert list(fig.layout.yaxis.tickvals[:2]) == [0, 24] and fig.layout.yaxis.ticktext[1] == "24"
 
 
 def test_format_number_writes_infinities_and_no_negative_zero():

@@ -118,8 +118,9 @@ def heatmap(
     heat = {
         "type": "heatmap",
         "z": shown,
-        "x": np.arange(cols),
-        "y": np.arange(rows),
+        # Block-averaged maps keep real positions on the axes (and in the hover): block starts.
+        "x": np.arange(cols) * step,
+        "y": np.arange(rows) * step,
         "zmin": zmin,
         "zmax": zmax,
         "colorscale": colors,
@@ -138,11 +139,14 @@ def heatmap(
         )
         heat["hoverinfo"] = "text"
     else:
-        heat["hovertemplate"] = f"{row_title} %{{y}}, {col_title} %{{x}}: %{{z:.4f}}<extra></extra>"
+        block = f" (block of {step})" if step > 1 else ""
+        heat["hovertemplate"] = (
+            f"{row_title} %{{y}}, {col_title} %{{x}}{block}: %{{z:.4f}}<extra></extra>"
+        )
     traces = [heat]
     if removed.any():
         traces.append(
-            _blocked_layer(removed, annotate, row_labels, col_labels, row_title, col_title)
+            _blocked_layer(removed, annotate, row_labels, col_labels, row_title, col_title, step)
         )
     layout = {
         "title": {"text": title, "font": {"size": font_size() + 3}, "y": 0.99, "yanchor": "top"},
@@ -150,7 +154,7 @@ def heatmap(
         # The key axis sits on top, under the title: leave room for both.
         "margin": {"l": 10, "r": 10, "t": 110 if title else 70, "b": 10},
         "font": {"size": font_size()},
-        **_axes(row_labels, col_labels, row_title, col_title),
+        **_axes(row_labels, col_labels, row_title, col_title, step),
     }
     return _figure(traces, layout)
 
@@ -354,13 +358,14 @@ def _blocked_layer(
     col_labels: list[str],
     row_title: str,
     col_title: str,
+    step: int = 1,
 ) -> dict:
     rows, cols = removed.shape
     layer = {
         "type": "heatmap",
         "z": np.where(removed, 1.0, np.nan).astype(np.float32),
-        "x": np.arange(cols),
-        "y": np.arange(rows),
+        "x": np.arange(cols) * step,
+        "y": np.arange(rows) * step,
         "colorscale": [[0.0, BLOCKED_COLOR], [1.0, BLOCKED_COLOR]],
         "showscale": False,
         "xgap": 1 if annotate else 0,
@@ -386,11 +391,16 @@ def _blocked_layer(
     return layer
 
 
-def _axes(row_labels: list[str], col_labels: list[str], row_title: str, col_title: str) -> dict:
+def _axes(
+    row_labels: list[str], col_labels: list[str], row_title: str, col_title: str, step: int = 1
+) -> dict:
     def ticks(labels: list[str]) -> dict:
         every = max(1, len(labels) // 40)
         positions = list(range(0, len(labels), every))
-        return {"tickvals": positions, "ticktext": [labels[p] for p in positions]}
+        return {
+            "tickvals": [p * step for p in positions],
+            "ticktext": [labels[p] for p in positions],
+        }
 
     return {
         "xaxis": {"title": {"text": f"{col_title} →"}, "side": "top", **ticks(col_labels)},

@@ -215,13 +215,13 @@ class PageState:
         key = self.key(name)
         self._params[name] = _Param(key, default, encode)
         if key in st.session_state:
-            current = st.session_state[key]
             try:
-                fitted = fit(current)
+                fitted = fit(st.session_state[key])
             except (TypeError, ValueError):
                 fitted = default
-            if fitted != current:
-                st.session_state[key] = fitted
+            # Restated every run: a widget whose range or options follow another control
+            # would otherwise restart at its minimum when that range changes.
+            st.session_state[key] = fitted
             return key
         st.session_state[key] = self._initial(name, key, default, parse)
         return key
