@@ -340,9 +340,18 @@ def test_trace_is_frozen_float32_and_pickles(tiny):
     assert trace.embeddings.dtype == np.float32
     with pytest.raises(dataclasses.FrozenInstanceError):
         trace.tokens = ()
-    copy = pickle.loads(pickle.dumps(trace))
-    np.testing.assert_array_equal(copy.attention_weights, trace.attention_weights)
-    assert copy.tokens == trace.tokens
+    fresh = pickle.loads(pickle.dumps(trace))  # pickled before the stacks are built
+    np.testing.assert_array_equal(fresh.attention_weights, trace.attention_weights)
+    np.testing.assert_array_equal(fresh.hidden_states, trace.hidden_states)
+    again = pickle.loads(pickle.dumps(trace))  # and after
+    np.testing.assert_array_equal(again.attention_weights, trace.attention_weights)
+    assert again.tokens == trace.tokens
+    # The stacks are built once and cannot be edited out of step with the layers.
+    assert trace.attention_weights is trace.attention_weights
+    with pytest.raises(ValueError, match="read-only"):
+        trace.attention_weights[0, 0, 0, 0] = 0.5
+    with pytest.raises(ValueError, match="read-only"):
+        trace.hidden_states[0, 0, 0] = 0.5
 
 
 def test_model_weights_are_read_only(tiny):

@@ -25,6 +25,7 @@ Loading needs ``safetensors`` and ``tokenizers`` (imported when a model is loade
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -395,12 +396,16 @@ class BertTrace:
     tokens, input_ids, truncated, num_input_tokens   as in ``TokenizedText``
     embeddings         `(n, d_model)`   LayerNorm(word + position + token-type embeddings)
     layers             one ``BertLayerSteps`` per layer; ``layers[i].hidden`` is layer i's output
-    attention_weights  `(layer, head, n, n)`   every layer's softmax weights, stacked; equal to
-                       ``layers[i].attention.attention.weights`` (Hugging Face's
-                       ``output_attentions``)
 
-    ``hidden_states`` stacks ``embeddings`` and every layer's output as `(layer + 1, n, d_model)`,
-    like Hugging Face's ``output_hidden_states``; ``last_hidden_state`` is the final layer's.
+    Stacked views, built on first use and then kept (at 512 tokens the attention stack is 75 MB
+    and takes ~60 ms to build, so a forward pass that nobody stacks does not pay for it):
+
+    attention_weights  `(layer, head, n, n)`   every layer's softmax weights, equal to
+                       ``layers[i].attention_weights`` (Hugging Face's ``output_attentions``)
+    hidden_states      `(layer + 1, n, d_model)`   ``embeddings`` then every layer's output
+                       (Hugging Face's ``output_hidden_states``)
+
+    ``last_hidden_state`` is the final layer's output.
     """
 
     tokens: tuple[str, ...]
@@ -409,7 +414,6 @@ class BertTrace:
     num_input_tokens: int
     embeddings: np.ndarray
     layers: tuple[BertLayerSteps, ...]
-    attention_weights: np.ndarray
 
     @property
     def num_layers(self) -> int:
@@ -417,15 +421,25 @@ class BertTrace:
 
     @property
     def num_heads(self) -> int:
-        return int(self.attention_weights.shape[1])
+        return int(self.layers[0].attention_weights.shape[0])
 
-    @property
+    # cached_property writes to the instance __dict__ directly, so it works on a frozen
+    # dataclass; the stacked array is read-only so the cache cannot drift from the layers.
+    @cached_property
+    def attention_weights(self) -> np.ndarray:
+        stacked = np.stack([layer.attention_weights for layer in self.layers])
+        stacked.setflags(write=False)
+        return stacked  # (layer, head, n, n)
+
+    @cached_property
     def hidden_states(self) -> np.ndarray:
-        return np.stack([self.embeddings, *(layer.hidden for layer in self.layers)])
+        stacked = np.stack([self.embeddings, *(layer.hidden for layer in self.layers)])
+        stacked.setflags(write=False)
+        return stacked  # (layer + 1, n, d_model)
 
     @property
     def last_hidden_state(self) -> np.ndarray:
-        return self.layers[-1].hidden if self.layers else self.embeddings
+        return self.layers[-1].hidden
 
 
 @dataclass(frozen=True, eq=False)
@@ -577,9 +591,11 @@ def _forward(
         attention_residual = x + attention.output
         attention_norm = layer_norm(attention_residual, layer.attention_norm, eps)
         # The feed-forward network works on each position alone: widen, bend, project back.
-        ffn_pre = attention_norm @ layer.intermediate_weight.T + layer.intermediate_bias
+        ffn_pre = attention_norm @ layer.intermediate_weight.T  # (n, d_ff)
+        ffn_pre += layer.intermediate_bias
         ffn_act = gelu(ffn_pre)  # (n, d_ff)
-        ffn_out = ffn_act @ layer.output_weight.T + layer.output_bias  # (n, d_model)
+        ffn_out = ffn_act @ layer.output_weight.T  # (n, d_model)
+        ffn_out += layer.output_bias
         hidden = layer_norm(attention_norm + ffn_out, layer.output_norm, eps)
         layers.append(
             BertLayerSteps(
@@ -594,7 +610,6 @@ def _forward(
             )
         )
 
-    attention_weights = np.stack([lay.attention.attention.weights for lay in layers])
     return BertTrace(
         tokens=tokens,
         input_ids=ids,
@@ -602,5 +617,4 @@ def _forward(
         num_input_tokens=tokenized.num_input_tokens if tokenized else n,
         embeddings=embeddings,
         layers=tuple(layers),
-        attention_weights=attention_weights,  # (layer, head, n, n)
     )
