@@ -15,8 +15,9 @@ page_intro(
     f"Toy matrices show the mechanism; trained heads show what it is for. Type a sentence and "
     f"see all 72 heads (6 layers × 12) of {rv.MODEL_NAME}, a BERT encoder, computed by this "
     "project's own NumPy attention code (it matches Hugging Face transformers to 1e-4).",
-    r"\mathrm{head}_{\ell,h}(X) = \mathrm{softmax}\!\left(\frac{Q_h K_h^\top}{\sqrt{32}}\right)"
-    r"V_h,\qquad Q = X W_Q^\top + b_Q,\ \ K = X W_K^\top + b_K,\ \ V = X W_V^\top + b_V",
+    r"\begin{aligned}\mathrm{head}_{\ell,h}(X) &= \mathrm{softmax}\!\left(\frac{Q_h K_h^\top}"
+    r"{\sqrt{32}}\right) V_h \\ Q = X W_Q^\top + b_Q,\quad K &= X W_K^\top + b_K,\quad"
+    r" V = X W_V^\top + b_V\end{aligned}",
 )
 view.show_notices()
 
@@ -171,7 +172,8 @@ elif shown_view == "model":
     st.caption(
         "One small map per head (rows queries, columns keys, as everywhere): layer down, head "
         f"across; framed, the head chosen above (layer {layer + 1}, head {head + 1}), zoomed "
-        "below. Early layers look at neighbours; many later heads park their weight on [SEP]."
+        "below. Early layers look at neighbours; many later heads park their weight on [CLS] "
+        "or [SEP] (see the labels below)."
         + (" Long texts are averaged over blocks of tokens here." if n > rv.MAX_TILE else "")
     )
     charts.show(zoom, filename=f"bert-weights-l{layer + 1}-h{head + 1}")
@@ -207,7 +209,10 @@ with scores_col:
     st.dataframe(
         rv.head_scores_table(trace, layer, head),
         hide_index=True,
-        column_config={"score": st.column_config.NumberColumn(format="%.3f")},
+        column_config={
+            "score": st.column_config.NumberColumn(format="%.3f"),
+            "what the score is": st.column_config.TextColumn(width="large"),
+        },
         key="bert.head_scores",
     )
 with sink_col:
@@ -216,10 +221,11 @@ with sink_col:
         f"**Why so much weight on [CLS] and [SEP]?** Here {share:.0%} of all attention weight "
         "(every head, every query) lands on those two tokens. A softmax row must sum to 1, so "
         "a head with nothing to look for in this sentence still has to put its weight "
-        "somewhere; BERT models learn to park it on tokens that are always there. The values "
-        "those tokens pass on are small, so the parked weight changes the output little: an "
-        "*attention sink*, a no-op (Clark et al. 2019; Kobayashi et al. 2020; in GPT-style "
-        "models the first token plays this part, Xiao et al. 2023)."
+        "somewhere; BERT models learn to park it on tokens that are always there. Studies of "
+        "BERT found that the values these tokens pass on are small, so the parked weight "
+        "changes the output little: an *attention sink*, a no-op (Clark et al. 2019; "
+        "Kobayashi et al. 2020). In GPT-style models the first token plays this part (Xiao et "
+        "al. 2023)."
     )
 
 # -- one row, step by step ------------------------------------------------------------------------
@@ -232,10 +238,15 @@ one, difference = rv.head_steps(trace, layer, head)
 q = trace.q_heads[layer, head]
 k = trace.k_heads[layer, head]
 v = trace.v_heads[layer, head]
+agreement = (
+    "exactly the model's own weights"
+    if difference == 0
+    else f"weights within {difference:.0e} of the model's own"
+)
 st.markdown(
     f"This head reads its own slice of the model's Q, K and V: q, k, v of shape "
-    f"`({n}, {q.shape[-1]})` (one row per token). Rerunning scaled dot-product attention on "
-    f"them, the steps below give weights within {difference:.0e} of the model's own."
+    f"`({n}, {q.shape[-1]})` (one row per token). Scaled dot-product attention rerun on "
+    f"them gives {agreement}; here is every step for the query “{tokens[query]}”."
 )
 if n <= rv.MAX_WRITTEN_KEYS:
     steps.explain_row(one, query, q=q, k=k, v=v, query_labels=tokens, key_labels=tokens)
@@ -274,9 +285,9 @@ if st.toggle("Show every step as a heatmap", key=pipeline_key):
 
 what_to_try(
     [
-        "Open “it” = the animal?, layer 4, head 2, query “it”: most of its weight goes to "
-        "“animal”. Then pick “it” = the street?: one word changed, and the weight moves "
-        "towards “street”.",
+        "Open “it” = animal?, layer 4, head 2, query “it”: most of its weight goes to "
+        "“animal”. Then pick “it” = street? (“tired” becomes “wide”): the weight on “animal” "
+        "drops and “street” gains.",
         "Step through the heads of layer 1 in the model view: find a previous-token head and a "
         "next-token head (their maps are one diagonal off the middle).",
         "Pick Repeated words: do the two “cat” tokens attend alike? They have the same word "

@@ -256,8 +256,8 @@ def test_head_roles_and_scores_follow_their_definitions(model):
             scores = pattern_scores(weights[layer, head])
             label = expected_label(scores)
             shown_score = scores["broad"] if label == "mixed" else scores[label]
+            assert text[layer][head] == f"{rv.ROLE_TITLES[label]}<br>{shown_score:.2f}"
             title_ = rv.PATTERN_TITLES[label]
-            assert text[layer][head] == f"{title_}<br>{shown_score:.2f}", (layer, head)
             counts[title_] = counts.get(title_, 0) + 1
     for name, count in counts.items():
         assert f"{name} {count}" in caption(at)

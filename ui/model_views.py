@@ -62,12 +62,12 @@ MAX_TOKENS = 512
 # title, text, the word the query control jumps to when the preset is picked
 PRESETS: dict[str, tuple[str, str, str]] = {
     "tired": (
-        "“it” = the animal?",
+        "“it” = animal?",
         "The animal didn't cross the street because it was too tired.",
         "it",
     ),
     "wide": (
-        "“it” = the street?",
+        "“it” = street?",
         "The animal didn't cross the street because it was too wide.",
         "it",
     ),
@@ -77,7 +77,7 @@ PRESETS: dict[str, tuple[str, str, str]] = {
         "cat",
     ),
     "bank": (
-        "Two meanings of “bank”",
+        "“bank” twice",
         "I sat on the bank of the river, then went to the bank to pay in a cheque.",
         "bank",
     ),
@@ -106,6 +106,8 @@ PATTERN_TITLES = {
     "broad": "broad",
     "mixed": "mixed",
 }
+# Shorter names for the cells of the head-role grid.
+ROLE_TITLES = {**PATTERN_TITLES, "previous": "previous", "next": "next"}
 PATTERN_MEANINGS = {
     "previous": "mean weight a query gives the token just before it",
     "next": "mean weight a query gives the token just after it",
@@ -438,7 +440,7 @@ def head_view_figure(
         }
     )
     size = charts.font_size()
-    for side, x, anchor in (("query", 0.0, "right"), ("key", 1.0, "left")):
+    for side, x, position in (("query", 0.0, "left"), ("key", 1.0, "right")):
         data.append(
             {
                 "type": "scatter",
@@ -450,7 +452,7 @@ def head_view_figure(
                     f"<b>{t}</b>" if (side == "query" and i == query) else t
                     for i, t in enumerate(tokens)
                 ],
-                "textposition": f"middle {anchor}",
+                "textposition": f"middle {position}",
                 "textfont": {"size": size},
                 "hoverinfo": "skip",
                 "showlegend": False,
@@ -466,7 +468,9 @@ def head_view_figure(
         "annotations": [
             {
                 "x": x,
-                "y": 0.9,
+                "xref": "x",
+                "y": 1.0,
+                "yref": "paper",
                 "yanchor": "bottom",
                 "xanchor": anchor,
                 "showarrow": False,
@@ -560,7 +564,8 @@ def model_view_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
                 "line": {"color": "#e15759", "width": 3},
             }
         ],
-        "height": int(120 + 95 * num_layers * (1.3 if is_presenting() else 1)),
+        # Square tiles, twice as many heads as layers: about 400 px of map at the page's width.
+        "height": int((80 + 60 * num_layers) * (1.3 if is_presenting() else 1)),
         "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
         "font": {"size": charts.font_size()},
         "plot_bgcolor": "white",
@@ -604,7 +609,7 @@ def roles_figure(trace: PageTrace) -> go.Figure:
     for c, name in enumerate(names):
         colorscale += [[c / count, PATTERN_COLORS[name]], [(c + 1) / count, PATTERN_COLORS[name]]]
     text = [
-        [f"{PATTERN_TITLES[str(patterns.labels[i, j])]}<br>{scores[i, j]:.2f}" for j in
+        [f"{ROLE_TITLES[str(patterns.labels[i, j])]}<br>{scores[i, j]:.2f}" for j in
          range(trace.num_heads)]
         for i in range(trace.num_layers)
     ]  # fmt: skip
