@@ -10,15 +10,20 @@ import re
 from collections.abc import Iterator
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.e2e.streamlit_browser import (
     ARTIFACTS,
+    TIMEOUT_MS,
     StreamlitServer,
     full_page_screenshot,
     launch_chromium,
     new_tab,
     open_app,
 )
+
+# A rerun on a busy machine can take far longer than Playwright's default 5 s.
+expect.set_options(timeout=TIMEOUT_MS)
 
 
 @pytest.fixture(scope="session")

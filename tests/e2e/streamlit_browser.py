@@ -3,8 +3,9 @@
 Shared by the end-to-end tests (tests/e2e/) and the browser benchmarks (bench/). Script runs
 are awaited the way Streamlit's own end-to-end tests do it: the app root carries its connection
 state and script-run state as attributes, so nothing sleeps for a fixed time. An interaction
-that causes a rerun is wrapped in `rerun_after(tab)`, which waits for a run that finished
-after the interaction (a plain "is it idle?" check could pass before the rerun even began).
+that causes a rerun is wrapped in `rerun_after(tab)`, which waits for the server to report a
+run finished after the interaction (a plain "is it idle?" check could pass before the rerun
+even began).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -41,21 +43,8 @@ PLOTLY_CHART = "[data-testid='stPlotlyChart']"
 TRACE_DRAWN = ".main-svg g.hm, .main-svg g.trace"
 EXCEPTION = "[data-testid='stException']"
 
-# Counts finished script runs in every document the browser opens: each change of the app
-# root's script-state attribute away from "running" is one run that ended.
-RUN_COUNTER_JS = """
-window.__stRunsFinished = 0;
-new MutationObserver((records) => {
-    for (const record of records) {
-        if (record.oldValue === 'running') window.__stRunsFinished += 1;
-    }
-}).observe(document, {
-    subtree: true,
-    attributes: true,
-    attributeOldValue: true,
-    attributeFilter: ['data-test-script-state'],
-});
-"""
+# The websockets each tab opened (Streamlit keeps one per session), newest last.
+_SOCKETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def free_port() -> int:
@@ -150,9 +139,11 @@ def new_tab(browser, *, width: int = 1280, height: int = 900):
     context = browser.new_context(
         viewport={"width": width, "height": height}, accept_downloads=True
     )
-    context.add_init_script(RUN_COUNTER_JS)
     tab = context.new_page()
     tab.set_default_timeout(TIMEOUT_MS)
+    sockets: list = []
+    _SOCKETS[tab] = sockets
+    tab.on("websocket", lambda socket: sockets.append(socket))
     return tab
 
 
@@ -173,19 +164,54 @@ def wait_for_app_run(tab, timeout: float = TIMEOUT_MS) -> None:
     )
 
 
-def runs_finished(tab) -> int:
-    return tab.evaluate("() => window.__stRunsFinished || 0")
+def _run_finished(payload: str | bytes) -> bool:
+    """Whether a websocket frame from the server is the end of a script run that completed.
+
+    A run cut short because a newer one started (FINISHED_EARLY_FOR_RERUN) does not count:
+    the newer run is the one to wait for.
+    """
+    if isinstance(payload, str):
+        return False
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    message = ForwardMsg.FromString(payload)
+    return (
+        message.WhichOneof("type") == "script_finished"
+        and message.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN
+    )
 
 
 @contextmanager
 def rerun_after(tab, timeout: float = TIMEOUT_MS):
-    """Wrap an interaction that reruns the script; return once that rerun has finished."""
-    before = runs_finished(tab)
-    yield
-    tab.wait_for_function(
-        "(before) => (window.__stRunsFinished || 0) > before", arg=before, timeout=timeout
-    )
+    """Wrap an interaction that reruns the script; return once that rerun has finished.
+
+    The server's "script finished" message on the session's websocket is the signal (a fast
+    run can come and go between two renders, so the page's script-state attribute may never
+    show it); then the page must have drawn that run (no stale elements left).
+    """
+    sockets = _SOCKETS.get(tab)
+    if not sockets:
+        raise RuntimeError("rerun_after needs a tab from new_tab() that has opened the app")
+    with sockets[-1].expect_event("framereceived", predicate=_run_finished, timeout=timeout):
+        yield
     wait_for_app_run(tab, timeout)
+
+
+def wait_for_link(
+    tab, has: tuple[str, ...] = (), lacks: tuple[str, ...] = (), timeout: float = TIMEOUT_MS
+) -> str:
+    """Wait until the address bar's query string holds every part of `has` and none of
+    `lacks` (the app rewrites the URL as the view changes); return the URL."""
+    tab.wait_for_function(
+        """([has, lacks]) => {
+            const query = window.location.search;
+            return has.every((part) => query.includes(part))
+                && !lacks.some((part) => query.includes(part));
+        }""",
+        arg=[list(has), list(lacks)],
+        timeout=timeout,
+    )
+    return tab.url
 
 
 def open_app(tab, base_url: str, path: str = "", query: str = "") -> None:

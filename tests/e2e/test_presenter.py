@@ -7,6 +7,7 @@ of the first screen; look at them when the styling changes.
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.e2e.streamlit_browser import (
     ARTIFACTS,
@@ -16,6 +17,7 @@ from tests.e2e.streamlit_browser import (
     open_app,
     rerun_after,
     wait_for_charts,
+    wait_for_link,
 )
 
 SIZE = {"width": 1280, "height": 720}
@@ -90,18 +92,18 @@ def test_presenter_steps_through_the_pipeline_with_the_arrow_keys(server, browse
         tab.locator("[data-testid='stMain'] h1").first.click()  # focus the page, not a widget
         with rerun_after(tab):
             tab.keyboard.press("ArrowLeft")
-        assert tab.locator(output).count() == 0
-        assert tab.locator(weights).count() == 1
+        expect(tab.locator(output)).to_have_count(0)
+        expect(tab.locator(weights)).to_have_count(1)
         with rerun_after(tab):
             tab.keyboard.press("ArrowLeft")
-        assert tab.locator(weights).count() == 0
-        assert "upto=3" in tab.url
+        expect(tab.locator(weights)).to_have_count(0)
+        wait_for_link(tab, has=("upto=3",))
 
         with rerun_after(tab):
             tab.keyboard.press("ArrowRight")
         wait_for_charts(tab, weights)
-        assert tab.locator(output).count() == 0
-        assert "upto=4" in tab.url
+        expect(tab.locator(output)).to_have_count(0)
+        wait_for_link(tab, has=("upto=4",))
         tab.locator(weights).scroll_into_view_if_needed()
         tab.screenshot(path=str(ARTIFACTS / "presenter-sdpa-step-4-1280x720.png"))
     finally:

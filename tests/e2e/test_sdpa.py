@@ -23,6 +23,7 @@ from tests.e2e.streamlit_browser import (
     rerun_after,
     wait_for_app_run,
     wait_for_charts,
+    wait_for_link,
 )
 
 Q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
@@ -84,7 +85,7 @@ def test_typing_into_q_changes_the_weights_and_output(sdpa):
     # Only the first query changed.
     assert heatmap_cells(sdpa, OUTPUT)[2:] == cell_texts(attention(Q, K, V)[1][1:])
     # The hand-edited matrices went into the link.
-    assert "Q=1%2C2%3B0%2C1%3B1%2C1" in sdpa.url
+    wait_for_link(sdpa, has=("Q=1%2C2%3B0%2C1%3B1%2C1",))
     assert exceptions(sdpa) == []
 
 
@@ -96,14 +97,21 @@ def test_causal_toggle_masks_the_future_and_changes_the_weights(sdpa):
     assert np.array_equal(weights[0], [1.0, 0.0, 0.0])  # the first query sees only itself
     expect_heatmap(sdpa, WEIGHTS, weights)
     expect_heatmap(sdpa, OUTPUT, output)
-    masked = heatmap_cells(sdpa, key_selector("sdpa.pipeline.masked.chart"))
-    assert [i for i, text in enumerate(masked[:9]) if text == "−∞"] == [1, 2, 5]
-    assert "causal=1" in sdpa.url
+    # The masked scores: −∞ above the diagonal, the scaled scores q·k/√2 elsewhere.
+    scaled = Q @ K.T / np.sqrt(2)
+    masked = ["−∞" if j > i else f"{scaled[i, j]:.4f}" for i in range(3) for j in range(3)]
+    labels = sdpa.locator(
+        f"{key_selector('sdpa.pipeline.masked.chart')} [data-testid='stPlotlyChart'] "
+        "g.heatmap-label text"
+    )
+    expect(labels.nth(8)).to_be_attached(timeout=TIMEOUT_MS)
+    assert labels.all_text_contents()[:9] == masked
+    wait_for_link(sdpa, has=("causal=1",))
 
     with rerun_after(sdpa):
         sdpa.locator(f"{key_selector('sdpa.causal')} label").click()
     expect_heatmap(sdpa, WEIGHTS, attention(Q, K, V)[0])
-    assert "causal" not in sdpa.url
+    wait_for_link(sdpa, lacks=("causal",))
 
 
 @pytest.mark.e2e
