@@ -54,8 +54,9 @@ if loaded.model is None:
 
 model = loaded.model
 st.caption(
-    f":material/memory: {rv.MODEL_NAME} from {loaded.source}: {num_layers} layers, {num_heads} "
-    f"heads, d_model {config.hidden_size}, d_head {config.head_dim}, at most {max_tokens} tokens."
+    f":material/memory: {rv.MODEL_NAME} from {rv.plain(loaded.source)}: {num_layers} layers, "
+    f"{num_heads} heads, d_model {config.hidden_size}, d_head {config.head_dim}, at most "
+    f"{max_tokens} tokens."
 )
 
 # -- the text -------------------------------------------------------------------------------------
@@ -87,7 +88,7 @@ except AttentionInputError as error:
 
 tokens = trace.labels()
 n = trace.num_tokens
-shown = " · ".join(tokens[:80]) + (" · …" if n > 80 else "")
+shown = " · ".join(rv.plain(t) for t in tokens[:80]) + (" · …" if n > 80 else "")
 st.caption(f"{n} tokens (WordPiece; [CLS] and [SEP] are added by the model): {shown}")
 if trace.truncated:
     st.warning(
@@ -122,6 +123,7 @@ query = (
     )
     - 1
 )
+query_token = rv.plain(tokens[query])
 shown_view = st.radio(
     "Picture", list(rv.VIEWS), format_func=rv.VIEWS.get, horizontal=True, key=view_key
 )
@@ -132,7 +134,7 @@ if shown_view == "head":
     st.subheader(f":material/linear_scale: Layer {layer + 1}, head {head + 1}: who looks at whom")
     too_long = n > rv.MAX_HEAD_VIEW_TOKENS
     only = st.toggle(
-        f"Only the lines of the query token “{tokens[query]}”",
+        f"Only the lines of the query token “{query_token}”",
         key=only_key,
         disabled=too_long or n > rv.MAX_ALL_LINES_TOKENS,
     )
@@ -159,7 +161,7 @@ if shown_view == "head":
             st.caption(
                 "Each line joins a query (left) to a key (right); the thicker and darker, the "
                 f"more weight. Lines under {rv.MIN_LINE_WEIGHT:.0%} are not drawn. "
-                f"Red: the query “{tokens[query]}”; hover its keys for the weights."
+                f"Red: the query “{query_token}”; hover its keys for the weights."
             )
     with heat_col:
         charts.show(zoom, filename=f"bert-weights-l{layer + 1}-h{head + 1}")
@@ -231,8 +233,7 @@ with sink_col:
 # -- one row, step by step ------------------------------------------------------------------------
 
 st.subheader(
-    f":material/calculate: Layer {layer + 1}, head {head + 1}, query “{tokens[query]}”, "
-    "step by step"
+    f":material/calculate: Layer {layer + 1}, head {head + 1}, query “{query_token}”, step by step"
 )
 one, difference = rv.head_steps(trace, layer, head)
 q = trace.q_heads[layer, head]
@@ -246,14 +247,14 @@ agreement = (
 st.markdown(
     f"This head reads its own slice of the model's Q, K and V: q, k, v of shape "
     f"`({n}, {q.shape[-1]})` (one row per token). Scaled dot-product attention rerun on "
-    f"them gives {agreement}; here is every step for the query “{tokens[query]}”."
+    f"them gives {agreement}; here is every step for the query “{query_token}”."
 )
 if n <= rv.MAX_WRITTEN_KEYS:
     steps.explain_row(one, query, q=q, k=k, v=v, query_labels=tokens, key_labels=tokens)
 else:
     st.caption(
         f"{n} keys are too many to write out one by one: the row of query {query + 1} "
-        f"“{tokens[query]}”, key by key."
+        f"“{query_token}”, key by key."
     )
     st.dataframe(
         rv.row_table(one, query, tokens),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import shutil
 import time
 
@@ -93,7 +94,8 @@ def latex(at: AppTest) -> str:
 
 
 def caption(at: AppTest) -> str:
-    return "\n".join(c.value for c in at.caption)
+    """Every caption, with Markdown's backslash escapes (tokens are escaped) read back."""
+    return re.sub(r"\\(.)", r"\1", "\n".join(c.value for c in at.caption))
 
 
 # -- independent references -----------------------------------------------------------------------
@@ -381,6 +383,17 @@ def test_unusual_unicode_does_not_crash(model, text):
     assert " · ".join(trace.tokens) in caption(at)
     _, z, _ = zoom(at)
     np.testing.assert_allclose(z, trace.attention_weights[3, 1], atol=1e-6)
+
+
+def test_tokens_are_shown_as_typed_not_as_markdown(model):
+    text = "**bold** $x$ :smile: [link](x)"
+    at = open_page({"text": text})
+    raw = "\n".join(c.value for c in at.caption)
+    tokens = model.tokenize(text).tokens
+    assert "*" in tokens and "$" in tokens
+    # Each special character is escaped, so Markdown shows it instead of formatting with it.
+    assert r"\* · \* · bold · \* · \*" in raw and r"\$ · x · \$" in raw
+    assert " · ".join(tokens) in caption(at)
 
 
 # -- deep links -----------------------------------------------------------------------------------

@@ -271,10 +271,10 @@ def page_trace(model: BertModel, text: str) -> PageTrace:
     return _trace(text, id(model), model)
 
 
-@st.cache_resource(max_entries=6, show_spinner="Running the model on the text…")
+@st.cache_resource(max_entries=4, show_spinner="Running the model on the text…")
 def _trace(text: str, model_id: int, _model: BertModel) -> PageTrace:
     # cache_resource, not cache_data: at 512 tokens the kept arrays are ~100 MB, and
-    # cache_data would unpickle a copy of them on every rerun.
+    # cache_data would unpickle a copy of them on every rerun (hence also only 4 entries).
     _forward_passes["count"] += 1
     trace = _model.trace(text)
     weights = _frozen(trace.attention_weights)
@@ -315,7 +315,8 @@ def head_steps(trace: PageTrace, layer: int, head: int) -> tuple[AttentionSteps,
     return _head_steps(trace.digest, layer, head, trace)
 
 
-@st.cache_resource(max_entries=32, show_spinner=False)
+# A 512-token head's steps hold four (512, 512) arrays, 4 MB: keep a handful.
+@st.cache_resource(max_entries=12, show_spinner=False)
 def _head_steps(digest: str, layer: int, head: int, _trace: PageTrace):
     q = _trace.q_heads[layer, head]
     k = _trace.k_heads[layer, head]
@@ -323,6 +324,15 @@ def _head_steps(digest: str, layer: int, head: int, _trace: PageTrace):
     steps = scaled_dot_product_attention(q, k, v)  # scores (n, n), output (n, d_head)
     difference = float(np.max(np.abs(steps.weights - _trace.weights[layer, head])))
     return steps, difference
+
+
+_MARKDOWN_SPECIAL = set("\\`*_{}[]()#+-.!|$<>~:")
+
+
+def plain(text: str) -> str:
+    """`text` with Markdown's special characters escaped, so a token such as `**` or `$x$`
+    shows as typed in a caption or heading instead of being formatted."""
+    return "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in text)
 
 
 def focus_position(tokens: Sequence[str], word: str) -> int | None:
