@@ -130,6 +130,11 @@ def _finish(
     scores: np.ndarray, scaled: np.ndarray, scale: float, v: np.ndarray, mask: object
 ) -> AttentionSteps:
     """Mask, softmax and weighted sum: the part every scoring function shares."""
+    if not np.isfinite(scaled).all():
+        raise AttentionInputError(
+            "Some attention scores overflowed to infinity: the inputs are too large for "
+            f"{scaled.dtype}. Scale Q and K down (or use float64)."
+        )
     if mask is None:
         masked = scaled
         fully_masked = np.zeros(scaled.shape[:-1], dtype=bool)
@@ -139,11 +144,6 @@ def _finish(
         # -inf makes exp() exactly 0, so a blocked key gets exactly zero weight.
         masked = np.where(allowed, scaled, np.array(-np.inf, dtype=scaled.dtype))
         fully_masked = ~np.broadcast_to(allowed, masked.shape).any(axis=-1)
-    if np.isnan(masked).any() or np.isposinf(masked).any():
-        raise AttentionInputError(
-            "Some attention scores overflowed to infinity: the inputs are too large for "
-            f"{scaled.dtype}. Scale Q and K down (or use float64)."
-        )
     weights = _stable_softmax(masked, axis=-1)
     # Each output row is a convex combination of value rows (or zero if nothing is visible).
     output = weights @ v  # (..., q_pos, d_v)

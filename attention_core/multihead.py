@@ -106,6 +106,11 @@ class MultiHeadSteps:
     concat: Any
     output: Any
 
+    @property
+    def weights(self) -> Any:
+        """The attention pattern `(..., head, q_pos, k_pos)`: `attention.weights`."""
+        return self.attention.weights
+
 
 def _check_heads(d_model: int, num_heads: object) -> int:
     h = check_int(num_heads, "num_heads", minimum=1)

@@ -25,11 +25,17 @@ def _stable_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     # every exponent <= 0, so exp never overflows.
     row_max = np.max(x, axis=axis, keepdims=True)
     # A row of only -inf has max -inf; shift it by 0 instead so exp gives zeros, not NaN.
-    row_max = np.where(np.isfinite(row_max), row_max, 0).astype(x.dtype)
-    exps = np.exp(x - row_max)
+    row_max[~np.isfinite(row_max)] = 0
+    # In place from here on: for a real model these arrays are (head, q_pos, k_pos) per layer.
+    exps = np.subtract(x, row_max)
+    np.exp(exps, out=exps)
     total = np.sum(exps, axis=axis, keepdims=True)
+    visible = total > 0
+    if visible.all():
+        exps /= total
+        return exps
     # A fully masked row sums to 0: it gets all-zero weights (it may attend to nothing).
-    return np.divide(exps, total, out=np.zeros_like(exps), where=total > 0)
+    return np.divide(exps, total, out=np.zeros_like(exps), where=visible)
 
 
 def softmax(x: object, axis: int = -1) -> np.ndarray:
