@@ -236,20 +236,21 @@ def wait_for_charts(tab, scope: str = "", minimum: int = 1, timeout: float = TIM
     )
 
 
-def wait_for_visible_charts(tab, timeout: float = TIMEOUT_MS) -> int:
-    """Wait until every chart the reader can see (not in a closed expander or tab) is drawn.
-
-    Returns how many visible charts there are.
+def wait_for_visible_charts(tab, minimum: int = 1, timeout: float = TIMEOUT_MS) -> int:
+    """Wait until at least `minimum` charts are visible (not in a closed expander or tab) and
+    every visible chart is drawn; return how many visible charts there are.
     """
     handle = tab.wait_for_function(
-        """([charts, drawn]) => {
+        """([charts, drawn, minimum]) => {
             const visible = [...document.querySelectorAll(charts)].filter(
                 (chart) => chart.getClientRects().length > 0
             );
             const waiting = visible.filter((chart) => chart.querySelector(drawn) === null);
-            return waiting.length === 0 ? {count: visible.length} : false;
+            return visible.length >= minimum && waiting.length === 0
+                ? {count: visible.length}
+                : false;
         }""",
-        arg=[PLOTLY_CHART, TRACE_DRAWN],
+        arg=[PLOTLY_CHART, TRACE_DRAWN, minimum],
         timeout=timeout,
     )
     return handle.json_value()["count"]

@@ -35,3 +35,4 @@ def test_page_loads_without_errors_and_draws_its_charts(server, page, registered
     main_chart.wait_for(state="attached")
     main_chart.locator(TRACE_DRAWN).first.wait_for(state="attached")
     assert wait_for_visible_charts(page) >= 1
+    assert exceptions(page) == []

@@ -1,0 +1,51 @@
+"""The real-model page in a real browser: a typed sentence is split into the model's tokens.
+
+The expected tokens come from transformers' pure-Python WordPiece tokenizer over the model's
+vocab.txt (tests/e2e/references.py), not from the `tokenizers` library the page uses.
+"""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.references import bert_tokens
+from tests.e2e.streamlit_browser import (
+    exceptions,
+    key_selector,
+    open_app,
+    rerun_after,
+    wait_for_link,
+    wait_for_visible_charts,
+)
+
+SENTENCE = "Attention heads tokenize unbelievably long words!"
+TOKEN_CAPTION = "[data-testid='stCaptionContainer']"
+
+
+def shown_tokens(tab) -> list[str]:
+    """The tokens the page lists in its "N tokens (WordPiece; ...): a · b · c" caption."""
+    caption = tab.locator(TOKEN_CAPTION).filter(has_text="tokens (WordPiece").first
+    text = caption.inner_text()
+    return text.split("): ", 1)[1].strip().split(" · ")
+
+
+@pytest.mark.e2e
+def test_a_typed_sentence_shows_the_models_tokens(server, page):
+    open_app(page, server.url, "pretrained")
+    wait_for_visible_charts(page)
+    expected = bert_tokens(SENTENCE)
+    # Sub-word pieces make this a real WordPiece check, not a split on spaces.
+    assert "##ize" in expected and len(expected) == 14
+
+    text = page.locator(f"{key_selector('bert.text')} textarea")
+    with rerun_after(page):
+        text.fill(SENTENCE)
+        text.press("Control+Enter")
+    caption = page.locator(TOKEN_CAPTION).filter(has_text="tokens (WordPiece")
+    expect(caption).to_contain_text(f"{len(expected)} tokens")
+    assert shown_tokens(page) == expected
+    # The typed text went into the link.
+    wait_for_link(page, has=("text=Attention",))
+    wait_for_visible_charts(page)
+    assert exceptions(page) == []
