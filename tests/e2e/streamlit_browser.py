@@ -117,6 +117,12 @@ class StreamlitServer:
                 return int(line.split()[1]) * 1024
         raise RuntimeError("VmRSS missing from /proc status")
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the server process has used so far, from /proc."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        # Fields 14 and 15 of stat (utime, stime), counted after the ")" that ends the name.
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def close(self) -> None:
         self.process.terminate()
         try:
