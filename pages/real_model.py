@@ -167,15 +167,12 @@ if shown_view == "head":
         charts.show(zoom, filename=f"bert-weights-l{layer + 1}-h{head + 1}")
 elif shown_view == "model":
     st.subheader(":material/grid_view: Every head at once")
-    charts.show(
-        rv.cached(rv.model_view_figure, (trace.digest, layer, head), trace, layer, head),
-        filename="bert-model-view",
-    )
+    rv.show_model_view(view, trace, layer, head)
     st.caption(
         "One small map per head (rows queries, columns keys, as everywhere): layer down, head "
-        f"across; framed, the head chosen above (layer {layer + 1}, head {head + 1}), zoomed "
-        "below. Early layers look at neighbours; many later heads park their weight on [CLS] "
-        "or [SEP] (see the labels below)."
+        f"across. Click a map to zoom into it; framed, the head chosen (layer {layer + 1}, head "
+        f"{head + 1}), zoomed below. Early layers look at neighbours; many later heads park "
+        "their weight on [CLS] or [SEP] (see the labels below)."
         + (" Long texts are averaged over blocks of tokens here." if n > rv.MAX_TILE else "")
     )
     charts.show(zoom, filename=f"bert-weights-l{layer + 1}-h{head + 1}")

@@ -74,7 +74,7 @@ def head_view(at: AppTest) -> dict:
 
 
 def model_view(at: AppTest) -> dict:
-    (spec,) = [s for s in figures(at) if "customdata" in s["data"][0]]
+    (spec,) = [s for s in figures(at) if "customdata" in s["data"][0] and len(s["data"]) == 2]
     return spec
 
 
@@ -236,6 +236,25 @@ def test_model_view_tiles_every_head(model):
     heading, z_zoom, _ = zoom(at)
     assert heading.startswith("Layer 5, head 12")
     np.testing.assert_allclose(z_zoom, weights[4, 11], atol=1e-6)
+
+
+def test_clicking_a_tile_picks_its_head():
+    at = open_page({"view": "model"})
+    spec = model_view(at)
+    (pickers,) = [t for t in spec["data"] if t.get("name") == "pick a head"]
+    xs, ys = decode(pickers["x"]), decode(pickers["y"])
+    custom = decode(pickers["customdata"]).astype(int)  # plotly may send int8
+    assert len(xs) == 72
+    # 16 tokens a tile, 17 with the gap: tile (layer l, head h) spans rows 17 l .. 17 l + 15.
+    assert rv.tile_cell(16) == 17
+    for x, y, (layer, head) in zip(xs, ys, custom, strict=True):
+        assert 17 * (head - 1) <= x <= 17 * (head - 1) + 15
+        assert 17 * (layer - 1) <= y <= 17 * (layer - 1) + 15
+        # The click handler maps the clicked point back to the same head (from 0).
+        assert rv.tile_at(x, y, 17) == (layer - 1, head - 1)
+    assert rv.tile_at(16, 3, 17) is None and rv.tile_at(3, 33, 17) is None  # the gaps
+    # 512 tokens in tiles of at most 24: blocks of 22 tokens give 24 rows, 25 with the gap.
+    assert rv.tile_cell(512) == 25 and rv.tile_cell(24) == 25 and rv.tile_cell(25) == 14
 
 
 def test_layer_averages_are_the_mean_of_the_heads(model):

