@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import math
 import pickle
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -55,6 +55,7 @@ SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 # A sum with more terms than this is written with its first and last terms only (a real
 # model's d_k = 64 would not fit in a tooltip).
 MAX_WRITTEN_TERMS = 8
+MARKDOWN_SPECIALS = set("\\`*_{}[]()#+-.!|$<>~")
 # Tolerances a learner can pick in "check my work": decimals -> half a unit in the last place.
 CHECK_DECIMALS = (1, 2, 3, 4)
 
@@ -86,12 +87,16 @@ def _factor(x: float) -> str:
     return f"({text})" if text.startswith("−") else text
 
 
-def join_terms(terms: Sequence[str], *, dots: str = "…") -> str:
-    """`a + b + c`, or `a + b + c + … + z` when there are more than MAX_WRITTEN_TERMS."""
+def join_terms(terms: Iterable[Any], *, dots: str = "…", write: Callable[[Any], str] = str) -> str:
+    """`a + b + c`, or `a + b + c + … + z` when there are more than MAX_WRITTEN_TERMS.
+
+    `write` turns each kept term into text; terms that are elided are never written, which
+    matters for a real model's 32-wide heads.
+    """
     terms = list(terms)
     if len(terms) > MAX_WRITTEN_TERMS:
-        terms = [*terms[:3], dots, terms[-1]]
-    return " + ".join(terms)
+        return " + ".join([*map(write, terms[:3]), dots, write(terms[-1])])
+    return " + ".join(map(write, terms))
 
 
 def _sub(i: int) -> str:
@@ -160,7 +165,7 @@ def _hover_one(b: RowBreakdown, step: str, i: int, j: int, d_k: int, scoring: st
         if scoring == "additive":
             return f"vᵀ tanh(W_q {qi} + W_k {kj}) = {num(b.scores[j])} (a small tanh network)"
         products = join_terms(
-            [f"{_factor(a)}×{_factor(c)}" for a, c in zip(b.query, b.keys[j], strict=True)]
+            zip(b.query, b.keys[j], strict=True), write=lambda t: f"{_factor(t[0])}×{_factor(t[1])}"
         )
         dot = f"{qi}·{kj} = {products} = {num(b.dots[j])}"
         if scoring == "cosine":
@@ -186,11 +191,8 @@ def _hover_one(b: RowBreakdown, step: str, i: int, j: int, d_k: int, scoring: st
             f"{fixed(b.weights[j])}"
         )
     terms = join_terms(
-        [
-            f"{fixed(w)}×{_factor(x)}"
-            for w, x, ok in zip(b.weights, b.values[:, j], b.allowed, strict=True)
-            if ok
-        ]
+        [(w, x) for w, x, ok in zip(b.weights, b.values[:, j], b.allowed, strict=True) if ok],
+        write=lambda t: f"{fixed(t[0])}×{_factor(t[1])}",
     )
     return f"Σⱼ w{_sub(i)}ⱼ·vⱼ[{j + 1}] = {terms or '0'} = {num(b.output[j])}"
 
@@ -373,11 +375,9 @@ def row_latex(
             rhs = rf"v^\top \tanh(W_q q_{{{i}}} + W_k k_{{{j + 1}}}) = {_tex(b.scores[j])}"
         else:
             products = join_terms(
-                [
-                    rf"{_tex_factor(a)}\times{_tex_factor(c)}"
-                    for a, c in zip(b.query, b.keys[j], strict=True)
-                ],
+                zip(b.query, b.keys[j], strict=True),
                 dots=r"\cdots",
+                write=lambda t: rf"{_tex_factor(t[0])}\times{_tex_factor(t[1])}",
             )
             rhs = rf"q_{{{i}}}\cdot k_{{{j + 1}}} = {products} = {_tex(b.dots[j])}"
             if scoring == "cosine":
@@ -416,7 +416,7 @@ def row_latex(
     parts.append((heading, _aligned(lines)))
 
     terms = join_terms(
-        [_tex(e) for e, ok in zip(b.exps, b.allowed, strict=True) if ok], dots=r"\cdots"
+        [e for e, ok in zip(b.exps, b.allowed, strict=True) if ok], dots=r"\cdots", write=_tex
     )
     parts.append(("Their sum", rf"Z = {terms or '0'} = {_tex(b.total)}"))
 
@@ -445,14 +445,20 @@ def row_latex(
     return parts
 
 
+def _markdown_text(text: str) -> str:
+    """A token shown as typed: Markdown and LaTeX markers are escaped."""
+    return "".join("\\" + c if c in MARKDOWN_SPECIALS else c for c in str(text))
+
+
 def _aligned(lines: list[str]) -> str:
     return r"\begin{aligned}" + r" \\ ".join(lines) + r"\end{aligned}"
 
 
 def _tex_vector(values: np.ndarray) -> str:
-    entries = [_tex(x) for x in values]
-    if len(entries) > MAX_WRITTEN_TERMS:
-        entries = [*entries[:3], r"\ldots", entries[-1]]
+    if len(values) > MAX_WRITTEN_TERMS:
+        entries = [*map(_tex, values[:3]), r"\ldots", _tex(values[-1])]
+    else:
+        entries = [_tex(x) for x in values]
     return r"[" + r",\ ".join(entries) + r"]"
 
 
@@ -473,8 +479,8 @@ def explain_row(
     short legend (k₁ = “the”, ...).
     """
     st.markdown(
-        f"Query {row + 1} “{query_labels[row]}” against the keys "
-        + ", ".join(f"k{_sub(j)} “{label}”" for j, label in enumerate(key_labels))
+        f"Query {row + 1} “{_markdown_text(query_labels[row])}” against the keys "
+        + ", ".join(f"k{_sub(j)} “{_markdown_text(label)}”" for j, label in enumerate(key_labels))
         + "."
     )
     for heading, latex in row_latex(steps, row, q=q, k=k, v=v, scoring=scoring):
