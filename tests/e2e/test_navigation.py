@@ -33,29 +33,34 @@ from tests.e2e.streamlit_browser import (
 PAGES = registered_pages()
 
 
-def slider_value(tab, key: str) -> str:
+# The widgets draw their values after the run has finished, so each check waits for the value.
+
+
+def expect_slider(tab, key: str, value: str) -> None:
     thumb = tab.locator(f"{key_selector(key)} input[type='range']").first
-    return thumb.get_attribute("aria-valuetext")
+    expect(thumb).to_have_attribute("aria-valuetext", value)
 
 
-def text_value(tab, key: str) -> str:
-    return tab.locator(f"{key_selector(key)} input").first.input_value()
+def expect_text(tab, key: str, value: str) -> None:
+    expect(tab.locator(f"{key_selector(key)} input, {key_selector(key)} textarea")).to_have_value(
+        value
+    )
 
 
-def toggle_value(tab, key: str) -> bool:
-    return tab.locator(f"{key_selector(key)} input[type='checkbox']").first.is_checked()
+def expect_metric(tab, label: str, value: str) -> None:
+    metric = tab.locator("[data-testid='stMetric']").filter(has_text=label)
+    expect(metric.locator("[data-testid='stMetricValue']")).to_have_text(value)
 
 
 def _home(tab) -> None:
-    assert slider_value(tab, "home.n") == "4"
+    expect_slider(tab, "home.n", "4")
     # 4 tokens: 4 × 4 query·key scores, and 3 sequential steps for an RNN.
-    metrics = tab.locator("[data-testid='stMetric']").all_inner_texts()
-    assert any("scores computed" in m and m.strip().endswith("16") for m in metrics), metrics
-    assert any("sequential steps" in m and m.strip().endswith("3") for m in metrics), metrics
+    expect_metric(tab, "scores computed", "16")
+    expect_metric(tab, "sequential steps", "3")
 
 
 def _sdpa(tab) -> None:
-    assert toggle_value(tab, "sdpa.causal") is True
+    expect(tab.locator(f"{key_selector('sdpa.causal')} input[type='checkbox']")).to_be_checked()
     # The worked 3-token example: Q = [[1,0],[0,1],[1,1]], K = [[1,1],[1,0],[0,1]], d_k = 2.
     # With the causal mask query i sees keys 1..i: query 1 puts all its weight on key 1, and
     # query 2 sees scores q2·k1 = 1, q2·k2 = 0, scaled by 1/√2, so its weights are
@@ -70,32 +75,35 @@ def _sdpa(tab) -> None:
     wait_for_charts(tab, scope)
     shown = np.array([float(text) for text in heatmap_cells(tab, scope)]).reshape(3, 3)
     np.testing.assert_allclose(shown, weights, atol=5e-5)
-    masked = heatmap_cells(tab, key_selector("sdpa.pipeline.masked.chart"))[:9]
+    masked_scope = key_selector("sdpa.pipeline.masked.chart")
+    wait_for_charts(tab, masked_scope)
+    masked = heatmap_cells(tab, masked_scope)[:9]
     assert [i for i, text in enumerate(masked) if text == "−∞"] == [1, 2, 5]  # above the diagonal
 
 
 def _masking(tab) -> None:
-    assert slider_value(tab, "mask.n") == "4"
+    expect_slider(tab, "mask.n", "4")
 
 
 def _multi_head(tab) -> None:
-    assert text_value(tab, "mha.sentence") == "a dog ran home"
-    assert slider_value(tab, "mha.heads") == "2"
+    expect_text(tab, "mha.sentence", "a dog ran home")
+    expect_slider(tab, "mha.heads", "2")
 
 
 def _positional(tab) -> None:
-    assert text_value(tab, "pe.sentence") == "dogs chase cats"
+    expect_text(tab, "pe.sentence", "dogs chase cats")
 
 
 def _pretrained(tab) -> None:
-    assert tab.locator(f"{key_selector('bert.text')} textarea").input_value() == "Dogs bark loudly"
+    expect_text(tab, "bert.text", "Dogs bark loudly")
+    tokens = bert_tokens("Dogs bark loudly")
+    assert tokens == ["[CLS]", "dogs", "bark", "loudly", "[SEP]"]
     caption = tab.locator("[data-testid='stCaptionContainer']").filter(has_text="(WordPiece")
-    tokens = caption.first.inner_text().split("): ", 1)[1].strip().split(" · ")
-    assert tokens == bert_tokens("Dogs bark loudly") == ["[CLS]", "dogs", "bark", "loudly", "[SEP]"]
+    expect(caption).to_contain_text("): " + " · ".join(tokens))
 
 
 def _cost(tab) -> None:
-    assert slider_value(tab, "cost.keys") == "5"
+    expect_slider(tab, "cost.keys", "5")
 
 
 @dataclass(frozen=True)
@@ -151,6 +159,8 @@ def test_deep_link_as_first_request_shows_the_page_and_its_state(fresh_servers, 
     assert page.locator(key_selector("app.present")).count() == 1
     nav = page.locator("[data-testid='stSidebarNav']")
     assert "The mechanism" in nav.inner_text()
+    current = page.locator("[data-testid='stSidebarNavLink'][aria-current='page']")
+    expect(current).to_contain_text(registered.title)
     assert active_page_title(page) == registered.title
     assert page.url.split("?")[0].rstrip("/") == f"{fresh.url}/{path}".rstrip("/")
     state.check(page)

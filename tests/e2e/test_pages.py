@@ -6,6 +6,7 @@ kept under artifacts/screenshots/ (see the `page` fixture).
 """
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.app_pages import registered_pages
 from tests.e2e.streamlit_browser import (
@@ -28,6 +29,8 @@ def test_page_loads_without_errors_and_draws_its_charts(server, page, registered
 
     assert exceptions(page) == []
     assert page.locator(ERROR_BOX).all_inner_texts() == []
+    current = page.locator("[data-testid='stSidebarNavLink'][aria-current='page']")
+    expect(current).to_contain_text(registered.title)
     assert active_page_title(page) == registered.title
 
     # The main chart is the page's first one; then every chart the reader can see must draw.
