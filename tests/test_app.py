@@ -71,3 +71,14 @@ def test_presenter_mode_from_the_link_is_kept_in_the_link():
     assert at.query_params["present"] == "1"
     at.toggle(key="app.present").set_value(False).run()
     assert "present" not in at.query_params
+
+
+def test_chart_downloads_switch_between_png_and_svg_with_a_meaningful_name():
+    import json
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    options = json.loads(at.get("plotly_chart")[0].proto.config)["toImageButtonOptions"]
+    assert options == {"format": "png", "filename": "rnn-vs-attention", "scale": 2}
+    at.button_group(key="app.figure_format").set_value("SVG").run()
+    options = json.loads(at.get("plotly_chart")[0].proto.config)["toImageButtonOptions"]
+    assert options["format"] == "svg" and options["filename"] == "rnn-vs-attention"

@@ -14,8 +14,9 @@ from typing import Literal
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from ui.state import is_presenting
+from ui.state import FIGURE_FORMAT_KEY, is_presenting
 
 Kind = Literal["weights", "scores", "values", "mask", "sequential"]
 
@@ -49,12 +50,19 @@ def font_size() -> int:
 
 
 def plot_config(filename: str) -> dict:
-    """Modebar settings: a PNG download named after what it shows, no logo."""
+    """Modebar settings: a download named after what it shows, as PNG or SVG, no logo."""
     return {
         "displaylogo": False,
-        "toImageButtonOptions": {"format": "png", "filename": filename, "scale": 2},
+        "toImageButtonOptions": {"format": figure_format(), "filename": filename, "scale": 2},
         "modeBarButtonsToRemove": ["lasso2d", "select2d"],
     }
+
+
+def figure_format() -> str:
+    """What the chart toolbar's camera button saves: "png", or "svg" for slides."""
+    if get_script_run_ctx(suppress_warning=True) is None:
+        return "png"
+    return "svg" if st.session_state.get(FIGURE_FORMAT_KEY) == "SVG" else "png"
 
 
 def show(fig: go.Figure, *, filename: str, key: str | None = None) -> None:

@@ -7,7 +7,7 @@ from urllib.parse import urlparse
 
 import streamlit as st
 
-from ui.state import PRESENT_KEY, is_presenting
+from ui.state import FIGURE_FORMAT_KEY, PRESENT_KEY, is_presenting
 
 # Projectors wash out thin grey text: presenter mode enlarges everything (Streamlit sizes in rem)
 # and darkens body text; the toolbar and deploy menu only distract an audience.
@@ -85,6 +85,13 @@ def app_frame(page: st.Page) -> None:
     )
     with st.sidebar:
         st.html(COPY_LINK_HTML, unsafe_allow_javascript=True)
+        st.segmented_control(
+            "Chart downloads (camera button)",
+            ["PNG", "SVG"],
+            key=FIGURE_FORMAT_KEY,
+            default="PNG",
+            help="SVG stays sharp at any size on a slide; PNG pastes anywhere.",
+        )
     if presenting:
         st.html(PRESENTER_CSS)
 

@@ -31,6 +31,7 @@ MAX_URL_MATRIX_CELLS = 64
 
 PRESENT_PARAM = "present"
 PRESENT_KEY = "app.present"
+FIGURE_FORMAT_KEY = "app.figure_format"
 _SHADOW_PREFIX = "_remembered."
 
 
