@@ -35,11 +35,15 @@ from ui import charts  # noqa: E402
 
 SIDES = (8, 12, 32, 64, 128, 256, 512, 1024, 2048)
 # The largest heatmaps each page's link can ask for (validated and capped by ui.state).
-LARGEST = {
-    "positional": "positions=2048&d_model=1024",
-    "scaled-dot-product": "preset=random&n_q=8&n_k=8&d_k=8&d_v=8",
-    "multi-head": "source=count&n=12&d_model=64&heads=8",
-}
+# 999 one-token words fill the real model's 512 positions (the rest is cut off).
+LONG_TEXT = "+".join(["a"] * 999)
+LARGEST = [
+    ("positional", "positions=2048&d_model=1024"),
+    ("scaled-dot-product", "preset=random&n_q=8&n_k=8&d_k=8&d_v=8"),
+    ("multi-head", "source=count&n=12&d_model=64&heads=8"),
+    ("pretrained", f"text={LONG_TEXT}"),
+    ("pretrained", f"view=model&text={LONG_TEXT}"),
+]
 
 
 def figure_payload(side: int, rng: np.random.Generator) -> dict:
@@ -77,7 +81,7 @@ def page_payloads() -> dict:
     )
 
     visits = [(p.url_path, "") for p in registered_pages()]
-    visits += [(path, query) for path, query in LARGEST.items()]
+    visits += LARGEST
     server = StreamlitServer()
     results = {}
     try:
@@ -98,7 +102,8 @@ def page_payloads() -> dict:
                 started = time.monotonic()
                 open_app(tab, server.url, path, query)
                 charts_drawn = wait_for_visible_charts(tab)
-                results[f"{path}?{query}" if query else path] = {
+                shown_query = query.replace(LONG_TEXT, "a+a+…(999 words)")
+                results[f"{path}?{shown_query}" if query else path] = {
                     "websocket_bytes": received["bytes"],
                     "websocket_frames": received["frames"],
                     "visible_charts": charts_drawn,

@@ -7,6 +7,7 @@ Q = [[1,0],[0,1],[1,1]], K = [[1,1],[1,0],[0,1]], V = [[10,0],[0,10],[5,5]], d_k
 
 from __future__ import annotations
 
+import csv
 import json
 
 import numpy as np
@@ -141,3 +142,33 @@ def test_the_json_download_holds_the_edited_example_and_its_steps(sdpa, tmp_path
     np.testing.assert_allclose(np.array(document["steps"]["weights"]), weights, atol=1e-12)
     np.testing.assert_allclose(np.array(document["steps"]["output"]), output, atol=1e-12)
     assert document["settings"]["causal"] is False
+
+
+@pytest.mark.e2e
+def test_the_weights_csv_download_holds_the_weights_on_screen(sdpa, tmp_path):
+    with rerun_after(sdpa):
+        sdpa.locator(f"{key_selector('sdpa.causal')} label").click()
+    weights, _ = attention(Q, K, V, causal=True)
+    expect_heatmap(sdpa, WEIGHTS, weights)
+
+    chooser = key_selector("sdpa.pipeline.download.which")
+    with rerun_after(sdpa):
+        # The menu opens from the keyboard whether or not the click alone opened it.
+        sdpa.locator(f"{chooser} [role='combobox']").click()
+        sdpa.locator(f"{chooser} [role='combobox']").press("ArrowDown")
+        sdpa.get_by_role("option", name="4 · Weights (softmax)").click()
+    button = sdpa.locator(f"{key_selector('sdpa.pipeline.download.button')} button")
+    with sdpa.expect_download(timeout=TIMEOUT_MS) as info:
+        button.click()
+    download = info.value
+    assert download.suggested_filename == "sdpa-weights.csv"
+    target = tmp_path / download.suggested_filename
+    download.save_as(target)
+
+    with target.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0] == ["query", "the", "cat", "sat"]
+    assert [row[0] for row in rows[1:]] == ["the", "cat", "sat"]
+    np.testing.assert_allclose(
+        np.array([[float(x) for x in row[1:]] for row in rows[1:]]), weights, rtol=0, atol=1e-15
+    )
