@@ -22,7 +22,7 @@ Kind = Literal["weights", "scores", "values", "mask", "sequential"]
 
 # Above this many cells the numbers are unreadable anyway and only cost bytes and time.
 MAX_ANNOTATED_CELLS = 144
-MAX_HOVER_TEXT_CELLS = 4_096
+MAX_HOVER_TEXT_CELLS = 1_024
 # A browser draws about a pixel per cell; more cells than pixels only slow the page.
 MAX_SIDE = 512
 

@@ -71,6 +71,15 @@ COPY_LINK_HTML = """
 """
 
 
+# A written-out row of a real model's 32-wide head is wider than the page: let it scroll
+# sideways instead of being cut off.
+BASE_CSS = """
+<style>
+.katex-display { overflow-x: auto; overflow-y: hidden; padding-bottom: 0.2rem; }
+</style>
+"""
+
+
 def app_frame(page: st.Page) -> None:
     """Shared chrome drawn by the router before each page: the presenter-mode switch."""
     if "app.started" not in st.session_state:
@@ -92,8 +101,7 @@ def app_frame(page: st.Page) -> None:
             default="PNG",
             help="SVG stays sharp at any size on a slide; PNG pastes anywhere.",
         )
-    if presenting:
-        st.html(PRESENTER_CSS)
+    st.html(BASE_CSS + (PRESENTER_CSS if presenting else ""))
 
 
 def _asked_for(page: st.Page) -> bool:
