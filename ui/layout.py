@@ -9,8 +9,8 @@ import streamlit as st
 
 from ui.state import FIGURE_FORMAT_KEY, PRESENT_KEY, is_presenting
 
-# Projectors wash out thin grey text: presenter mode enlarges everything (Streamlit sizes in rem)
-# and darkens body text; the toolbar and deploy menu only distract an audience.
+# Projectors wash out small, faint text: presenter mode enlarges everything (Streamlit sizes in
+# rem) and shows captions at full opacity; the toolbar and deploy menu only distract an audience.
 PRESENTER_CSS = """
 <style>
 html { font-size: 22px; }
@@ -81,7 +81,11 @@ BASE_CSS = """
 
 
 def app_frame(page: st.Page) -> None:
-    """Shared chrome drawn by the router before each page: the presenter-mode switch."""
+    """Shared chrome drawn by the router before each page.
+
+    The sidebar gets the presenter-mode switch, the copy-link button and the chart download
+    format; the page gets the shared CSS.
+    """
     if "app.started" not in st.session_state:
         st.session_state["app.started"] = True
         if _asked_for(page):
