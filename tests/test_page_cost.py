@@ -4,7 +4,6 @@ Sizes are the smallest the page offers; timings are never asserted, only values 
 them (FLOPs, GFLOP/s = FLOPs / time, speed-ups) and memory bounds that must hold on any machine.
 """
 
-import base64
 import json
 import math
 import sys
@@ -14,6 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app_pages import ROOT
+from tests.plotly_json import plotly_array
 
 PAGE = "pages/attention_cost.py"
 MB = 1e6
@@ -29,15 +29,8 @@ def open_page(**params) -> AppTest:
 
 
 def decode(array) -> np.ndarray:
-    """A plotly array: a list, or plotly 6's base64 typed array."""
-    if isinstance(array, dict):
-        flat = np.frombuffer(base64.b64decode(array["bdata"]), dtype=np.dtype(array["dtype"]))
-        if "shape" in array:
-            flat = flat.reshape([int(s) for s in str(array["shape"]).split(",")])
-        return flat.astype(float)
-    return np.array([np.nan if x is None else x for x in np.ravel(array)], dtype=float).reshape(
-        np.shape(array)
-    )
+    """A plotly array as floats (None, a gap in a line, becomes NaN)."""
+    return plotly_array(array).astype(float)
 
 
 def figure(at: AppTest, title_start: str) -> dict:

@@ -4,7 +4,6 @@ Q, K, V are `default_rng(seed).standard_normal((3, n, 4))`, so every expected nu
 recomputed from that and the one-line formulas softmax(QKᵀ/√4 masked with −∞) and weights @ V.
 """
 
-import base64
 import json
 
 import numpy as np
@@ -12,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app_pages import ROOT
+from tests.plotly_json import plotly_array
 
 PAGE = "pages/masking_lab.py"
 D = 4
@@ -37,19 +37,13 @@ def figures(at: AppTest) -> dict[str, dict]:
 
 
 def heatmap_z(spec: dict) -> np.ndarray:
-    """The first trace's z matrix (plotly 6 stores arrays as base64 typed arrays)."""
+    """The first trace's z matrix, one row per y and one column per x."""
     trace = spec["data"][0]
-    z = trace["z"]
-    if isinstance(z, dict):
-        flat = np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]))
-        return flat.reshape(len(decode(trace["y"])), len(decode(trace["x"])))
-    return np.array(z, dtype=float)
+    return decode(trace["z"]).reshape(len(decode(trace["y"])), len(decode(trace["x"])))
 
 
 def decode(array) -> np.ndarray:
-    if isinstance(array, dict):
-        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=np.dtype(array["dtype"]))
-    return np.asarray(array, dtype=float)
+    return plotly_array(array).astype(float)
 
 
 def qkv(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import sys
@@ -19,6 +18,7 @@ from attention_core import (
     token_embeddings,
 )
 from tests.app_pages import ROOT
+from tests.plotly_json import figures, plotly_array
 from ui.editors import editor_widget_key
 
 SENTENCE = "the cat sat on the mat".split()
@@ -35,18 +35,7 @@ def open_page(params: dict[str, str] | None = None) -> AppTest:
 
 
 def decode(values) -> np.ndarray:
-    """A plotly array from figure JSON: a list, or plotly 6's {"dtype", "bdata"} encoding."""
-    if isinstance(values, dict) and "bdata" in values:
-        flat = np.frombuffer(base64.b64decode(values["bdata"]), dtype=np.dtype(values["dtype"]))
-        shape = values.get("shape")
-        if isinstance(shape, str):
-            shape = [int(s) for s in shape.split(",")]
-        return flat.reshape(shape) if shape else flat
-    return np.array(values, dtype=np.float64)
-
-
-def figures(at: AppTest) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    return plotly_array(values).astype(np.float64)
 
 
 def annotations(spec: dict) -> list[str]:

@@ -5,8 +5,6 @@ sin(p / base^(2i/d)), PE[p, 2i+1] = cos(...), ALiBi slopes 2^(-8h/H), ...), not 
 page uses.
 """
 
-import base64
-import json
 import math
 
 import numpy as np
@@ -14,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app_pages import ROOT
+from tests.plotly_json import figures, plotly_array
 
 APP = str(ROOT / "app.py")
 PAGE = "pages/positional_encoding.py"
@@ -35,19 +34,6 @@ def open_page(params=None):
     at.switch_page(PAGE).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
-
-
-def decode(value):
-    """A plotly array: a list, or a typed array {"dtype", "bdata", "shape"} (plotly ≥ 6)."""
-    if isinstance(value, dict) and "bdata" in value:
-        array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = [int(s) for s in str(value.get("shape", array.size)).split(",")]
-        return array.reshape(shape)
-    return np.asarray(value)
-
-
-def figures(at):
-    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
 
 
 def title(fig):
@@ -76,21 +62,21 @@ def dataframe(at, column):
 
 def test_heatmap_lines_and_table_follow_d_model_positions_and_base():
     at = open_page()
-    z = decode(figure(at, "PE: 128 positions × 64 dimensions")["data"][0]["z"])
+    z = plotly_array(figure(at, "PE: 128 positions × 64 dimensions")["data"][0]["z"])
     np.testing.assert_allclose(z, reference_pe(128, 64), atol=1e-6)  # float32 in the figure
 
     at.slider(key="pe.d_model").set_value(16).run()
     at.slider(key="pe.positions").set_value(50).run()
     at.select_slider(key="pe.base").set_value(100).run()
     assert not at.exception
-    z = decode(figure(at, "PE: 50 positions × 16 dimensions")["data"][0]["z"])
+    z = plotly_array(figure(at, "PE: 50 positions × 16 dimensions")["data"][0]["z"])
     assert z.shape == (50, 16)
     np.testing.assert_allclose(z, reference_pe(50, 16, base=100.0), atol=1e-6)
 
     # Default dimensions 0, 1, 8 (32 no longer exists at d_model 16), each across 50 positions.
     lines = figure(at, "Chosen dimensions")["data"]
     assert [line["name"].split(" (")[0] for line in lines] == ["dim 0", "dim 1", "dim 8"]
-    np.testing.assert_allclose(decode(lines[2]["y"]), np.sin(np.arange(50) / 100 ** (8 / 16)))
+    np.testing.assert_allclose(plotly_array(lines[2]["y"]), np.sin(np.arange(50) / 100 ** (8 / 16)))
     # Dimension 8 is pair i = 4: wavelength 2π·100^(8/16) = 20π ≈ 62.83.
     assert "wavelength 2π·100^(8/16) = 62.83" in lines[2]["name"]
 
@@ -123,7 +109,7 @@ def test_order_blindness_difference_is_zero_without_positions_and_not_with_them(
     assert metric(at, "max |difference|") > 1e-3
 
     # The sinusoidal rows added to the sentence, d_model = 4, base 10000.
-    pe_rows = decode(figure(at, "PE", exact=True)["data"][0]["z"])
+    pe_rows = plotly_array(figure(at, "PE", exact=True)["data"][0]["z"])
     np.testing.assert_allclose(pe_rows, reference_pe(3, 4), atol=1e-6)
 
 
@@ -139,7 +125,7 @@ def test_sentence_errors_are_shown_not_raised():
 def test_similarity_depends_on_distance_and_the_shift_is_exact():
     at = open_page({"d_model": "16", "positions": "40"})
     omega = 10000.0 ** (-np.arange(0, 16, 2) / 16)
-    gram = decode(figure(at, "PE·PEᵀ")["data"][0]["z"])
+    gram = plotly_array(figure(at, "PE·PEᵀ")["data"][0]["z"])
     offsets = np.arange(40)[:, None] - np.arange(40)[None, :]
     np.testing.assert_allclose(
         gram, np.cos(offsets[..., None] * omega).sum(-1), atol=1e-5
@@ -147,7 +133,7 @@ def test_similarity_depends_on_distance_and_the_shift_is_exact():
     profile = figure(at, "PE(p)·PE(p+k)")["data"]
     by_distance = np.cos(np.arange(40)[:, None] * omega).sum(1)
     for line in profile:  # mean, smallest and largest over p coincide
-        np.testing.assert_allclose(decode(line["y"]), by_distance, atol=1e-12)
+        np.testing.assert_allclose(plotly_array(line["y"]), by_distance, atol=1e-12)
 
     assert metric(at, "Largest |PE(p+4) − M·PE(p)|") < 1e-12
     at.slider(key="pe.pair").set_value(1).run()
@@ -172,8 +158,8 @@ def _diagonal_spread(matrix):
 
 def test_rope_is_toeplitz_and_the_added_encodings_are_not():
     at = open_page({"d_model": "8"})
-    rope = decode(figure(at, "Rotary (RoPE)")["data"][0]["z"]).astype(np.float64)
-    sinusoidal = decode(figure(at, "Sinusoidal (added)")["data"][0]["z"]).astype(np.float64)
+    rope = plotly_array(figure(at, "Rotary (RoPE)")["data"][0]["z"]).astype(np.float64)
+    sinusoidal = plotly_array(figure(at, "Sinusoidal (added)")["data"][0]["z"]).astype(np.float64)
     assert rope.shape == (16, 16)
     assert _diagonal_spread(rope) < 1e-5  # float32 in the figure
     assert _diagonal_spread(sinusoidal) > 0.1
@@ -183,7 +169,7 @@ def test_rope_is_toeplitz_and_the_added_encodings_are_not():
     assert metric(at, "ALiBi (score bias): largest spread") == 0.0
     # The RoPE score by offset: one line for every pair of positions at that offset.
     lines = figure(at, "RoPE score by offset")["data"]
-    np.testing.assert_allclose(decode(lines[1]["y"]), decode(lines[2]["y"]), atol=1e-12)
+    np.testing.assert_allclose(plotly_array(lines[1]["y"]), plotly_array(lines[2]["y"]), atol=1e-12)
 
 
 def test_alibi_slopes_and_biases():
@@ -192,7 +178,7 @@ def test_alibi_slopes_and_biases():
     np.testing.assert_allclose(slopes["slope m"], [1 / 2**h for h in range(1, 9)], rtol=1e-15)
     grid = figure_with_subplots(at)
     # Head 3 (slope 1/8): query 5, key 1 is 4 back -> -4/8; the later keys are masked.
-    head3 = decode(grid["data"][2]["z"])
+    head3 = plotly_array(grid["data"][2]["z"])
     assert head3[5, 1] == pytest.approx(-0.5)
     assert np.isnan(head3[1, 5])
     at.slider(key="pe.heads").set_value(4).run()
@@ -213,14 +199,14 @@ def test_extrapolation_learned_stops_at_the_training_length():
         "ALiBi (score bias)",
     }
     extrapolation = [f for f in figures(at) if f["layout"].get("shapes") and title(f) in families]
-    sizes = {title(f): decode(f["data"][0]["z"]).shape for f in extrapolation}
+    sizes = {title(f): plotly_array(f["data"][0]["z"]).shape for f in extrapolation}
     assert sizes == {
         "Sinusoidal (added)": (20, 20),
         "Learned table (added)": (10, 10),
         "Rotary (RoPE)": (20, 20),
         "ALiBi (score bias)": (20, 20),
     }
-    share = decode(figure(at, "Angles never seen")["data"][0]["y"])
+    share = plotly_array(figure(at, "Angles never seen")["data"][0]["y"])
     assert share.shape == (80,)
     # Pair i is new at p iff (L-1)ω_i < 2π and (p ω_i mod 2π) > (L-1)ω_i.
     omega = 10000.0 ** (-np.arange(0, 16, 2) / 16)
@@ -308,7 +294,7 @@ def test_the_largest_setting_is_block_averaged_and_still_exact_in_the_table():
     at = open_page({"d_model": "1024", "positions": "2048", "position": "2047"})
     heat = figure(at, "PE: 2048 positions × 1024 dimensions")
     assert "averaged over 4×4 blocks" in heat["layout"]["title"]["text"]
-    z = decode(heat["data"][0]["z"])
+    z = plotly_array(heat["data"][0]["z"])
     assert z.shape == (512, 256)
     full = reference_pe(2048, 1024)
     np.testing.assert_allclose(z, full.reshape(512, 4, 256, 4).mean(axis=(1, 3)), atol=1e-6)

@@ -4,7 +4,6 @@ formula written out in the test."""
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import re
@@ -17,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from attention_core.models import MODEL_DIR_ENV_VAR, find_model_dir, load_bert
 from tests.app_pages import ROOT
+from tests.plotly_json import figures, plotly_array
 from ui import model_views as rv
 from ui.steps import fixed
 
@@ -45,18 +45,7 @@ def open_page(params: dict[str, str] | None = None) -> AppTest:
 
 
 def decode(values) -> np.ndarray:
-    """A plotly array from figure JSON: a list, or plotly's {"dtype", "bdata"} encoding."""
-    if isinstance(values, dict) and "bdata" in values:
-        flat = np.frombuffer(base64.b64decode(values["bdata"]), dtype=np.dtype(values["dtype"]))
-        shape = values.get("shape")
-        if isinstance(shape, str):
-            shape = [int(s) for s in shape.split(",")]
-        return flat.reshape(shape) if shape else flat
-    return np.array(values, dtype=np.float64)
-
-
-def figures(at: AppTest) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    return plotly_array(values).astype(np.float64)
 
 
 def title(spec: dict) -> str:

@@ -4,7 +4,6 @@ Expected numbers come from the hand-worked 3-token example (derivation in test_e
 or from one-line NumPy formulas written here, never from the page's own code.
 """
 
-import base64
 import json
 import math
 from pathlib import Path
@@ -15,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from attention_core import scaling_experiment
 from attention_core.examples import PRESETS, random_example
+from tests.plotly_json import plotly_array
 from ui.editors import editor_widget_key
 from ui.exports import example_to_json
 
@@ -70,12 +70,7 @@ def marks(at: AppTest, editor: str) -> list[str]:
 
 
 def array(value) -> np.ndarray:
-    """A plotly data array from figure JSON (plain list or typed-array encoding)."""
-    if isinstance(value, dict):
-        raw = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = [int(s) for s in str(value.get("shape", len(raw))).split(",")]
-        return raw.reshape(shape).astype(np.float64)
-    return np.array(value, dtype=np.float64)
+    return plotly_array(value).astype(np.float64)
 
 
 def latex_text(at: AppTest) -> str:

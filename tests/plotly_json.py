@@ -1,0 +1,22 @@
+"""Reading the figures a page drew, as AppTest sees them: plotly figure JSON."""
+
+import base64
+import json
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+
+def plotly_array(value) -> np.ndarray:
+    """An array from figure JSON: a plain (nested) list, or plotly ≥ 6's typed array
+    `{"dtype", "bdata", "shape"}` (shape absent for 1-D)."""
+    if isinstance(value, dict) and "bdata" in value:
+        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = value.get("shape")
+        return flat.reshape([int(s) for s in str(shape).split(",")]) if shape else flat
+    return np.asarray(value)
+
+
+def figures(at: AppTest) -> list[dict]:
+    """Every plotly figure on the page, in the order drawn."""
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
