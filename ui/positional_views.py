@@ -81,16 +81,25 @@ def pe_table(num_positions: int, d_model: int, base: float) -> np.ndarray:
     return sinusoidal_encoding(num_positions, d_model, base)
 
 
-@_figure_cache
-def _pe_figure(num_positions: int, d_model: int, base: float, presenting: bool) -> go.Figure:
+def _table_heatmap(table: np.ndarray, title: str) -> go.Figure:
+    """A positions × dimensions table, positions down, dimensions across."""
+    num_positions, d_model = table.shape
     return charts.heatmap(
-        pe_table(num_positions, d_model, base),
+        table,
         row_labels=_labels(num_positions),
         col_labels=_labels(d_model),
         kind="scores",
         row_title="position",
         col_title="dimension",
-        title=f"PE: {num_positions} positions × {d_model} dimensions",
+        title=title,
+    )
+
+
+@_figure_cache
+def _pe_figure(num_positions: int, d_model: int, base: float, presenting: bool) -> go.Figure:
+    return _table_heatmap(
+        pe_table(num_positions, d_model, base),
+        f"PE: {num_positions} positions × {d_model} dimensions",
     )
 
 
@@ -437,14 +446,9 @@ def learned_table(num_positions: int, d_model: int, seed: int) -> np.ndarray:
 
 @_figure_cache
 def _learned_figure(num_positions: int, d_model: int, seed: int, presenting: bool) -> go.Figure:
-    return charts.heatmap(
+    return _table_heatmap(
         learned_table(num_positions, d_model, seed),
-        row_labels=_labels(num_positions),
-        col_labels=_labels(d_model),
-        kind="scores",
-        row_title="position",
-        col_title="dimension",
-        title=f"A random 'learned' table: {num_positions} positions × {d_model} dimensions",
+        f"A random 'learned' table: {num_positions} positions × {d_model} dimensions",
     )
 
 
