@@ -7,7 +7,6 @@ Q = [[1,0],[0,1],[1,1]], K = [[1,1],[1,0],[0,1]], V = [[10,0],[0,10],[5,5]], d_k
 import math
 
 import numpy as np
-import pytest
 
 from attention_core import scaled_dot_product_attention
 from attention_core.examples import attention_for, sharp_flat_pair, three_token_example
@@ -179,9 +178,20 @@ def test_cached_heatmap_reuses_a_figure_only_for_the_same_input():
     np.testing.assert_allclose(np.asarray(c.data[0].z, dtype=float), CAUSAL.weights, rtol=1e-6)
 
 
-@pytest.mark.parametrize("name", STEP_NAMES)
-def test_every_caption_exists(name):
-    assert step_caption(name, STEPS, d_k=2, scoring="scaled_dot")
+def test_each_step_has_its_own_caption_saying_what_that_step_does():
+    captions = {name: step_caption(name, STEPS, d_k=2, scoring="scaled_dot") for name in STEP_NAMES}
+    assert "sᵢⱼ = qᵢ·kⱼ = QKᵀ" in captions["scores"]
+    assert "√d_k = √2 = 1.4142" in captions["scaled"]
+    assert captions["masked"].startswith("No mask")
+    assert "sum to 1" in captions["weights"]
+    assert "oᵢ = Σⱼ wᵢⱼ vⱼ" in captions["output"]
+    assert len(set(captions.values())) == len(STEP_NAMES)  # no step borrows another's text
+    # τ = 2 with d_k = 2: scale 1/(2√2) = 0.3536 is no longer 1/√d_k, so the caption says it.
+    warm = attention_for(EX.q, EX.k, EX.v, temperature=2.0)
+    assert "multiplied by 0.3536" in step_caption("scaled", warm, d_k=2, scoring="scaled_dot")
+    additive = attention_for(EX.q, EX.k, EX.v, scoring="additive")
+    assert "tanh" in step_caption("scores", additive, d_k=2, scoring="additive")
+    assert "not scaled" in step_caption("scaled", additive, d_k=2, scoring="additive")
 
 
 def test_long_sums_are_shortened_for_a_real_model_size():
