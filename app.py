@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from ui import warmup
 from ui.layout import app_frame, initial_sidebar_state
 
 st.set_page_config(
@@ -65,6 +66,7 @@ PAGES = {
     ],
 }
 
+warmup.ready()
 page = st.navigation(PAGES)
 app_frame(page)
 page.run()

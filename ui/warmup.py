@@ -1,0 +1,50 @@
+"""Everything a page needs, imported and built once per process before any page runs.
+
+Fifty viewers who open a link on a fresh server run fifty page scripts at once, in threads of
+one process. Python's import lock makes a plain `import` wait for a module that another thread
+is still importing, but libraries that import lazily look in `sys.modules` without that lock
+(plotly reaches for pandas that way, array-api-compat for torch) and then find a half-built
+module. So the router calls `ready()` first: the first session imports and exercises the heavy
+libraries under `st.cache_resource`'s lock, and every other session waits for it to finish.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+
+import streamlit as st
+
+# Imported by page code or lazily by the libraries it calls: all of them, once, up front.
+MODULES = (
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "orjson",
+    "plotly.graph_objects",
+    "plotly.io",
+    "attention_core",
+    "ui.charts",
+    "ui.editors",
+    "ui.exports",
+    "ui.steps",
+)
+
+
+@st.cache_resource(show_spinner=False)
+def ready() -> bool:
+    """Import the heavy modules and run each lazy path once; True when done."""
+    for name in MODULES:
+        importlib.import_module(name)
+    import pandas as pd
+    import plotly.graph_objects as go
+    import plotly.io
+
+    # Serialising a figure with a data frame in it walks every lazy import plotly has.
+    figure = go.Figure(go.Scatter(x=pd.Series([0.0, 1.0]), y=[0.0, 1.0]))
+    plotly.io.to_json(figure, validate=False)
+    # What was built up to here lives as long as the process: keep it out of every later
+    # garbage collection, which then only walks what the page runs allocate.
+    gc.collect()
+    gc.freeze()
+    return True
