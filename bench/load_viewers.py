@@ -1,0 +1,386 @@
+"""A live audience, simulated: N viewers speaking Streamlit's websocket protocol to a fresh server.
+
+Each viewer does what a browser tab does, minus the drawing: it opens `/_stcore/stream`, asks
+for its page (a deep link) with a `BackMsg` `rerun_script`, reads `ForwardMsg`s until the run
+finishes, and then, after a think time, changes one of the page's real widgets (a slider a step
+or two, another option of a select, a toggle) and sends the new widget states, the way the
+frontend does: inside an `st.fragment` only that fragment reruns. It keeps the frontend's
+message cache (`cached_message_hashes`), so unchanged figures come back as references.
+
+Two scenarios, each run against the app and against a bare Streamlit page (`bare_page.py`:
+slider, formula, dataframe, three Plotly heatmaps) in the same run, each on its own fresh
+server, one after the other:
+
+- `arrival`: `--viewers` (50) arrive together (within `--spread` s) on a fresh server, each
+  acting every `--think` s (about 5, jittered) for `--seconds`; the app's viewers are spread
+  over its pages.
+- `tour`: `--tour-viewers` (10) act back to back (no think time) for `--tour-seconds`, the
+  app's viewers on a mixed tour of its pages; the figure is page runs per second.
+
+Reported as JSON: page runs per second, time to the first page (p50/p95), action to finished
+run (p50/p95), exceptions shown, dropped connections, server resident memory (all worker
+processes), and the app / bare ratios. `--workers N` serves the app as N processes behind
+HAProxy (`deploy/serve.py`), as `make serve` does.
+
+Bounded: loopback only, a fixed duration, a timeout on every wait, at most 200 viewers; every
+server it starts is stopped at the end. Not a test: run by `make bench` and by hand.
+
+    .venv/bin/python bench/load_viewers.py [--viewers 50] [--seconds 300] [--workers 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import websockets
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from deploy.serve import Deployment  # noqa: E402
+
+# Deep links a speaker would put on a slide, one per page; viewers are dealt round-robin.
+APP_LINKS = (
+    ("why", "n=6"),
+    ("scaled-dot-product", ""),
+    ("masking", "kind=causal"),
+    ("multi-head", ""),
+    ("positional", ""),
+    ("pretrained", ""),
+    ("cost", ""),
+)
+BARE_LINKS = (("", ""),)
+# Chrome around every page that an audience would not touch while following a talk.
+IGNORED_LABELS = ("Presenter mode", "Chart downloads (camera button)")
+FINISHED = ForwardMsg.ScriptFinishedStatus
+RUN_TIMEOUT = 120.0
+MAX_VIEWERS = 200
+
+
+@dataclass
+class Widget:
+    kind: str
+    proto: object
+    fragment_id: str
+
+
+@dataclass
+class ViewerLog:
+    page: str
+    first_page: float | None = None
+    actions: list[float] = field(default_factory=list)
+    runs: int = 0
+    exceptions: list[str] = field(default_factory=list)
+    dropped: str | None = None
+
+
+class Viewer:
+    """One browser tab's side of the protocol."""
+
+    def __init__(self, url: str, page: str, query: str, cookie: str | None, rng: random.Random):
+        self.url, self.page, self.query, self.cookie, self.rng = url, page, query, cookie, rng
+        self.widgets: dict[str, Widget] = {}
+        self.values: dict[str, tuple[str, object]] = {}
+        self.cache: dict[str, bytes] = {}
+        self.page_hash = ""
+        self.log = ViewerLog(page=page or "bare")
+
+    async def run(self, until: float, think: float) -> ViewerLog:
+        headers = {"Cookie": self.cookie} if self.cookie else {}
+        started = time.monotonic()
+        try:
+            async with websockets.connect(
+                self.url,
+                subprotocols=["streamlit"],
+                additional_headers=headers,
+                max_size=None,
+                open_timeout=RUN_TIMEOUT,
+            ) as socket:
+                self.socket = socket
+                await self.rerun()
+                self.log.first_page = time.monotonic() - started
+                while time.monotonic() < until:
+                    if think:
+                        await asyncio.sleep(think * self.rng.uniform(0.6, 1.4))
+                    if time.monotonic() >= until:
+                        break
+                    widget_id = self.pick_widget()
+                    if widget_id is None:
+                        break
+                    action = time.monotonic()
+                    await self.rerun(widget_id)
+                    self.log.actions.append(time.monotonic() - action)
+        except (websockets.ConnectionClosed, OSError, TimeoutError) as error:
+            self.log.dropped = f"{type(error).__name__}: {error}"[:200]
+        return self.log
+
+    async def rerun(self, changed: str | None = None) -> None:
+        fragment_id = self.widgets[changed].fragment_id if changed else ""
+        if not fragment_id:
+            self.widgets.clear()
+        message = BackMsg()
+        state = message.rerun_script
+        state.query_string = self.query
+        state.page_name = self.page
+        state.page_script_hash = self.page_hash
+        state.fragment_id = fragment_id
+        state.cached_message_hashes.extend(self.cache)
+        state.context_info.url = self.url.replace("ws", "http", 1).replace(
+            "/_stcore/stream", "/" + self.page
+        )
+        for widget_id, (kind, value) in self.values.items():
+            widget = state.widget_states.widgets.add()
+            widget.id = widget_id
+            if kind == "double_array_value":
+                widget.double_array_value.data.extend(value)
+            elif kind == "string_array_value":
+                widget.string_array_value.data.extend(value)
+            else:
+                setattr(widget, kind, value)
+        await self.socket.send(message.SerializeToString())
+        await asyncio.wait_for(self.read_until_finished(), RUN_TIMEOUT)
+
+    async def read_until_finished(self) -> None:
+        while True:
+            raw = await self.socket.recv()
+            msg = ForwardMsg()
+            msg.ParseFromString(raw)
+            kind = msg.WhichOneof("type")
+            if kind == "ref_hash":
+                msg.ParseFromString(self.cache[msg.ref_hash])
+                kind = msg.WhichOneof("type")
+            elif msg.metadata.cacheable:
+                self.cache[msg.hash] = raw
+            if kind == "new_session":
+                self.page_hash = msg.new_session.page_script_hash
+            elif kind == "navigation":
+                self.page_hash = msg.navigation.page_script_hash or self.page_hash
+            elif kind == "delta":
+                self.read_delta(msg.delta)
+            elif kind == "script_finished":
+                if msg.script_finished != FINISHED.FINISHED_EARLY_FOR_RERUN:
+                    self.log.runs += 1
+                    return
+
+    def read_delta(self, delta) -> None:
+        if delta.WhichOneof("type") != "new_element":
+            return
+        element = delta.new_element
+        kind = element.WhichOneof("type")
+        if kind == "exception":
+            error = element.exception
+            where = f" at {error.stack_trace[-2].strip()}" if len(error.stack_trace) > 1 else ""
+            self.log.exceptions.append(f"{error.type}: {error.message}{where}")
+            return
+        if kind not in {"slider", "selectbox", "radio", "checkbox", "button_group", "number_input"}:
+            return
+        proto = getattr(element, kind)
+        if proto.label in IGNORED_LABELS or proto.disabled:
+            return
+        self.widgets[proto.id] = Widget(kind, proto, delta.fragment_id)
+        if proto.id not in self.values or getattr(proto, "set_value", False):
+            current = current_value(kind, proto)
+            if current is not None:
+                self.values[proto.id] = current
+
+    def pick_widget(self) -> str | None:
+        choices = [w for w in self.widgets if w in self.values]
+        self.rng.shuffle(choices)
+        for widget_id in choices:
+            changed = next_value(self.widgets[widget_id], self.values[widget_id], self.rng)
+            if changed is not None:
+                self.values[widget_id] = changed
+                return widget_id
+        return None
+
+
+def current_value(kind: str, proto) -> tuple[str, object] | None:
+    """The widget state the frontend would send for a widget as the server drew it."""
+    if kind == "slider":
+        if proto.options:
+            index = list(proto.value if proto.set_value else proto.default)
+            return "string_array_value", [proto.options[int(i)] for i in index]
+        return "double_array_value", list(proto.value if proto.set_value else proto.default)
+    if kind in ("selectbox", "radio"):
+        if not proto.options:
+            return None
+        index = proto.default[0] if proto.default else 0
+        return "string_value", proto.raw_value if proto.set_value else proto.options[index]
+    if kind == "checkbox":
+        return "bool_value", proto.value if proto.set_value else proto.default
+    if kind == "button_group":
+        options = [o.content for o in proto.options]
+        if proto.set_value:
+            return "string_array_value", list(proto.raw_values)
+        return "string_array_value", [options[i] for i in proto.default]
+    if kind == "number_input":
+        return "double_value", proto.value if proto.set_value else proto.default
+    return None
+
+
+def next_value(widget: Widget, current: tuple[str, object], rng: random.Random):
+    """A nudge a person would make: a slider moved a step or two, another option, a toggle."""
+    proto, (value_type, value) = widget.proto, current
+    if widget.kind == "slider" and not proto.options:
+        step = proto.step or 1.0
+        moved = [
+            min(max(v + rng.choice((-2, -1, 1, 2)) * step, proto.min), proto.max) for v in value
+        ]
+        return (value_type, sorted(moved)) if moved != list(value) else None
+    if widget.kind == "slider":
+        options = list(proto.options)
+        index = options.index(value[0]) if value and value[0] in options else 0
+        moved = min(max(index + rng.choice((-1, 1)), 0), len(options) - 1)
+        return (value_type, [options[moved]]) if moved != index else None
+    if widget.kind in ("selectbox", "radio"):
+        others = [o for o in proto.options if o != value]
+        return (value_type, rng.choice(others)) if others else None
+    if widget.kind == "checkbox":
+        return value_type, not value
+    if widget.kind == "button_group":
+        options = [o.content for o in proto.options]
+        others = [o for o in options if [o] != list(value)]
+        return (value_type, [rng.choice(others)]) if others else None
+    if widget.kind == "number_input":
+        step = proto.step or 1.0
+        moved = value + rng.choice((-1, 1)) * step
+        if (proto.has_min and moved < proto.min) or (proto.has_max and moved > proto.max):
+            moved = value - (moved - value)
+        return value_type, moved
+    return None
+
+
+def worker_cookie(http_url: str) -> str | None:
+    """The load balancer's affinity cookie, as a browser gets it with the page's HTML."""
+    with urllib.request.urlopen(http_url + "/", timeout=RUN_TIMEOUT) as response:
+        cookies = [c.split(";")[0] for c in response.headers.get_all("Set-Cookie") or []]
+    return "; ".join(cookies) or None
+
+
+async def audience(
+    port: int, links, viewers: int, seconds: float, think: float, spread: float, seed: int
+) -> list[ViewerLog]:
+    rng = random.Random(seed)
+    http_url = f"http://127.0.0.1:{port}"
+    url = f"ws://127.0.0.1:{port}/_stcore/stream"
+    start = time.monotonic()
+    until = start + spread + seconds
+
+    async def one(index: int) -> ViewerLog:
+        await asyncio.sleep(rng.uniform(0, spread))
+        page, query = links[index % len(links)]
+        cookie = await asyncio.to_thread(worker_cookie, http_url)
+        viewer = Viewer(url, page, query, cookie, random.Random(seed * 1000 + index))
+        return await viewer.run(until, think)
+
+    return await asyncio.gather(*(one(i) for i in range(viewers)))
+
+
+def percentile(values: list[float], share: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(share * len(ordered)))], 3)
+
+
+def summary(logs: list[ViewerLog], elapsed: float, rss: dict) -> dict:
+    actions = [t for log in logs for t in log.actions]
+    firsts = [log.first_page for log in logs if log.first_page is not None]
+    runs = sum(log.runs for log in logs)
+    return {
+        "viewers": len(logs),
+        "page_runs": runs,
+        "page_runs_per_s": round(runs / elapsed, 2),
+        "first_page_s": {"p50": percentile(firsts, 0.5), "p95": percentile(firsts, 0.95)},
+        "action_to_result_s": {
+            "p50": percentile(actions, 0.5),
+            "p95": percentile(actions, 0.95),
+            "count": len(actions),
+        },
+        "exceptions": sum(len(log.exceptions) for log in logs),
+        "exception_samples": sorted({e for log in logs for e in log.exceptions})[:5],
+        "dropped_connections": sum(log.dropped is not None for log in logs),
+        "dropped_samples": sorted({log.dropped for log in logs if log.dropped})[:3],
+        "server_rss_mb": rss,
+        "per_page_action_p50_s": {
+            page: percentile([t for log in logs if log.page == page for t in log.actions], 0.5)
+            for page in sorted({log.page for log in logs})
+        },
+    }
+
+
+def scenario(script: str, links, workers: int, viewers: int, seconds: float, think: float,
+             spread: float, seed: int) -> dict:  # fmt: skip
+    with Deployment(ROOT / script, workers=workers) as deployment:
+        rss_start = deployment.rss_mb()
+        started = time.monotonic()
+        logs = asyncio.run(audience(deployment.port, links, viewers, seconds, think, spread, seed))
+        elapsed = time.monotonic() - started
+        result = summary(logs, elapsed, {"start": rss_start, "end": deployment.rss_mb()})
+    result["workers"] = workers
+    return result
+
+
+def ratios(app: dict, bare: dict) -> dict:
+    def ratio(a, b):
+        return round(a / b, 2) if a is not None and b else None
+
+    return {
+        "first_page_p50": ratio(app["first_page_s"]["p50"], bare["first_page_s"]["p50"]),
+        "action_p50": ratio(app["action_to_result_s"]["p50"], bare["action_to_result_s"]["p50"]),
+        "action_p95": ratio(app["action_to_result_s"]["p95"], bare["action_to_result_s"]["p95"]),
+        "runs_per_s": ratio(app["page_runs_per_s"], bare["page_runs_per_s"]),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenarios", nargs="+", default=["arrival", "tour"])
+    parser.add_argument("--viewers", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=300)
+    parser.add_argument("--think", type=float, default=5.0)
+    parser.add_argument("--spread", type=float, default=1.0)
+    parser.add_argument("--tour-viewers", type=int, default=10)
+    parser.add_argument("--tour-seconds", type=float, default=60)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--targets", nargs="+", default=["app", "bare"])
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if not 1 <= args.viewers <= MAX_VIEWERS or not 1 <= args.tour_viewers <= MAX_VIEWERS:
+        parser.error(f"viewers must be between 1 and {MAX_VIEWERS}")
+
+    targets = {"app": ("app.py", APP_LINKS), "bare": ("bench/bare_page.py", BARE_LINKS)}
+    report: dict = {"cpus": os.cpu_count(), "workers": args.workers}
+    for name in args.scenarios:
+        viewers, seconds, think, spread = (
+            (args.viewers, args.seconds, args.think, args.spread)
+            if name == "arrival"
+            else (args.tour_viewers, args.tour_seconds, 0.0, 0.0)
+        )
+        results = {}
+        for target in args.targets:
+            script, links = targets[target]
+            workers = args.workers if target == "app" else 1
+            results[target] = scenario(
+                script, links, workers, viewers, seconds, think, spread, args.seed
+            )
+            print(f"{name} {target}: {json.dumps(results[target])}", file=sys.stderr)
+        if "app" in results and "bare" in results:
+            results["app_vs_bare"] = ratios(results["app"], results["bare"])
+        report[name] = results
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
