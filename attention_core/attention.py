@@ -7,6 +7,10 @@ Masks are boolean, True = may attend, and broadcast to `(..., q_pos, k_pos)`.
 
 All scoring functions share one tail (`_finish`): mask -> softmax -> weighted sum of values,
 so they differ only in how `scores` and `scaled` are computed.
+
+Every function runs on NumPy arrays and on torch tensors (CPU or CUDA): it computes in the
+inputs' array namespace `xp`, on their device, and gradients flow through every step. Given
+tensors, the steps hold tensors; lists and NumPy arrays (a mask, say) join the tensors' device.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import numpy as np
 from .softmax import _stable_softmax
 from .validation import (
     AttentionInputError,
+    array_namespace,
     as_float_array,
     as_mask,
     as_matrix,
@@ -30,7 +35,9 @@ from .validation import (
     check_real,
     check_same_width,
     check_size,
-    result_float_dtype,
+    device,
+    to_common,
+    to_like,
 )
 
 __all__ = [
@@ -61,7 +68,7 @@ class AttentionSteps:
     scale         float                  the factor used (1/sqrt(d_k) by default, 1.0 unscaled,
                                          1/temperature for cosine)
 
-    Arrays are NumPy arrays here and torch tensors in `attention_core.torch_backend`.
+    Arrays are NumPy arrays or torch tensors, whichever the inputs were.
     Compared by identity (arrays have no single truth value); pickles, so it can be cached.
     """
 
@@ -104,22 +111,25 @@ SCORING_FUNCTIONS: Mapping[str, ScoringFunction] = MappingProxyType(
 )
 
 
-def _check_qkv(q: object, k: object, v: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Validated q, k, v in one common float dtype; d_k equality is checked by the caller."""
-    q = as_matrix(q, "Q (queries)")
-    k = as_matrix(k, "K (keys)")
-    v = as_matrix(v, "V (values)")
+def _check_qkv(q: object, k: object, v: object) -> tuple[Any, Any, Any, Any]:
+    """The namespace xp and validated q, k, v in it, on one device, in one float dtype.
+
+    d_k equality is checked by the caller.
+    """
+    xp = array_namespace(q, k, v)
+    q = as_matrix(q, "Q (queries)", xp)
+    k = as_matrix(k, "K (keys)", xp)
+    v = as_matrix(v, "V (values)", xp)
     if k.shape[-2] != v.shape[-2]:
         raise AttentionInputError(
             f"K has {k.shape[-2]} rows but V has {v.shape[-2]}: every key needs exactly one "
             "value, so K and V must have the same number of rows (key positions)."
         )
     broadcast_batch(("Q", q.shape[:-2]), ("K", k.shape[:-2]), ("V", v.shape[:-2]))
-    dtype = result_float_dtype(q.dtype, k.dtype, v.dtype)
-    return q.astype(dtype, copy=False), k.astype(dtype, copy=False), v.astype(dtype, copy=False)
+    return xp, *to_common(xp, q, k, v)
 
 
-def _score_shape(q: np.ndarray, k: np.ndarray) -> tuple[int, ...]:
+def _score_shape(q: Any, k: Any) -> tuple[int, ...]:
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     shape = (*batch, q.shape[-2], k.shape[-2])
     check_size(shape, "The score matrix")
@@ -127,23 +137,25 @@ def _score_shape(q: np.ndarray, k: np.ndarray) -> tuple[int, ...]:
 
 
 def _finish(
-    scores: np.ndarray, scaled: np.ndarray, scale: float, v: np.ndarray, mask: object
+    xp: Any, scores: Any, scaled: Any, scale: float, v: Any, mask: object
 ) -> AttentionSteps:
     """Mask, softmax and weighted sum: the part every scoring function shares."""
-    if not np.isfinite(scaled).all():
+    if not bool(xp.all(xp.isfinite(scaled))):
         raise AttentionInputError(
             "Some attention scores overflowed to infinity: the inputs are too large for "
             f"{scaled.dtype}. Scale Q and K down (or use float64)."
         )
     if mask is None:
         masked = scaled
-        fully_masked = np.zeros(scaled.shape[:-1], dtype=bool)
+        fully_masked = xp.zeros(scaled.shape[:-1], dtype=xp.bool, device=device(scaled))
     else:
-        allowed = as_mask(mask, "The mask", scaled.shape)
+        allowed = as_mask(mask, "The mask", tuple(scaled.shape), xp)
         check_size(np.broadcast_shapes(allowed.shape, scaled.shape), "The masked scores")
+        if not isinstance(scaled, np.ndarray):
+            allowed = xp.asarray(allowed, device=device(scaled))  # a NumPy mask joins tensors
         # -inf makes exp() exactly 0, so a blocked key gets exactly zero weight.
-        masked = np.where(allowed, scaled, np.array(-np.inf, dtype=scaled.dtype))
-        fully_masked = ~np.broadcast_to(allowed, masked.shape).any(axis=-1)
+        masked = xp.where(allowed, scaled, -math.inf)
+        fully_masked = ~xp.any(xp.broadcast_to(allowed, masked.shape), axis=-1)
     weights = _stable_softmax(masked, axis=-1)
     # Each output row is a convex combination of value rows (or zero if nothing is visible).
     output = weights @ v  # (..., q_pos, d_v)
@@ -166,7 +178,7 @@ def scaled_dot_product_attention(
     zero output (as recent torch SDPA does; `torch.softmax` and `nn.MultiheadAttention` give NaN)
     and is flagged in `fully_masked`.
     """
-    q, k, v = _check_qkv(q, k, v)
+    xp, q, k, v = _check_qkv(q, k, v)
     check_same_width(
         q, k, "Q", "K", "queries and keys must have the same width d_k (one dot product each)"
     )
@@ -174,11 +186,11 @@ def scaled_dot_product_attention(
     d_k = q.shape[-1]
     scale = 1.0 / math.sqrt(d_k) if scale is None else check_real(scale, "scale")
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _finish
-        scores = q @ k.swapaxes(-1, -2)  # (..., q_pos, k_pos)
+        scores = q @ k.mT  # (..., q_pos, k_pos)
         # With unit-variance entries q·k has variance d_k; 1/√d_k brings it back to 1 so the
         # softmax does not saturate into a one-hot with vanishing gradients.
-        scaled = scores * scores.dtype.type(scale)
-    return _finish(scores, scaled, scale, v, mask)
+        scaled = scores * scale
+    return _finish(xp, scores, scaled, scale, v, mask)
 
 
 def dot_product_attention(
@@ -251,7 +263,7 @@ def additive_attention(
             "additive attention needs params=AdditiveParams(...); create them with "
             "init_additive_params(d_k, d_attn, seed)."
         )
-    q, k, v = _check_qkv(q, k, v)
+    xp, q, k, v = _check_qkv(q, k, v)
     for x, w, name in ((q, params.w_q, "Q"), (k, params.w_k, "K")):
         if x.shape[-1] != w.shape[1]:
             raise AttentionInputError(
@@ -260,15 +272,16 @@ def additive_attention(
             )
     shape = _score_shape(q, k)
     check_size((*shape, params.d_attn), "The additive hidden layer")
-    dtype = q.dtype
+    # The parameters (NumPy) follow the inputs to their namespace, device and dtype.
+    w_q, w_k, w_v = to_like(q, params.w_q, params.w_k, params.v)
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _finish
-        hq = q @ params.w_q.T.astype(dtype)  # (..., q_pos, d_attn)
-        hk = k @ params.w_k.T.astype(dtype)  # (..., k_pos, d_attn)
+        hq = q @ w_q.T  # (..., q_pos, d_attn)
+        hk = k @ w_k.T  # (..., k_pos, d_attn)
         # Every (query, key) pair goes through a small tanh layer, so the score need not be
         # bilinear.
-        hidden = np.tanh(hq[..., :, None, :] + hk[..., None, :, :])  # (..., q_pos, k_pos, d_attn)
-    scores = hidden @ params.v.astype(dtype)  # (..., q_pos, k_pos)
-    return _finish(scores, scores, 1.0, v, mask)
+        hidden = xp.tanh(hq[..., :, None, :] + hk[..., None, :, :])  # (..., q_pos, k_pos, d_attn)
+    scores = hidden @ w_v  # (..., q_pos, k_pos)
+    return _finish(xp, scores, scores, 1.0, v, mask)
 
 
 def cosine_attention(
@@ -280,22 +293,22 @@ def cosine_attention(
     scaled    = scores / temperature          (scale = 1/temperature)
     weights   = softmax(masked scaled),  output = weights V
     """
-    q, k, v = _check_qkv(q, k, v)
+    xp, q, k, v = _check_qkv(q, k, v)
     check_same_width(q, k, "Q", "K", "queries and keys must have the same width to compare them")
     _score_shape(q, k)
     temperature = check_real(temperature, "temperature", positive=True)
 
-    def unit(x: np.ndarray) -> np.ndarray:
-        norm = np.linalg.norm(x, axis=-1, keepdims=True)
+    def unit(x: Any) -> Any:
+        norm = xp.linalg.vector_norm(x, axis=-1, keepdims=True)
         # A zero vector has no direction; giving it a zero unit vector makes its cosine 0.
-        return np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
+        return xp.where(norm > 0, x / xp.where(norm > 0, norm, 1.0), 0.0)
 
     # Normalising removes length, so only the angle between query and key counts.
-    scores = np.clip(unit(q) @ unit(k).swapaxes(-1, -2), -1.0, 1.0)  # (..., q_pos, k_pos)
+    scores = xp.clip(unit(q) @ unit(k).mT, -1.0, 1.0)  # (..., q_pos, k_pos)
     scale = 1.0 / temperature
     # Cosines live in [-1, 1], too flat for a softmax; the temperature sharpens them.
-    scaled = scores * scores.dtype.type(scale)
-    return _finish(scores, scaled, scale, v, mask)
+    scaled = scores * scale
+    return _finish(xp, scores, scaled, scale, v, mask)
 
 
 def attend(

@@ -10,6 +10,9 @@ time, attending to the keys and values of every position so far, kept in a `KVCa
 
 Shapes: q `(..., q_pos, d_k)`, k `(..., k_pos, d_k)`, v `(..., k_pos, d_v)`, output
 `(..., q_pos, d_v)`; masks are boolean, True = may attend, broadcasting to `(..., q_pos, k_pos)`.
+
+`chunked_attention` runs on NumPy arrays and on torch tensors (CPU or CUDA), like `attention`;
+the cost page times it on both. The KV-cache functions are NumPy only.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from .validation import (
     check_real,
     check_same_width,
     check_size,
+    device,
 )
 
 __all__ = [
@@ -39,7 +43,6 @@ __all__ = [
     "KVCache",
     "OnlineSoftmaxBlock",
     "chunked_attention",
-    "chunked_attention_torch",
     "decode_step",
     "incremental_causal_attention",
     "online_softmax_weights",
@@ -124,7 +127,7 @@ def chunked_attention(
     without building it; it combines with `mask`. `return_blocks=True` keeps every block's state
     in `.blocks` for explanation (that stores all scores, so use it on small inputs only).
     """
-    q, k, v = _check_qkv(q, k, v)
+    xp, q, k, v = _check_qkv(q, k, v)
     check_same_width(
         q, k, "Q", "K", "queries and keys must have the same width d_k (one dot product each)"
     )
@@ -134,40 +137,40 @@ def chunked_attention(
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     allowed = None
     if mask is not None:
-        allowed = as_mask(mask, "The mask", (*batch, q_len, k_len))
-        batch = np.broadcast_shapes(batch, allowed.shape[:-2])
+        allowed = as_mask(mask, "The mask", (*batch, q_len, k_len), xp)
+        batch = np.broadcast_shapes(batch, tuple(allowed.shape[:-2]))
+        allowed = xp.asarray(allowed, device=device(q))  # a NumPy mask joins tensors
     check_size((*batch, q_len, min(block_size, k_len)), "A block of scores")
     check_size((*batch, q_len, v.shape[-1]), "The output")
 
-    dtype = q.dtype
-    minus_inf = np.array(-np.inf, dtype=dtype)
-    running_max = np.full((*batch, q_len), -np.inf, dtype=dtype)
-    running_sum = np.zeros((*batch, q_len), dtype=dtype)
-    running_output = np.zeros((*batch, q_len, v.shape[-1]), dtype=dtype)
+    where = device(q)
+    running_max = xp.full((*batch, q_len), -math.inf, dtype=q.dtype, device=where)
+    running_sum = xp.zeros((*batch, q_len), dtype=q.dtype, device=where)
+    running_output = xp.zeros((*batch, q_len, v.shape[-1]), dtype=q.dtype, device=where)
     blocks = []
     for start in range(0, k_len, block_size):
         stop = min(start + block_size, k_len)
         k_block, v_block = k[..., start:stop, :], v[..., start:stop, :]
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported just below
-            scores = (q @ k_block.swapaxes(-1, -2)) * dtype.type(scale)  # (..., q_pos, block)
-        allowed_block = _block_mask(allowed, causal, q_len, start, stop)
+            scores = (q @ k_block.mT) * scale  # (..., q_pos, block)
+        allowed_block = _block_mask(xp, allowed, causal, q_len, start, stop, where)
         if allowed_block is not None:
-            scores = np.where(allowed_block, scores, minus_inf)
-        if np.isnan(scores).any() or np.isposinf(scores).any():
+            scores = xp.where(allowed_block, scores, -math.inf)
+        if bool(xp.any(xp.isnan(scores) | (scores == math.inf))):
             raise AttentionInputError(
                 "Some attention scores overflowed to infinity: the inputs are too large for "
-                f"{dtype}. Scale Q and K down (or use float64)."
+                f"{q.dtype}. Scale Q and K down (or use float64)."
             )
-        block_max = scores.max(axis=-1)  # (..., q_pos)
-        new_max = np.maximum(running_max, block_max)
+        block_max = xp.max(scores, axis=-1)  # (..., q_pos)
+        new_max = xp.maximum(running_max, block_max)
         # A query that has seen only masked keys keeps m = -inf; shifting it by 0 instead keeps
         # every exp() at exactly 0 rather than exp(-inf + inf) = NaN.
-        shift = np.where(np.isfinite(new_max), new_max, 0).astype(dtype)
+        shift = xp.where(xp.isfinite(new_max), new_max, 0.0)
         # The old sum and output were computed relative to the old maximum; re-base them.
-        rescale = np.exp(running_max - shift)
+        rescale = xp.exp(running_max - shift)
         # Every exponent is <= 0 (s_j <= m_new), so nothing overflows whatever the scores.
-        p = np.exp(scores - shift[..., None])  # (..., q_pos, block)
-        running_sum = running_sum * rescale + p.sum(axis=-1)
+        p = xp.exp(scores - shift[..., None])  # (..., q_pos, block)
+        running_sum = running_sum * rescale + xp.sum(p, axis=-1)
         running_output = running_output * rescale[..., None] + p @ v_block
         running_max = new_max
         if return_blocks:
@@ -181,17 +184,19 @@ def chunked_attention(
                     rescale,
                     running_sum,
                     running_output,
-                    _normalise(running_output, running_sum),
+                    _normalise(xp, running_output, running_sum),
                 )
             )
     fully_masked = running_sum == 0
     with np.errstate(divide="ignore"):
-        logsumexp = np.where(fully_masked, minus_inf, running_max + np.log(running_sum))
+        logsumexp = xp.where(
+            fully_masked, -math.inf, running_max + xp.log(xp.where(fully_masked, 1.0, running_sum))
+        )
     return ChunkedAttention(
-        _normalise(running_output, running_sum),
+        _normalise(xp, running_output, running_sum),
         running_max,
         running_sum,
-        logsumexp.astype(dtype),
+        logsumexp,
         fully_masked,
         block_size,
         float(scale),
@@ -200,24 +205,24 @@ def chunked_attention(
 
 
 def _block_mask(
-    allowed: np.ndarray | None, causal: bool, q_len: int, start: int, stop: int
-) -> np.ndarray | None:
+    xp: Any, allowed: Any, causal: bool, q_len: int, start: int, stop: int, where: Any
+) -> Any:
     """The (..., q_pos, block) slice of the mask, built only for this block."""
     block = None
     if allowed is not None:
         block = allowed if allowed.shape[-1] == 1 else allowed[..., start:stop]
     if causal:
         # torch's is_causal: query i may attend to keys j <= i (top-left aligned).
-        triangle = np.arange(start, stop)[None, :] <= np.arange(q_len)[:, None]
+        keys = xp.arange(start, stop, device=where)[None, :]
+        triangle = keys <= xp.arange(q_len, device=where)[:, None]
         block = triangle if block is None else block & triangle
     return block
 
 
-def _normalise(output: np.ndarray, total: np.ndarray) -> np.ndarray:
+def _normalise(xp: Any, output: Any, total: Any) -> Any:
     # o / l turns the exp-weighted sum into a convex combination; l = 0 means nothing visible.
-    return np.divide(
-        output, total[..., None], out=np.zeros_like(output), where=total[..., None] > 0
-    )
+    total = total[..., None]
+    return xp.where(total > 0, output / xp.where(total > 0, total, 1.0), 0.0)
 
 
 def online_softmax_weights(result: ChunkedAttention) -> np.ndarray:
@@ -244,56 +249,6 @@ def online_softmax_weights(result: ChunkedAttention) -> np.ndarray:
             np.exp(seen - m), total, out=np.zeros_like(seen), where=total > 0
         )
     return out
-
-
-def chunked_attention_torch(
-    q: Any,
-    k: Any,
-    v: Any,
-    *,
-    block_size: int,
-    causal: bool = False,
-    scale: float | None = None,
-) -> Any:
-    """`chunked_attention` on torch tensors (CPU or CUDA); returns the output tensor only.
-
-    Same online softmax as the NumPy version, for measuring time and peak memory on torch.
-    Equals `torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)`.
-    """
-    try:
-        import torch
-    except ImportError as err:
-        raise AttentionInputError(
-            "chunked_attention_torch needs PyTorch, which is not installed (pip install torch)."
-        ) from err
-    if not all(isinstance(t, torch.Tensor) for t in (q, k, v)):
-        raise AttentionInputError("chunked_attention_torch takes torch tensors for Q, K and V.")
-    block_size = check_int(block_size, "block_size (keys per block)", minimum=1)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else check_real(scale, "scale")
-    q_len, k_len = q.shape[-2], k.shape[-2]
-    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    running_max = torch.full((*batch, q_len), -math.inf, dtype=q.dtype, device=q.device)
-    running_sum = torch.zeros((*batch, q_len), dtype=q.dtype, device=q.device)
-    running_output = torch.zeros((*batch, q_len, v.shape[-1]), dtype=q.dtype, device=q.device)
-    rows = torch.arange(q_len, device=q.device)[:, None]
-    for start in range(0, k_len, block_size):
-        stop = min(start + block_size, k_len)
-        scores = (q @ k[..., start:stop, :].transpose(-1, -2)) * scale
-        if causal:
-            keys = torch.arange(start, stop, device=q.device)[None, :]
-            scores = scores.masked_fill(keys > rows, -math.inf)
-        new_max = torch.maximum(running_max, scores.amax(dim=-1))
-        # Same guards as the NumPy version: shift an all-masked row by 0, not by -inf.
-        shift = torch.where(torch.isfinite(new_max), new_max, torch.zeros_like(new_max))
-        rescale = torch.exp(running_max - shift)
-        p = torch.exp(scores - shift[..., None])
-        running_sum = running_sum * rescale + p.sum(dim=-1)
-        running_output = running_output * rescale[..., None] + p @ v[..., start:stop, :]
-        running_max = new_max
-    total = running_sum[..., None]
-    return torch.where(
-        total > 0, running_output / torch.where(total > 0, total, 1), torch.zeros_like(total)
-    )
 
 
 # --- decoding with a key/value cache ------------------------------------------------------------
@@ -430,7 +385,7 @@ def incremental_causal_attention(
     Reproduces `scaled_dot_product_attention(q, k, v, mask=causal_mask(n))`: position t only
     ever sees keys 0..t, and those are exactly what the cache holds at step t.
     """
-    q, k, v = _check_qkv(q, k, v)
+    _, q, k, v = _check_qkv(q, k, v)
     check_same_width(
         q, k, "Q", "K", "queries and keys must have the same width d_k (one dot product each)"
     )

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .chunked import chunked_attention, chunked_attention_torch
+from .chunked import chunked_attention
 from .softmax import _stable_softmax
 from .validation import AttentionInputError, check_int, check_size
 
@@ -400,7 +400,7 @@ def _torch_call(
     elif method == "chunked":
 
         def compute() -> Any:
-            return chunked_attention_torch(tq, tk, tv, block_size=block_size)
+            return chunked_attention(tq, tk, tv, block_size=block_size).output
 
     else:
         sdpa = torch.nn.functional.scaled_dot_product_attention

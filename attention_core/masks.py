@@ -8,15 +8,19 @@ scores to -inf before the softmax.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .validation import (
     AttentionInputError,
+    array_namespace,
     as_array,
     as_mask,
     check_int,
     check_real,
     check_size,
+    device,
 )
 
 __all__ = [
@@ -116,25 +120,33 @@ def prefix_lm_mask(q_len: int, prefix_len: int) -> np.ndarray:
     return (j < p) | (j <= np.arange(q)[:, None])
 
 
-def combine_masks(*masks: object) -> np.ndarray | None:
+def combine_masks(*masks: object) -> Any:
     """Logical AND of boolean masks, with broadcasting: a key is allowed only if every mask
-    allows it. `None` entries are ignored; with no masks at all the result is None (no mask)."""
+    allows it. `None` entries are ignored; with no masks at all the result is None (no mask).
+
+    Given torch tensors, the result is a tensor on their device (NumPy masks join it).
+    """
     present = [m for m in masks if m is not None]
     if not present:
         return None
+    xp = array_namespace(*present)
     arrays = []
     for index, m in enumerate(present):
-        arr = as_array(m, f"mask {index + 1}")
-        arrays.append(as_mask(arr, f"mask {index + 1}", arr.shape))
+        arr = as_array(m, f"mask {index + 1}", xp)
+        arrays.append(as_mask(arr, f"mask {index + 1}", tuple(arr.shape), xp))
     try:
-        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        shape = np.broadcast_shapes(*(tuple(a.shape) for a in arrays))
     except ValueError:
-        shapes = ", ".join(str(a.shape) for a in arrays)
+        shapes = ", ".join(str(tuple(a.shape)) for a in arrays)
         raise AttentionInputError(
             f"These masks cannot be combined, their shapes do not match: {shapes}."
         ) from None
     check_size(shape, "The combined mask")
-    return np.logical_and.reduce(np.broadcast_arrays(*arrays))
+    where = next((device(a) for a in arrays if not isinstance(a, np.ndarray)), None)
+    combined = xp.ones(shape, dtype=xp.bool, device=where)
+    for arr in arrays:
+        combined = combined & xp.asarray(arr, device=where)
+    return combined
 
 
 def mask_to_additive(

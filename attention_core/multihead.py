@@ -3,6 +3,8 @@
 Parameters follow `nn.Linear` (`y = x @ W.T + b`), so they load into
 `torch.nn.MultiheadAttention` as `in_proj_weight = cat([w_q, w_k, w_v])`,
 `in_proj_bias = cat([b_q, b_k, b_v])`, `out_proj.weight = w_o`, `out_proj.bias = b_o`.
+
+Like `attention`, every function runs on NumPy arrays and on torch tensors (CPU or CUDA).
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ import numpy as np
 from .attention import AttentionSteps, scaled_dot_product_attention
 from .validation import (
     AttentionInputError,
+    array_namespace,
     as_float_array,
     as_matrix,
     broadcast_batch,
     check_int,
     check_size,
-    result_float_dtype,
+    to_common,
+    to_like,
 )
 
 __all__ = [
@@ -42,7 +46,8 @@ class MultiHeadParams:
 
     w_q, w_k, w_v, w_o  `(d_model, d_model)`;  b_q, b_k, b_v, b_o  `(d_model,)`.
     Head h uses rows h·d_head .. (h+1)·d_head of w_q/w_k/w_v (columns of w_o), as torch does.
-    Arrays are NumPy here; `torch_backend.to_torch(params)` gives the same dataclass of tensors.
+    Arrays are NumPy or tensors (`torch_backend.to_torch(params)`); either kind runs with either
+    kind of input, moved to the inputs' device and dtype.
     """
 
     w_q: Any
@@ -58,10 +63,9 @@ class MultiHeadParams:
         values = {}
         for name in _FIELDS:
             value = getattr(self, name)
-            # Tensors (torch backend) are kept as they are; everything else becomes NumPy.
-            if not hasattr(value, "shape") or isinstance(value, np.ndarray):
-                value = as_float_array(value, name, min_ndim=1, max_ndim=2)
-            values[name] = value
+            # Tensors stay tensors (on their device); lists and numbers become NumPy.
+            xp = array_namespace(value)
+            values[name] = as_float_array(value, name, xp=xp, min_ndim=1, max_ndim=2)
         d_model = int(values["w_q"].shape[-1])
         for name, value in values.items():
             expected = (d_model, d_model) if name.startswith("w") else (d_model,)
@@ -140,22 +144,24 @@ def init_multi_head_params(d_model: int, num_heads: int, seed: int = 0) -> Multi
     return MultiHeadParams(*weights, *biases)
 
 
-def split_heads(x: object, num_heads: int) -> np.ndarray:
+def split_heads(x: object, num_heads: int) -> Any:
     """`(..., pos, d_model)` -> `(..., head, pos, d_head)`, d_head = d_model / num_heads.
 
     Head h takes features h·d_head .. (h+1)·d_head - 1 (torch's order).
     """
-    x = as_float_array(x, "x", min_ndim=2)
+    xp = array_namespace(x)
+    x = as_float_array(x, "x", xp=xp, min_ndim=2)
     h = _check_heads(x.shape[-1], num_heads)
     *lead, pos, d_model = x.shape
-    return x.reshape(*lead, pos, h, d_model // h).swapaxes(-2, -3)
+    return xp.reshape(x, (*lead, pos, h, d_model // h)).swapaxes(-2, -3)
 
 
-def merge_heads(x: object) -> np.ndarray:
+def merge_heads(x: object) -> Any:
     """`(..., head, pos, d_head)` -> `(..., pos, head·d_head)`: the inverse of split_heads."""
-    x = as_float_array(x, "x", min_ndim=3)
+    xp = array_namespace(x)
+    x = as_float_array(x, "x", xp=xp, min_ndim=3)
     *lead, h, pos, d_head = x.shape
-    return x.swapaxes(-2, -3).reshape(*lead, pos, h * d_head)
+    return xp.reshape(x.swapaxes(-2, -3), (*lead, pos, h * d_head))
 
 
 def multi_head_attention(
@@ -175,18 +181,16 @@ def multi_head_attention(
     `x_kv=None` means self-attention (x_kv = x_q). `mask` is boolean (True = may attend) and
     broadcasts to `(..., head, q_pos, k_pos)`: a `(q_pos, k_pos)` mask applies to every head;
     for a per-example mask `(batch, q_pos, k_pos)` add the head axis yourself: `mask[:, None]`.
+    With tensor inputs, NumPy parameters move to the inputs' device and dtype.
     """
     if not isinstance(params, MultiHeadParams):
         raise AttentionInputError(
             "params must be MultiHeadParams; create them with "
             "init_multi_head_params(d_model, num_heads, seed)."
         )
-    if not isinstance(params.w_q, np.ndarray):
-        raise AttentionInputError(
-            "params hold torch tensors: use attention_core.torch_backend.multi_head_attention."
-        )
-    x_q = as_matrix(x_q, "x_q (query input)")
-    x_kv = x_q if x_kv is None else as_matrix(x_kv, "x_kv (key/value input)")
+    xp = array_namespace(x_q, x_kv, params.w_q)
+    x_q = as_matrix(x_q, "x_q (query input)", xp)
+    x_kv = x_q if x_kv is None else as_matrix(x_kv, "x_kv (key/value input)", xp)
     d_model = params.d_model
     for x, name in ((x_q, "x_q"), (x_kv, "x_kv")):
         if x.shape[-1] != d_model:
@@ -200,10 +204,10 @@ def multi_head_attention(
     batch = np.broadcast_shapes(x_q.shape[:-2], x_kv.shape[:-2])
     check_size((*batch, h, x_q.shape[-2], x_kv.shape[-2]), "The attention pattern")
 
-    dtype = result_float_dtype(x_q.dtype, x_kv.dtype)
-    p = {name: getattr(params, name).astype(dtype, copy=False) for name in _FIELDS}
-    x_q = x_q.astype(dtype, copy=False)
-    x_kv = x_kv.astype(dtype, copy=False)
+    self_attention = x_kv is x_q
+    x_q, x_kv = to_common(xp, x_q, x_kv)
+    x_kv = x_q if self_attention else x_kv
+    p = dict(zip(_FIELDS, to_like(x_q, *(getattr(params, name) for name in _FIELDS)), strict=True))
     # Separate projections let the same tokens play different roles: what to look for (q),
     # what to be found by (k) and what to hand over (v).
     q = x_q @ p["w_q"].T + p["b_q"]  # (..., q_pos, d_model)

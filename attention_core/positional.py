@@ -2,22 +2,28 @@
 
 Attention itself is blind to order (permuting the tokens permutes the outputs), so position
 must be injected: added to the embeddings (sinusoidal, learned), rotated into q and k (RoPE), or
-added to the scores as a distance penalty (ALiBi). Tables are float64.
+added to the scores as a distance penalty (ALiBi). Tables are float64 NumPy arrays;
+`apply_rotary` and `rope_scores` also run on torch tensors (CPU or CUDA), like `attention`.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from .validation import (
     AttentionInputError,
+    array_namespace,
     as_float_array,
     check_int,
     check_real,
     check_same_width,
     check_size,
+    device,
+    to_common,
+    to_like,
 )
 
 __all__ = [
@@ -116,21 +122,22 @@ def learned_encoding(
     return rng.normal(0.0, std, size=(n, d))
 
 
-def _rotary_positions(positions: object, x: np.ndarray) -> np.ndarray:
+def _rotary_positions(positions: object, x: Any, xp: Any) -> Any:
+    """float64 positions `(pos,)` (or broadcastable to x.shape[:-1]) on x's device."""
     if positions is None:
-        return np.arange(x.shape[-2], dtype=np.float64)
-    pos = as_float_array(positions, "positions", min_ndim=1).astype(np.float64)
+        return xp.arange(x.shape[-2], dtype=xp.float64, device=device(x))
+    pos = as_float_array(positions, "positions", xp=xp, min_ndim=1)
     try:
-        np.broadcast_shapes(pos.shape, x.shape[:-1])
+        np.broadcast_shapes(tuple(pos.shape), tuple(x.shape[:-1]))
     except ValueError:
         raise AttentionInputError(
-            f"positions has shape {pos.shape} but x has {x.shape[-2]} positions (shape "
-            f"{x.shape}): give one position per row of x."
+            f"positions has shape {tuple(pos.shape)} but x has {x.shape[-2]} positions (shape "
+            f"{tuple(x.shape)}): give one position per row of x."
         ) from None
-    return pos
+    return xp.astype(xp.asarray(pos, device=device(x)), xp.float64)
 
 
-def apply_rotary(x: object, positions: object = None, base: float = 10000.0) -> np.ndarray:
+def apply_rotary(x: object, positions: object = None, base: float = 10000.0) -> Any:
     """Rotary position embedding (RoPE, Su et al. 2021), Hugging Face "rotate_half" convention.
 
     x `(..., pos, d)` with d even; positions `(pos,)` (or broadcastable to x.shape[:-1]),
@@ -142,20 +149,25 @@ def apply_rotary(x: object, positions: object = None, base: float = 10000.0) -> 
     out[..., i + d/2] = x[..., i + d/2] cos θ_i + x[..., i] sin θ_i
 
     Rotating q at position m and k at position n by their angles makes q·k depend on m - n only.
+    Runs on NumPy arrays and torch tensors; the angles are computed in float64 either way.
     """
-    x = as_float_array(x, "x", min_ndim=2)
+    xp = array_namespace(x, positions)
+    x = as_float_array(x, "x", xp=xp, min_ndim=2)
     d = x.shape[-1]
     if d % 2:
         raise AttentionInputError(
             f"Rotary embeddings rotate pairs of dimensions, so the width must be even; x has {d}."
         )
     base = _check_base(base)
-    pos = _rotary_positions(positions, x)
-    theta = pos[..., None] * _frequencies(d, base)  # (..., pos, d/2)
-    cos = np.concatenate([np.cos(theta)] * 2, axis=-1).astype(x.dtype)  # (..., pos, d)
-    sin = np.concatenate([np.sin(theta)] * 2, axis=-1).astype(x.dtype)
+    (x,) = to_common(xp, x)
+    pos = _rotary_positions(positions, x, xp)
+    (frequencies,) = to_like(pos, _frequencies(d, base))
+    theta = pos[..., None] * frequencies  # (..., pos, d/2)
+    cos, sin = to_like(
+        x, xp.concat([xp.cos(theta)] * 2, axis=-1), xp.concat([xp.sin(theta)] * 2, axis=-1)
+    )
     half = d // 2
-    rotated_half = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    rotated_half = xp.concat([-x[..., half:], x[..., :half]], axis=-1)
     # A 2-D rotation per pair: lengths are kept, only the angle encodes the position.
     return x * cos + rotated_half * sin
 
@@ -166,18 +178,20 @@ def rope_scores(
     q_positions: object = None,
     k_positions: object = None,
     base: float = 10000.0,
-) -> np.ndarray:
+) -> Any:
     """Dot-product scores after rotating q and k: rot(q, m) · rot(k, n), `(..., q_pos, k_pos)`.
 
     Unscaled (divide by √d yourself if you want SDPA's scores). Depends on m - n, not m and n.
     """
-    q = as_float_array(q, "Q (queries)", min_ndim=2)
-    k = as_float_array(k, "K (keys)", min_ndim=2)
+    xp = array_namespace(q, k)
+    q = as_float_array(q, "Q (queries)", xp=xp, min_ndim=2)
+    k = as_float_array(k, "K (keys)", xp=xp, min_ndim=2)
     check_same_width(q, k, "Q", "K", "queries and keys must have the same width d_k")
     check_size((q.shape[-2], k.shape[-2]), "The score matrix")
+    q, k = to_common(xp, q, k)
     rq = apply_rotary(q, q_positions, base)
     rk = apply_rotary(k, k_positions, base)
-    return rq @ rk.swapaxes(-1, -2)
+    return rq @ rk.mT
 
 
 def alibi_slopes(num_heads: int) -> np.ndarray:

@@ -1,15 +1,21 @@
-"""Softmax: the stable version the library uses, and the textbook one for comparison."""
+"""Softmax: the stable version the library uses, and the textbook one for comparison.
+
+Each function runs on NumPy arrays and on torch tensors (CPU or CUDA): it computes with the
+inputs' array namespace `xp` and returns an array of the same kind, on the same device.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from .validation import AttentionInputError, as_float_array
+from .validation import AttentionInputError, array_namespace, as_float_array, device
 
 __all__ = ["naive_softmax", "softmax", "softmax_jacobian"]
 
 
-def _check_axis(arr: np.ndarray, axis: int) -> int:
+def _check_axis(arr: Any, axis: int) -> int:
     if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
         raise AttentionInputError(f"axis must be an integer, got {axis!r}.")
     if not -arr.ndim <= axis < arr.ndim:
@@ -19,39 +25,47 @@ def _check_axis(arr: np.ndarray, axis: int) -> int:
     return int(axis)
 
 
-def _stable_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+def _stable_softmax(x: Any, axis: int = -1) -> Any:
     """Softmax without input validation; `x` is a float array that may contain -inf."""
+    xp = array_namespace(x)
     # Subtracting the row maximum leaves softmax unchanged (it cancels in the ratio) and keeps
     # every exponent <= 0, so exp never overflows.
-    row_max = np.max(x, axis=axis, keepdims=True)
+    row_max = xp.max(x, axis=axis, keepdims=True)
     # A row of only -inf has max -inf; shift it by 0 instead so exp gives zeros, not NaN.
-    row_max[~np.isfinite(row_max)] = 0
-    # In place from here on: for a real model these arrays are (head, q_pos, k_pos) per layer.
-    exps = np.subtract(x, row_max)
-    np.exp(exps, out=exps)
-    total = np.sum(exps, axis=axis, keepdims=True)
+    row_max = xp.where(xp.isfinite(row_max), row_max, 0.0)
+    if isinstance(x, np.ndarray):
+        # In place on NumPy: for a real model these arrays are (head, q_pos, k_pos) per layer,
+        # and the cost page measures the peak memory. (torch needs exp's output for autograd.)
+        exps = np.subtract(x, row_max)
+        np.exp(exps, out=exps)
+    else:
+        exps = xp.exp(x - row_max)
+    total = xp.sum(exps, axis=axis, keepdims=True)
     visible = total > 0
-    if visible.all():
-        exps /= total
-        return exps
+    if bool(xp.all(visible)):
+        if isinstance(exps, np.ndarray):
+            exps /= total
+            return exps
+        return exps / total
     # A fully masked row sums to 0: it gets all-zero weights (it may attend to nothing).
-    return np.divide(exps, total, out=np.zeros_like(exps), where=visible)
+    return xp.where(visible, exps / xp.where(visible, total, 1.0), 0.0)
 
 
-def softmax(x: object, axis: int = -1) -> np.ndarray:
+def softmax(x: object, axis: int = -1) -> Any:
     """Numerically stable softmax along `axis`.
 
     softmax(x)_i = exp(x_i - max(x)) / Σ_j exp(x_j - max(x))
 
-    Entries may be -inf (masked); a slice that is entirely -inf gives all-zero weights, never NaN.
-    float32 input gives float32 output, float64 stays float64, integers become float64.
-    NaN and +inf are rejected with `AttentionInputError`.
+    Entries may be -inf (masked); a slice that is entirely -inf gives all-zero weights, never NaN
+    (`torch.softmax` gives NaN there). float32 input gives float32 output, float64 stays float64,
+    integers become float64. NaN and +inf are rejected with `AttentionInputError`.
     """
-    arr = as_float_array(x, "the softmax input", min_ndim=1, allow_neg_inf=True)
+    xp = array_namespace(x)
+    arr = as_float_array(x, "the softmax input", xp=xp, min_ndim=1, allow_neg_inf=True)
     return _stable_softmax(arr, _check_axis(arr, axis))
 
 
-def naive_softmax(x: object, axis: int = -1) -> np.ndarray:
+def naive_softmax(x: object, axis: int = -1) -> Any:
     """The textbook softmax exp(x_i) / Σ_j exp(x_j), with no max-subtraction and no guard.
 
     Kept on purpose so the masking lab can show why the stable version exists: scores above ~710
@@ -59,19 +73,22 @@ def naive_softmax(x: object, axis: int = -1) -> np.ndarray:
     (all -inf) gives 0/0 = NaN. NumPy's overflow/invalid warnings are silenced; the NaN and inf
     values are returned as they are.
     """
-    arr = as_float_array(x, "the softmax input", min_ndim=1, allow_nonfinite=True)
+    xp = array_namespace(x)
+    arr = as_float_array(x, "the softmax input", xp=xp, min_ndim=1, allow_nonfinite=True)
     axis = _check_axis(arr, axis)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        exps = np.exp(arr)
-        return exps / np.sum(exps, axis=axis, keepdims=True)
+        exps = xp.exp(arr)
+        return exps / xp.sum(exps, axis=axis, keepdims=True)
 
 
-def softmax_jacobian(weights: object) -> np.ndarray:
+def softmax_jacobian(weights: object) -> Any:
     """Jacobian of softmax at the point whose output is `weights`, for each row.
 
     J_ij = ∂p_i/∂x_j = p_i (δ_ij - p_j), i.e. J = diag(p) - p pᵀ.
     `weights` `(..., n)` -> `(..., n, n)`. The gradient reaching the scores is Jᵀ times the
     gradient at the weights, so a nearly one-hot p (J ≈ 0) blocks learning.
     """
-    p = as_float_array(weights, "weights", min_ndim=1)
-    return p[..., :, None] * np.eye(p.shape[-1], dtype=p.dtype) - p[..., :, None] * p[..., None, :]
+    xp = array_namespace(weights)
+    p = as_float_array(weights, "weights", xp=xp, min_ndim=1)
+    eye = xp.eye(p.shape[-1], dtype=p.dtype, device=device(p))
+    return p[..., :, None] * eye - p[..., :, None] * p[..., None, :]

@@ -1,8 +1,15 @@
 """Input checks shared by every public function, with messages written for a learner.
 
-Each helper either returns a clean NumPy array (or number) or raises `AttentionInputError`
-saying what is wrong, where, and how to fix it. Pages catch `AttentionInputError` and show its
-message; nothing here prints or logs.
+Each helper either returns a clean array (or number) or raises `AttentionInputError` saying
+what is wrong, where, and how to fix it. Pages catch `AttentionInputError` and show its message;
+nothing here prints or logs.
+
+Arrays follow the array API: a function that runs on NumPy arrays and on torch tensors starts
+with `xp = array_namespace(q, k, v)`, validates each input with `xp=xp` (which lets tensors
+through; without it they are refused with a message) and brings them together with
+`to_common(xp, ...)` (one namespace, one device, one float dtype). The checks themselves use
+`xp.` functions, so a tensor is checked where it lives, CPU or CUDA. torch is never imported
+here: `array_api_compat` only looks at it when it is handed a tensor.
 
 `MAX_ELEMENTS` caps the size of any array a function would produce (for example the
 `(q_pos, k_pos)` score matrix), so a typo such as `q_len=10**6` gives a message instead of
@@ -16,12 +23,23 @@ import contextlib
 import math
 import numbers
 from collections.abc import Iterator, Sequence
+from typing import Any
 
+import array_api_compat
+import array_api_compat.numpy
 import numpy as np
+from array_api_compat import (
+    device,
+    is_array_api_obj,
+    is_numpy_array,
+    is_numpy_namespace,
+    to_device,
+)
 
 __all__ = [
     "MAX_ELEMENTS",
     "AttentionInputError",
+    "array_namespace",
     "as_array",
     "as_float_array",
     "as_mask",
@@ -34,6 +52,8 @@ __all__ = [
     "check_size",
     "max_elements",
     "result_float_dtype",
+    "to_common",
+    "to_like",
 ]
 
 MAX_ELEMENTS: int = 50_000_000
@@ -71,14 +91,85 @@ def check_size(shape: Sequence[int], what: str) -> None:
         )
 
 
-def as_array(x: object, name: str) -> np.ndarray:
-    """Turn `x` (array, nested lists, scalar) into a NumPy array, rejecting ragged input."""
+# What is never a tensor; checked first because it is cheap (the toy examples are microseconds).
+_PLAIN = (np.ndarray, np.generic, list, tuple, numbers.Number, str, type(None))
+
+
+def _is_tensor(x: object) -> bool:
+    """An array of another library than NumPy (a torch tensor, say)."""
+    return not isinstance(x, _PLAIN) and is_array_api_obj(x) and not is_numpy_array(x)
+
+
+def array_namespace(*values: object) -> Any:
+    """The namespace to compute in: torch's if any of `values` is a torch tensor, else NumPy's.
+
+    Lists, numbers, None and NumPy arrays do not choose: they are converted into the tensors'
+    namespace by `to_common`, so a NumPy mask can go with CUDA tensors.
+    """
+    tensors = [x for x in values if _is_tensor(x)]
+    if not tensors:
+        return array_api_compat.numpy
+    try:
+        return array_api_compat.array_namespace(*tensors)
+    except TypeError:
+        kinds = sorted({type(x).__module__.split(".")[0] for x in tensors})
+        raise AttentionInputError(
+            f"The inputs mix arrays of {' and '.join(kinds)}: use one array library."
+        ) from None
+
+
+def to_common(xp: Any, *arrays: Any) -> list[Any]:
+    """The float `arrays` in namespace `xp`, on one device, in one dtype.
+
+    float32 if every array is float32, else float64 (as `result_float_dtype`). NumPy arrays among
+    tensors move to the tensors' device; tensors on two different devices are an error.
+    """
+    if is_numpy_namespace(xp):
+        dtype = result_float_dtype(*(a.dtype for a in arrays))
+        return [a.astype(dtype, copy=False) for a in arrays]
+    devices = list(dict.fromkeys(device(a) for a in arrays if _is_tensor(a)))
+    if len(devices) > 1:
+        raise AttentionInputError(
+            f"Inputs live on different devices ({devices[0]} and {devices[1]}): move them to "
+            "one device with .to(device)."
+        )
+    dtype = xp.float64 if any(a.dtype.itemsize > 4 for a in arrays) else xp.float32
+    return [
+        xp.astype(xp.asarray(a, device=devices[0]) if is_numpy_array(a) else a, dtype, copy=False)
+        for a in arrays
+    ]
+
+
+def to_like(ref: Any, *arrays: Any) -> list[Any]:
+    """`arrays` (parameters, say; NumPy or tensors) in the namespace, device and dtype of `ref`."""
+    if isinstance(ref, np.ndarray):
+        return [np.asarray(a).astype(ref.dtype, copy=False) for a in arrays]
+    xp, where = array_namespace(ref), device(ref)
+    return [
+        xp.astype(
+            xp.asarray(a, device=where) if is_numpy_array(a) else to_device(a, where),
+            ref.dtype,
+            copy=False,
+        )
+        for a in arrays
+    ]
+
+
+def as_array(x: object, name: str, xp: Any = None) -> Any:
+    """Turn `x` (array, nested lists, scalar) into a NumPy array, rejecting ragged input.
+
+    A tensor is returned as it is when the caller computes in a tensor namespace `xp`, and
+    refused otherwise: the function asking works on NumPy only.
+    """
     if isinstance(x, np.ndarray):
         return x
-    if type(x).__module__.startswith("torch"):
+    if _is_tensor(x):
+        if xp is not None and not is_numpy_namespace(xp):
+            return x
+        library = type(x).__module__.split(".")[0]
         raise AttentionInputError(
-            f"{name} is a torch tensor, but this function works on NumPy arrays. Use "
-            "attention_core.torch_backend for tensors, or convert with tensor.cpu().numpy()."
+            f"{name} is a {library} tensor, but this function works on NumPy arrays only: "
+            "convert it with tensor.detach().cpu().numpy()."
         )
     try:
         return np.asarray(x)
@@ -100,28 +191,33 @@ def as_float_array(
     x: object,
     name: str,
     *,
+    xp: Any = None,
     min_ndim: int = 0,
     max_ndim: int | None = None,
     allow_neg_inf: bool = False,
     allow_nonfinite: bool = False,
     allow_empty: bool = False,
-) -> np.ndarray:
+) -> Any:
     """A float32/float64 array from `x`, checked for rank, emptiness, type and NaN/inf.
 
     float32 and float64 are kept; float16 becomes float32; integers and booleans become float64.
+    With `xp` a tensor namespace, tensors are accepted and stay where they are (see `as_array`).
     """
-    arr = as_array(x, name)
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
+    arr = as_array(x, name, xp)
+    if is_numpy_array(arr) and (
+        arr.dtype == object
+        or not (np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_))
     ):
         raise AttentionInputError(
             f"{name} contains non-numeric values such as {_first_non_number(arr)!r}: "
             "enter plain numbers only."
         )
-    if np.issubdtype(arr.dtype, np.complexfloating):
-        raise AttentionInputError(f"{name} contains complex numbers: use real numbers only.")
-    if arr.dtype not in (np.float32, np.float64):
-        arr = arr.astype(result_float_dtype(arr.dtype))
+    axp = array_namespace(arr)
+    if arr.dtype not in (axp.float32, axp.float64):
+        if axp.isdtype(arr.dtype, "complex floating"):
+            raise AttentionInputError(f"{name} contains complex numbers: use real numbers only.")
+        small_float = axp.isdtype(arr.dtype, "real floating") and arr.dtype.itemsize <= 4
+        arr = axp.astype(arr, axp.float32 if small_float else axp.float64)
     if arr.ndim < min_ndim:
         need = {1: "a vector", 2: "a matrix (rows × columns)"}.get(min_ndim, f"{min_ndim}-D")
         raise AttentionInputError(
@@ -133,7 +229,7 @@ def as_float_array(
             f"{name} must have at most {max_ndim} dimension(s), but it has shape "
             f"{_shape_text(arr.shape)}."
         )
-    if arr.size == 0 and not allow_empty:
+    if math.prod(arr.shape) == 0 and not allow_empty:
         raise AttentionInputError(
             f"{name} is empty (shape {_shape_text(arr.shape)}): it needs at least one row and "
             "one column."
@@ -150,17 +246,18 @@ def _first_non_number(arr: np.ndarray) -> object:
     return arr.flat[0]
 
 
-def as_matrix(x: object, name: str) -> np.ndarray:
+def as_matrix(x: object, name: str, xp: Any = None) -> Any:
     """A finite float array with at least 2 dims `(..., rows, columns)`."""
-    return as_float_array(x, name, min_ndim=2)
+    return as_float_array(x, name, xp=xp, min_ndim=2)
 
 
-def check_finite(arr: np.ndarray, name: str, *, allow_neg_inf: bool = False) -> np.ndarray:
+def check_finite(arr: Any, name: str, *, allow_neg_inf: bool = False) -> Any:
     """Raise if `arr` holds NaN or ±inf (optionally allowing -inf, the 'masked' marker)."""
-    bad = np.isnan(arr) | (np.isposinf(arr) if allow_neg_inf else np.isinf(arr))
-    if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        value = arr[where]
+    xp = array_namespace(arr)
+    bad = xp.isnan(arr) | (arr == math.inf if allow_neg_inf else xp.isinf(arr))
+    if bool(xp.any(bad)):
+        where = tuple(int(i[0]) for i in xp.nonzero(bad)) if arr.ndim else ()
+        value = float(arr[where])
         if arr.ndim == 2:
             place = f"row {where[0] + 1}, column {where[1] + 1}"
         elif arr.ndim > 2:
@@ -203,7 +300,7 @@ def check_real(value: object, name: str, *, positive: bool = False, nonzero: boo
     return out
 
 
-def check_same_width(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str, what: str) -> None:
+def check_same_width(a: Any, b: Any, name_a: str, name_b: str, what: str) -> None:
     """Raise if the last dimensions differ, e.g. Q and K must share d_k."""
     if a.shape[-1] != b.shape[-1]:
         raise AttentionInputError(
@@ -223,7 +320,7 @@ def broadcast_batch(*named: tuple[str, tuple[int, ...]]) -> tuple[int, ...]:
         ) from None
 
 
-def as_mask(mask: object, name: str, target_shape: tuple[int, ...]) -> np.ndarray:
+def as_mask(mask: object, name: str, target_shape: tuple[int, ...], xp: Any = None) -> Any:
     """A boolean mask (True = may attend) that broadcasts against `target_shape`.
 
     The mask's last two dims must be 1 or match the (query, key) grid of `target_shape`; its
@@ -232,17 +329,18 @@ def as_mask(mask: object, name: str, target_shape: tuple[int, ...]) -> np.ndarra
     Accepts bool arrays, nested lists of bools, and 0/1 integer arrays. Float masks are rejected
     because they are ambiguous (additive bias or boolean?).
     """
-    arr = as_array(mask, name)
-    if arr.dtype != np.bool_:
-        if np.issubdtype(arr.dtype, np.integer) and np.isin(arr, (0, 1)).all():
-            arr = arr.astype(bool)
+    arr = as_array(mask, name, xp)
+    axp = array_namespace(arr)
+    if arr.dtype != axp.bool:
+        if axp.isdtype(arr.dtype, "integral") and bool(axp.all((arr == 0) | (arr == 1))):
+            arr = axp.astype(arr, axp.bool)
         else:
             raise AttentionInputError(
                 f"{name} must be boolean (True = may attend, False = blocked), but it has dtype "
                 f"{arr.dtype}. Build masks with causal_mask/padding_mask, or use `scores > x` "
                 "style comparisons; 0/1 integers are accepted too."
             )
-    if arr.ndim == 0 or arr.size == 0:
+    if arr.ndim == 0 or math.prod(arr.shape) == 0:
         raise AttentionInputError(
             f"{name} has shape {_shape_text(arr.shape)}: it must have a (query, key) grid."
         )

@@ -22,7 +22,6 @@ from attention_core import (
     padding_mask,
     scaled_dot_product_attention,
 )
-from attention_core.chunked import chunked_attention_torch
 
 
 def random_qkv(q_len, k_len, d_k=8, d_v=5, batch=(), dtype=np.float32, seed=0):
@@ -257,7 +256,7 @@ def test_mismatched_widths_and_overflow_are_reported():
 @pytest.mark.parametrize("block_size", [1, 5, 16, 64])
 def test_torch_chunked_equals_torch_sdpa_on_cpu(block_size, causal):
     q, k, v = (torch.from_numpy(a) for a in random_qkv(19, 19, batch=(2,), seed=12))
-    out = chunked_attention_torch(q, k, v, block_size=block_size, causal=causal)
+    out = chunked_attention(q, k, v, block_size=block_size, causal=causal).output
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     assert out.dtype == torch.float32
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=0)
@@ -268,14 +267,24 @@ def test_torch_chunked_equals_torch_sdpa_on_cuda():
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device: torch.cuda.is_available() is False")
     q, k, v = (torch.from_numpy(a).cuda() for a in random_qkv(33, 33, seed=13))
-    out = chunked_attention_torch(q, k, v, block_size=8, causal=True)
+    out = chunked_attention(q, k, v, block_size=8, causal=True).output
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=0)
 
 
-def test_torch_chunked_refuses_arrays():
-    with pytest.raises(AttentionInputError, match="torch tensors"):
-        chunked_attention_torch(*random_qkv(2, 2), block_size=1)
+def test_torch_chunked_keeps_every_field_on_tensors_and_gradients_flow():
+    q, k, v = (torch.from_numpy(a).double() for a in random_qkv(7, 9, batch=(2,), seed=15))
+    q.requires_grad_()
+    mask = ~np.eye(7, 9, dtype=bool)  # a NumPy mask joins the tensors
+    got = chunked_attention(q, k, v, block_size=4, mask=mask, return_blocks=True)
+    assert all(isinstance(x, torch.Tensor) for x in (got.output, got.logsumexp, got.row_max))
+    # logsumexp = log Σ_j exp(s_j) over the visible keys, against torch's own logsumexp.
+    scores = (q @ k.mT / math.sqrt(q.shape[-1])).masked_fill(~torch.from_numpy(mask), -math.inf)
+    torch.testing.assert_close(got.logsumexp, torch.logsumexp(scores, -1), rtol=1e-12, atol=0)
+    got.output.sum().backward()
+    q2 = q.detach().clone().requires_grad_()
+    F.scaled_dot_product_attention(q2, k, v, attn_mask=torch.from_numpy(mask)).sum().backward()
+    torch.testing.assert_close(q.grad, q2.grad, rtol=1e-10, atol=1e-12)
 
 
 # --- KV cache -----------------------------------------------------------------------------------

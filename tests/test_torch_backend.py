@@ -1,4 +1,6 @@
-"""The torch backend: same numbers as NumPy and as torch's own modules, on CPU and CUDA."""
+"""The shared attention_core functions on torch tensors: the same numbers as on NumPy arrays and
+as torch's own modules (SDPA, nn.MultiheadAttention), on CPU and CUDA, with gradients; and the
+torch-only helpers of `torch_backend` (conversion, masks on a device)."""
 
 import numpy as np
 import pytest
@@ -140,21 +142,69 @@ def test_to_torch_and_to_numpy_round_trip():
     assert tb.to_torch(np.array([True])).dtype == torch.bool
 
 
-def test_bad_input_messages():
-    with pytest.raises(ac.AttentionInputError, match="K has 3 columns but Q has 2"):
-        tb.scaled_dot_product_attention(torch.ones(2, 2), torch.ones(2, 3), torch.ones(2, 1))
-    with pytest.raises(ac.AttentionInputError, match="contains nan"):
-        tb.scaled_dot_product_attention(
-            torch.full((2, 2), float("nan")), torch.ones(2, 2), torch.ones(2, 1)
-        )
-    with pytest.raises(ac.AttentionInputError, match="boolean tensor"):
-        tb.scaled_dot_product_attention(
-            torch.ones(2, 2), torch.ones(2, 2), torch.ones(2, 1), mask=torch.ones(2, 2)
-        )
-    with pytest.raises(ac.AttentionInputError, match="does not divide"):
-        tb.multi_head_attention(
-            torch.ones(2, 8), params=ac.init_multi_head_params(8, 2), num_heads=3
-        )
+def test_torch_backend_reexports_the_shared_functions():
+    for name in ("softmax", "scaled_dot_product_attention", "multi_head_attention", "attend"):
+        assert getattr(tb, name) is getattr(ac, name)
+
+
+def test_numpy_masks_and_parameters_join_tensors_and_rope_runs_on_tensors():
+    q, k, v = rand(4, 6, seed=12), rand(4, 6, seed=13), rand(4, 2, seed=14)
+    steps = ac.scaled_dot_product_attention(q, k, v, mask=ac.causal_mask(4))
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(steps.output, expected, rtol=1e-13, atol=1e-14)
+    # RoPE on tensors: rot(q)·rot(k) depends on m - n only, and equals the NumPy computation.
+    scores = ac.rope_scores(q, k, q_positions=[5, 6, 7, 8], k_positions=[5, 6, 7, 8])
+    assert isinstance(scores, torch.Tensor)
+    np.testing.assert_allclose(scores.numpy(), ac.rope_scores(q.numpy(), k.numpy()), rtol=1e-12)
+
+
+BAD_INPUTS = [
+    (
+        "K has 3 columns but Q has 2",
+        lambda a: ac.scaled_dot_product_attention(
+            a(np.ones((2, 2))), a(np.ones((2, 3))), a(np.ones((2, 1)))
+        ),
+    ),
+    (
+        "contains nan",
+        lambda a: ac.scaled_dot_product_attention(
+            a(np.full((2, 2), np.nan)), a(np.ones((2, 2))), a(np.ones((2, 1)))
+        ),
+    ),
+    (
+        "must be boolean",
+        lambda a: ac.scaled_dot_product_attention(
+            a(np.ones((2, 2))), a(np.ones((2, 2))), a(np.ones((2, 1))), mask=a(np.ones((2, 2)))
+        ),
+    ),
+    (
+        "K has 2 rows but V has 3",
+        lambda a: ac.cosine_attention(a(np.ones((2, 2))), a(np.ones((2, 2))), a(np.ones((3, 1)))),
+    ),
+    (
+        "does not divide",
+        lambda a: ac.multi_head_attention(
+            a(np.ones((2, 8))), params=ac.init_multi_head_params(8, 2), num_heads=3
+        ),
+    ),
+    ("axis 2 does not exist", lambda a: ac.softmax(a(np.ones((2, 2))), axis=2)),
+    ("cannot be combined", lambda a: ac.combine_masks(a(ac.causal_mask(3)), a(ac.causal_mask(4)))),
+    ("width must be even", lambda a: ac.apply_rotary(a(np.ones((2, 3))))),
+]
+
+
+@pytest.mark.parametrize(("expected", "call"), BAD_INPUTS, ids=[e for e, _ in BAD_INPUTS])
+def test_bad_input_messages_are_the_same_for_numpy_and_torch(expected, call):
+    messages = []
+    for to_array in (np.asarray, torch.from_numpy):
+        with pytest.raises(ac.AttentionInputError, match=expected) as info:
+            call(to_array)
+        messages.append(str(info.value))
+    # dtypes print differently (float64 / torch.float64); everything else is the same text.
+    assert messages[0] == messages[1].replace("torch.", "")
+
+
+def test_torch_only_errors():
     with pytest.raises(ac.AttentionInputError, match="AdditiveParams stay NumPy"):
         tb.to_torch(ac.init_additive_params(2, 2))
     with ac.max_elements(10), pytest.raises(ac.AttentionInputError, match="score matrix"):

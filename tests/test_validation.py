@@ -1,5 +1,7 @@
 """Input validation: what is accepted, and the messages a learner sees for what is not."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -71,9 +73,16 @@ def test_nonfinite_location_in_higher_rank_arrays():
     assert as_float_array(x, "scores", allow_neg_inf=True) is x
 
 
-def test_torch_tensor_points_to_the_torch_backend():
-    with pytest.raises(AttentionInputError, match=r"attention_core\.torch_backend"):
-        attention_core.scaled_dot_product_attention(torch.ones(2, 2), [[1, 1]], [[1]])
+def test_a_tensor_joins_lists_in_torch_and_numpy_only_functions_refuse_it():
+    q = torch.tensor([[1.0, 0.0], [0.0, 0.0]], dtype=torch.float64)
+    steps = attention_core.scaled_dot_product_attention(q, [[1, 0], [0, 1]], [[1], [3]])
+    assert isinstance(steps.output, torch.Tensor)
+    # Row 1 scores (1, 0)/√2: weights e^(1/√2) : 1; row 2 scores (0, 0): weights ½, ½.
+    w = math.exp(1 / math.sqrt(2))
+    expected = [[(w * 1 + 3) / (w + 1)], [2.0]]
+    np.testing.assert_allclose(steps.output.numpy(), expected, rtol=1e-15)
+    with pytest.raises(AttentionInputError, match="is a torch tensor, but this function works on"):
+        attention_core.attention_entropy(torch.ones(2, 2) / 2)
 
 
 def test_check_int_and_real():
