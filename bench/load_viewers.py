@@ -233,16 +233,19 @@ def next_value(widget: Widget, current: tuple[str, object], rng: random.Random):
     """A nudge a person would make: a slider moved a step or two, another option, a toggle."""
     proto, (value_type, value) = widget.proto, current
     if widget.kind == "slider" and not proto.options:
-        step = proto.step or 1.0
-        moved = [
-            min(max(v + rng.choice((-2, -1, 1, 2)) * step, proto.min), proto.max) for v in value
-        ]
-        return (value_type, sorted(moved)) if moved != list(value) else None
+        step = (proto.step or 1.0) * rng.choice((-2, -1, 1, 2))
+        for move in (step, -step):  # at an end of the range, the nudge goes the other way
+            moved = sorted(min(max(v + move, proto.min), proto.max) for v in value)
+            if moved != list(value):
+                return value_type, moved
+        return None
     if widget.kind == "slider":
         options = list(proto.options)
         index = options.index(value[0]) if value and value[0] in options else 0
-        moved = min(max(index + rng.choice((-1, 1)), 0), len(options) - 1)
-        return (value_type, [options[moved]]) if moved != index else None
+        for moved in (index + rng.choice((-1, 1)), index - 1, index + 1):
+            if 0 <= moved < len(options) and moved != index:
+                return value_type, [options[moved]]
+        return None
     if widget.kind in ("selectbox", "radio"):
         others = [o for o in proto.options if o != value]
         return (value_type, rng.choice(others)) if others else None
