@@ -53,6 +53,8 @@ backend streamlit
     balance roundrobin
     # Sticky sessions: the first response names the worker; the tab sends it back ever after.
     cookie AE_WORKER insert indirect nocache httponly
+    # Says which worker answered: for debugging a deployment, and for the stickiness test.
+    http-response set-header X-AE-Worker %s
     option httpchk GET /_stcore/health
     http-check expect string ok
 {servers}

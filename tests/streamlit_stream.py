@@ -1,0 +1,258 @@
+"""A browser tab's side of Streamlit's websocket protocol, without the browser.
+
+A `Viewer` opens `/_stcore/stream`, asks for a page (a deep link) with a `BackMsg`
+`rerun_script`, reads `ForwardMsg`s until the run finishes, and can then change one of the
+page's real widgets (a slider a step or two, another option of a select, a toggle) and send the
+new widget states the way the frontend does: inside an `st.fragment` only that fragment reruns.
+It keeps the frontend's message cache (`cached_message_hashes`), so unchanged elements come
+back as references, and it records what a viewer would see: exceptions, dropped connections,
+time to the first page and from each action to its finished run.
+
+Shared by the load benchmark (bench/load_viewers.py) and the serving tests (tests/test_serve.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import urllib.request
+from dataclasses import dataclass, field
+
+import websockets
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+# Chrome around every page that an audience would not touch while following a talk.
+IGNORED_LABELS = ("Presenter mode", "Chart downloads (camera button)")
+FINISHED = ForwardMsg.ScriptFinishedStatus
+RUN_TIMEOUT = 120.0
+MAX_VIEWERS = 200
+
+
+@dataclass
+class Widget:
+    kind: str
+    proto: object
+    fragment_id: str
+
+
+@dataclass
+class ViewerLog:
+    page: str
+    first_page: float | None = None
+    actions: list[float] = field(default_factory=list)
+    runs: int = 0
+    exceptions: list[str] = field(default_factory=list)
+    dropped: str | None = None
+
+
+class Viewer:
+    """One browser tab's side of the protocol."""
+
+    def __init__(self, url: str, page: str, query: str, cookie: str | None, rng: random.Random):
+        self.url, self.page, self.query, self.cookie, self.rng = url, page, query, cookie, rng
+        self.widgets: dict[str, Widget] = {}
+        self.values: dict[str, tuple[str, object]] = {}
+        self.cache: dict[str, bytes] = {}
+        self.page_hash = ""
+        self.log = ViewerLog(page=page or "bare")
+
+    async def run(self, until: float, think: float, min_actions: int = 0) -> ViewerLog:
+        """Load the page; act every `think` s until `until`, and at least `min_actions` times."""
+        headers = {"Cookie": self.cookie} if self.cookie else {}
+        started = time.monotonic()
+        try:
+            async with websockets.connect(
+                self.url,
+                subprotocols=["streamlit"],
+                additional_headers=headers,
+                max_size=None,
+                open_timeout=RUN_TIMEOUT,
+            ) as socket:
+                self.socket = socket
+                await self.rerun()
+                self.log.first_page = time.monotonic() - started
+                while time.monotonic() < until or len(self.log.actions) < min_actions:
+                    if think:
+                        await asyncio.sleep(think * self.rng.uniform(0.6, 1.4))
+                    widget_id = self.pick_widget()
+                    if widget_id is None:
+                        break
+                    action = time.monotonic()
+                    await self.rerun(widget_id)
+                    self.log.actions.append(time.monotonic() - action)
+        except (websockets.ConnectionClosed, OSError, TimeoutError) as error:
+            self.log.dropped = f"{type(error).__name__}: {error}"[:200]
+        return self.log
+
+    async def rerun(self, changed: str | None = None) -> None:
+        fragment_id = self.widgets[changed].fragment_id if changed else ""
+        if not fragment_id:
+            self.widgets.clear()
+        message = BackMsg()
+        state = message.rerun_script
+        state.query_string = self.query
+        state.page_name = self.page
+        state.page_script_hash = self.page_hash
+        state.fragment_id = fragment_id
+        state.cached_message_hashes.extend(self.cache)
+        state.context_info.url = self.url.replace("ws", "http", 1).replace(
+            "/_stcore/stream", "/" + self.page
+        )
+        for widget_id, (kind, value) in self.values.items():
+            widget = state.widget_states.widgets.add()
+            widget.id = widget_id
+            if kind == "double_array_value":
+                widget.double_array_value.data.extend(value)
+            elif kind == "string_array_value":
+                widget.string_array_value.data.extend(value)
+            else:
+                setattr(widget, kind, value)
+        await self.socket.send(message.SerializeToString())
+        await asyncio.wait_for(self.read_until_finished(), RUN_TIMEOUT)
+
+    async def read_until_finished(self) -> None:
+        while True:
+            raw = await self.socket.recv()
+            msg = ForwardMsg()
+            msg.ParseFromString(raw)
+            kind = msg.WhichOneof("type")
+            if kind == "ref_hash":
+                msg.ParseFromString(self.cache[msg.ref_hash])
+                kind = msg.WhichOneof("type")
+            elif msg.metadata.cacheable:
+                self.cache[msg.hash] = raw
+            if kind == "new_session":
+                self.page_hash = msg.new_session.page_script_hash
+            elif kind == "navigation":
+                self.page_hash = msg.navigation.page_script_hash or self.page_hash
+            elif kind == "delta":
+                self.read_delta(msg.delta)
+            elif kind == "script_finished":
+                if msg.script_finished != FINISHED.FINISHED_EARLY_FOR_RERUN:
+                    self.log.runs += 1
+                    return
+
+    def read_delta(self, delta) -> None:
+        if delta.WhichOneof("type") != "new_element":
+            return
+        element = delta.new_element
+        kind = element.WhichOneof("type")
+        if kind == "exception":
+            error = element.exception
+            where = f" at {error.stack_trace[-2].strip()}" if len(error.stack_trace) > 1 else ""
+            self.log.exceptions.append(f"{error.type}: {error.message}{where}")
+            return
+        if kind not in {"slider", "selectbox", "radio", "checkbox", "button_group", "number_input"}:
+            return
+        proto = getattr(element, kind)
+        if proto.label in IGNORED_LABELS or proto.disabled:
+            return
+        self.widgets[proto.id] = Widget(kind, proto, delta.fragment_id)
+        if proto.id not in self.values or getattr(proto, "set_value", False):
+            current = current_value(kind, proto)
+            if current is not None:
+                self.values[proto.id] = current
+
+    def pick_widget(self) -> str | None:
+        choices = [w for w in self.widgets if w in self.values]
+        self.rng.shuffle(choices)
+        for widget_id in choices:
+            changed = next_value(self.widgets[widget_id], self.values[widget_id], self.rng)
+            if changed is not None:
+                self.values[widget_id] = changed
+                return widget_id
+        return None
+
+
+def current_value(kind: str, proto) -> tuple[str, object] | None:
+    """The widget state the frontend would send for a widget as the server drew it."""
+    if kind == "slider":
+        if proto.options:
+            index = list(proto.value if proto.set_value else proto.default)
+            return "string_array_value", [proto.options[int(i)] for i in index]
+        return "double_array_value", list(proto.value if proto.set_value else proto.default)
+    if kind in ("selectbox", "radio"):
+        if not proto.options:
+            return None
+        index = proto.default[0] if proto.default else 0
+        return "string_value", proto.raw_value if proto.set_value else proto.options[index]
+    if kind == "checkbox":
+        return "bool_value", proto.value if proto.set_value else proto.default
+    if kind == "button_group":
+        options = [o.content for o in proto.options]
+        if proto.set_value:
+            return "string_array_value", list(proto.raw_values)
+        return "string_array_value", [options[i] for i in proto.default]
+    if kind == "number_input":
+        return "double_value", proto.value if proto.set_value else proto.default
+    return None
+
+
+def next_value(widget: Widget, current: tuple[str, object], rng: random.Random):
+    """A nudge a person would make: a slider moved a step or two, another option, a toggle."""
+    proto, (value_type, value) = widget.proto, current
+    if widget.kind == "slider" and not proto.options:
+        step = (proto.step or 1.0) * rng.choice((-2, -1, 1, 2))
+        for move in (step, -step):  # at an end of the range, the nudge goes the other way
+            moved = sorted(min(max(v + move, proto.min), proto.max) for v in value)
+            if moved != list(value):
+                return value_type, moved
+        return None
+    if widget.kind == "slider":
+        options = list(proto.options)
+        index = options.index(value[0]) if value and value[0] in options else 0
+        for moved in (index + rng.choice((-1, 1)), index - 1, index + 1):
+            if 0 <= moved < len(options) and moved != index:
+                return value_type, [options[moved]]
+        return None
+    if widget.kind in ("selectbox", "radio"):
+        others = [o for o in proto.options if o != value]
+        return (value_type, rng.choice(others)) if others else None
+    if widget.kind == "checkbox":
+        return value_type, not value
+    if widget.kind == "button_group":
+        options = [o.content for o in proto.options]
+        others = [o for o in options if [o] != list(value)]
+        return (value_type, [rng.choice(others)]) if others else None
+    if widget.kind == "number_input":
+        step = proto.step or 1.0
+        moved = value + rng.choice((-1, 1)) * step
+        if (proto.has_min and moved < proto.min) or (proto.has_max and moved > proto.max):
+            moved = value - (moved - value)
+        return value_type, moved
+    return None
+
+
+def worker_cookie(http_url: str) -> str | None:
+    """The load balancer's affinity cookie, as a browser gets it with the page's HTML."""
+    with urllib.request.urlopen(http_url + "/", timeout=RUN_TIMEOUT) as response:
+        cookies = [c.split(";")[0] for c in response.headers.get_all("Set-Cookie") or []]
+    return "; ".join(cookies) or None
+
+
+async def audience(
+    port: int,
+    links,
+    viewers: int,
+    seconds: float,
+    think: float,
+    spread: float,
+    seed: int = 0,
+    min_actions: int = 0,
+) -> list[ViewerLog]:
+    rng = random.Random(seed)
+    http_url = f"http://127.0.0.1:{port}"
+    url = f"ws://127.0.0.1:{port}/_stcore/stream"
+    start = time.monotonic()
+    until = start + spread + seconds
+
+    async def one(index: int) -> ViewerLog:
+        await asyncio.sleep(rng.uniform(0, spread))
+        page, query = links[index % len(links)]
+        cookie = await asyncio.to_thread(worker_cookie, http_url)
+        viewer = Viewer(url, page, query, cookie, random.Random(seed * 1000 + index))
+        return await viewer.run(until, think, min_actions)
+
+    return await asyncio.gather(*(one(i) for i in range(viewers)))

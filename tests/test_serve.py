@@ -1,0 +1,92 @@
+"""Serving a room: a burst of viewers on a fresh server, and N workers behind HAProxy.
+
+These start real servers on loopback and speak Streamlit's websocket protocol
+(tests/streamlit_stream.py), as browsers do. They assert on what viewers get (pages, widget
+changes, no exceptions) and on where HAProxy sends them, never on timings: speed is measured by
+bench/load_viewers.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import urllib.request
+
+import pytest
+import websockets
+
+from deploy.serve import ROOT, Deployment, haproxy_config
+from tests.streamlit_stream import Viewer, audience, worker_cookie
+
+# One deep link per page, as a speaker would put on a slide.
+PAGE_LINKS = (
+    ("why", "n=6"),
+    ("scaled-dot-product", "n_q=4"),
+    ("masking", "kind=causal"),
+    ("multi-head", ""),
+    ("positional", ""),
+    ("pretrained", ""),
+    ("cost", ""),
+)
+
+
+@pytest.fixture
+def error_details(monkeypatch):
+    """Exceptions reach the viewer with their type and message, so a failure says what broke."""
+    monkeypatch.setenv("STREAMLIT_CLIENT_SHOW_ERROR_DETAILS", "full")
+
+
+def test_a_burst_on_a_fresh_server_sees_every_page_without_an_exception(error_details):
+    # Three viewers per page arrive at the same instant on a server that has run nothing yet:
+    # the first-import races (a half-imported pandas or torch) showed up exactly here.
+    with Deployment(ROOT / "app.py") as server:
+        logs = asyncio.run(
+            audience(server.port, PAGE_LINKS, 3 * len(PAGE_LINKS), 0, 0.2, 0.0, min_actions=3)
+        )
+    assert [log.exceptions for log in logs if log.exceptions] == []
+    assert [log.dropped for log in logs if log.dropped] == []
+    assert all(log.first_page is not None for log in logs)
+    # Every viewer's page answered real widget changes, not only the first load.
+    assert [len(log.actions) for log in logs] == [3] * len(logs)
+
+
+def test_haproxy_config_names_every_worker_and_sticks_by_cookie():
+    config = haproxy_config("0.0.0.0", 8501, [9001, 9002, 9003])
+    assert "bind 0.0.0.0:8501" in config
+    assert "cookie AE_WORKER insert indirect nocache" in config
+    for index, port in enumerate((9001, 9002, 9003), start=1):
+        assert f"server w{index} 127.0.0.1:{port} check inter 2s cookie w{index}" in config
+    assert "timeout tunnel 1h" in config  # a websocket lives as long as its tab
+
+
+def test_two_workers_behind_haproxy_keep_each_tab_on_its_worker(error_details):
+    with Deployment(ROOT / "app.py", workers=2) as deployment:
+        http_url = f"http://127.0.0.1:{deployment.port}"
+        # New tabs are dealt round-robin, and each is told which worker it has.
+        cookies = [worker_cookie(http_url) for _ in range(4)]
+        assert sorted(set(cookies)) == ["AE_WORKER=w1", "AE_WORKER=w2"]
+        for cookie in ("AE_WORKER=w1", "AE_WORKER=w2"):
+            for _ in range(3):
+                request = urllib.request.Request(http_url + "/", headers={"Cookie": cookie})
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    assert response.headers["X-AE-Worker"] == cookie.split("=")[1]
+                    assert response.headers.get("Set-Cookie") is None
+
+        async def tab(cookie: str) -> tuple[str, list[str], int]:
+            url = f"ws://127.0.0.1:{deployment.port}/_stcore/stream"
+            async with websockets.connect(
+                url, subprotocols=["streamlit"], additional_headers={"Cookie": cookie}
+            ) as socket:
+                worker = socket.response.headers["X-AE-Worker"]
+            viewer = Viewer(url, "scaled-dot-product", "", cookie, random.Random(0))
+            log = await viewer.run(until=time.monotonic() + 3, think=0.2)
+            return worker, log.exceptions, len(log.actions)
+
+        for cookie in ("AE_WORKER=w1", "AE_WORKER=w2"):
+            worker, exceptions, actions = asyncio.run(tab(cookie))
+            # The websocket upgrade carries the cookie too, so the tab's session and its page
+            # runs stay on the worker that served its page.
+            assert worker == cookie.split("=")[1]
+            assert exceptions == []
+            assert actions >= 1
