@@ -6,20 +6,20 @@ from attention_core import (
     AttentionInputError,
     causal_mask,
     chunked_attention,
-    example_qkv,
     incremental_causal_attention,
-    online_softmax_weights,
     scaled_dot_product_attention,
 )
+from attention_core.chunked import online_softmax_weights
 from attention_core.cost import (
-    BACKEND_LABELS,
     chunk_bytes,
     decoding_score_counts,
     max_abs_difference,
     score_matrix_bytes,
 )
+from attention_core.mask_lab import example_qkv
 from ui import charts, cost_views
 from ui.cost_views import MEMORY_KEY, TIMING_COLUMNS, TIMINGS_KEY, Job
+from ui.formulas import BACKEND_LABELS
 from ui.layout import page_intro, what_to_try
 from ui.state import PageState
 

@@ -4,12 +4,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attention_core import (
+from attention_core import AttentionInputError, causal_mask
+from attention_core.mask_lab import (
     FLOAT16_MIN,
     MASK_KINDS,
-    AttentionInputError,
     additive_mask_softmax,
-    causal_mask,
     compare_mask,
     example_qkv,
     lab_mask,

@@ -1,13 +1,12 @@
 import streamlit as st
 
 from attention_core import (
-    TORCH_INSTALL_COMMAND,
     AttentionInputError,
-    TorchNotInstalledError,
     causal_mask,
     init_multi_head_params,
     multi_head_attention,
 )
+from attention_core.reference import TORCH_INSTALL_COMMAND, TorchNotInstalledError
 from ui import charts
 from ui import multihead_views as mv
 from ui.layout import page_intro, stale_notice, what_to_try

@@ -1,11 +1,7 @@
 import streamlit as st
 
-from attention_core import (
-    PERMUTATIONS,
-    POSITION_FAMILIES,
-    SENTENCE_ENCODINGS,
-    AttentionInputError,
-)
+from attention_core import AttentionInputError
+from attention_core.position_lab import PERMUTATIONS, POSITION_FAMILIES, SENTENCE_ENCODINGS
 from ui import charts
 from ui import positional_views as pv
 from ui.layout import page_intro, what_to_try

@@ -3,7 +3,7 @@
 import numpy as np
 import streamlit as st
 
-from attention_core import SCORING_FUNCTIONS, AttentionInputError, attention_entropy
+from attention_core import AttentionInputError, attention_entropy
 from attention_core.examples import (
     DEFAULT_SENTENCE,
     MAX_EXAMPLE_SIZE,
@@ -18,6 +18,7 @@ from attention_core.examples import (
 )
 from ui import charts, exports, steps
 from ui.editors import matrix_editor
+from ui.formulas import SCORING_TEXT
 from ui.layout import page_intro, stale_notice, what_to_try
 from ui.state import PageState, is_presenting
 
@@ -316,8 +317,8 @@ tau = right.slider(
     help="τ < 1 sharpens the softmax, τ > 1 flattens it. Additive scores do not use it.",
 )
 scoring = ("scaled_dot" if scaling else "dot") if dot_family else scoring_choice
-st.markdown(SCORING_FUNCTIONS[scoring].description)
-st.latex(SCORING_FUNCTIONS[scoring].formula)
+st.markdown(SCORING_TEXT[scoring].description)
+st.latex(SCORING_TEXT[scoring].formula)
 if causal and n_q != n_k:
     st.caption("With more or fewer queries than keys, query i still sees keys 1..i (torch's "
                "top-left alignment).")  # fmt: skip

@@ -18,10 +18,10 @@ from attention_core import (
     chunked_attention,
     decode_step,
     incremental_causal_attention,
-    online_softmax_weights,
     padding_mask,
     scaled_dot_product_attention,
 )
+from attention_core.chunked import online_softmax_weights
 
 
 def random_qkv(q_len, k_len, d_k=8, d_v=5, batch=(), dtype=np.float32, seed=0):

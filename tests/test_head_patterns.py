@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from attention_core import AttentionInputError, head_average, head_patterns
-from attention_core.head_patterns import HEAD_PATTERNS
+from attention_core import AttentionInputError
+from attention_core.head_patterns import HEAD_PATTERNS, head_average, head_patterns
 
 
 def one_hot_rows(columns: list[int], n: int) -> np.ndarray:

@@ -5,9 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_core import (
+from attention_core import AttentionInputError
+from attention_core.mask_lab import (
     FLOAT16_MIN,
-    AttentionInputError,
     additive_mask_softmax,
     compare_mask,
     example_qkv,

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attention_core import scaling_experiment
 from attention_core.examples import PRESETS, random_example
+from attention_core.statistics import scaling_experiment
 from tests.plotly_json import plotly_array
 from ui.editors import editor_widget_key
 from ui.exports import example_to_json

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attention_core import AttentionInputError, alibi_slopes, token_embeddings
+from attention_core import AttentionInputError, alibi_slopes
 from attention_core.position_lab import (
     LEARNED_STD,
     causal_alibi,
@@ -28,6 +28,7 @@ from attention_core.position_lab import (
     toeplitz_deviation,
     unseen_angle_share,
 )
+from attention_core.reference import token_embeddings
 
 
 def reference_pe(n, d, base=10000.0):

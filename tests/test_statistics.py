@@ -12,11 +12,10 @@ from attention_core import (
     causal_mask,
     head_statistics,
     scaled_dot_product_attention,
-    scaling_experiment,
     softmax,
     softmax_jacobian,
 )
-from attention_core.statistics import _jacobian_norm
+from attention_core.statistics import _jacobian_norm, scaling_experiment
 
 
 def test_entropy_hand_values():

@@ -18,8 +18,6 @@ import streamlit as st
 
 from attention_core import AttentionInputError
 from attention_core.cost import (
-    BACKEND_LABELS,
-    METHOD_LABELS,
     BackendStatus,
     Measurement,
     backend_status,
@@ -29,6 +27,7 @@ from attention_core.cost import (
     speedup,
 )
 from ui.charts import WEIGHT_COLORS, font_size, format_number, line_plot
+from ui.formulas import BACKEND_LABELS, METHOD_LABELS
 from ui.state import is_presenting
 
 TIMINGS_KEY = "cost.timing_results"
@@ -104,10 +103,11 @@ def backend_badges(statuses: Sequence[BackendStatus]) -> str:
     """One badge per backend: green with what runs it, grey with why it is missing."""
     badges = []
     for status in statuses:
+        label = BACKEND_LABELS[status.name]
         if status.available:
-            badges.append(f":green-badge[:material/check: {status.label}: {status.detail}]")
+            badges.append(f":green-badge[:material/check: {label}: {status.detail}]")
         else:
-            badges.append(f":gray-badge[:material/block: {status.label}: {status.detail}]")
+            badges.append(f":gray-badge[:material/block: {label}: {status.detail}]")
     return " ".join(badges)
 
 

@@ -33,14 +33,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from attention_core import (
-    AttentionInputError,
-    AttentionSteps,
-    HeadPatterns,
-    head_average,
-    head_patterns,
-    scaled_dot_product_attention,
-)
+from attention_core import AttentionInputError, AttentionSteps, scaled_dot_product_attention
+from attention_core.head_patterns import HeadPatterns, head_average, head_patterns
 from attention_core.models import (
     HUB_REPO_ID,
     MODEL_DIR_ENV_VAR,

@@ -21,15 +21,13 @@ import streamlit as st
 from attention_core import (
     AttentionSteps,
     MultiHeadSteps,
-    TorchComparison,
     attention_entropy,
     causal_mask,
-    compare_with_torch,
     head_statistics,
     init_multi_head_params,
     multi_head_attention,
-    token_embeddings,
 )
+from attention_core.reference import TorchComparison, compare_with_torch, token_embeddings
 from ui import charts, steps
 from ui.editors import MatrixInput, matrix_editor
 from ui.state import PageState, is_presenting

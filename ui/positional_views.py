@@ -17,15 +17,19 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from attention_core import (
+    alibi_slopes,
+    learned_encoding,
+    sinusoid_wavelengths,
+    sinusoidal_encoding,
+)
+from attention_core.position_lab import (
     LEARNED_STD,
     OffsetProfile,
     OrderBlindness,
     PositionBreakdown,
     RotationExample,
     ShiftCheck,
-    alibi_slopes,
     causal_alibi,
-    learned_encoding,
     offset_profile,
     order_blindness,
     permutation,
@@ -34,8 +38,6 @@ from attention_core import (
     same_content_scores,
     shift_check,
     similarity_matrix,
-    sinusoid_wavelengths,
-    sinusoidal_encoding,
     toeplitz_deviation,
     unseen_angle_share,
 )

@@ -37,8 +37,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from attention_core import AttentionSteps, scaling_experiment
+from attention_core import AttentionSteps
 from attention_core.examples import RowBreakdown, row_breakdown
+from attention_core.statistics import scaling_experiment
 from ui import charts
 from ui.exports import download_chooser
 from ui.state import is_presenting
