@@ -80,12 +80,18 @@ def test_lab_mask_refuses_bad_input_with_a_message(kwargs, message):
 
 def test_example_qkv_is_reproducible_and_standard_normal():
     q, k, v = example_qkv(5, 4, seed=7)
-    again = example_qkv(5, 4, seed=7)
-    for a, b in zip((q, k, v), again, strict=True):
-        np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(
-        np.stack([q, k, v]), np.random.default_rng(7).standard_normal((3, 5, 4))
-    )
+    assert q.shape == k.shape == v.shape == (5, 4) and q.dtype == np.float64
+    for a, b in zip((q, k, v), example_qkv(5, 4, seed=7), strict=True):
+        np.testing.assert_array_equal(a, b)  # a deep link reopens the same example
+    assert not np.allclose(q, example_qkv(5, 4, seed=8)[0])  # another seed, another example
+    assert not (np.allclose(q, k) or np.allclose(k, v))  # three different matrices
+    # Standard normal, checked on 3 × 4000 × 8 = 96,000 draws against N(0, 1)'s own numbers:
+    # mean 0 and standard deviation 1 (sampling error ~0.003), P(|x| < 1) = 0.6827 and
+    # P(|x| < 2) = 0.9545 (error ~0.0015); the bounds are ~5 of those errors wide.
+    x = np.stack(example_qkv(4000, 8, seed=3))
+    assert abs(x.mean()) < 0.02 and abs(x.std() - 1) < 0.02
+    assert abs(np.mean(np.abs(x) < 1) - 0.6827) < 0.008
+    assert abs(np.mean(np.abs(x) < 2) - 0.9545) < 0.005
 
 
 # -- compare_mask --------------------------------------------------------------------------------
