@@ -5,8 +5,9 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from streamlit.testing.v1 import AppTest
 
-from ui.editors import parse_matrix, resize_matrix
+from ui.editors import editor_widget_key, parse_matrix
 
 
 def _table(rows, labels=("a", "b")):
@@ -57,7 +58,56 @@ def test_empty_matrix_is_reported():
     assert error == "Q is empty: it needs at least one row and one column."
 
 
-def test_resize_keeps_the_typed_corner_and_fills_the_rest():
-    typed = np.array([[1.0, 2.0], [3.0, 4.0]])
-    fill = np.full((3, 3), 9.0)
-    np.testing.assert_array_equal(resize_matrix(typed, 3, 1, fill), [[1.0], [3.0], [9.0]])
+def test_a_boolean_cell_is_not_a_number():
+    _, _, error = parse_matrix(_table([[1, True], [3, 4]]), name="Q")
+    assert "row 1 (“a”), column d2 holds True, which is not a number" in error
+
+
+def _editor_script():
+    """A page with one matrix editor; what it returns is written out for the test to read."""
+    import numpy as np
+    import streamlit as st
+
+    from ui.editors import matrix_editor
+
+    size = st.session_state.get("size", 2)
+    default = np.arange(size * 2, dtype=float).reshape(size, 2)  # [[0, 1], [2, 3], ...]
+    result = matrix_editor("ed", default, labels=["a", "b", "c"][:size], name="Q")
+    st.session_state["result"] = result
+
+
+def _type(at, edits):
+    at.session_state[editor_widget_key(at.session_state, "ed")] = {
+        "edited_rows": edits, "added_rows": [], "deleted_rows": [],
+    }  # fmt: skip
+    at.run()
+    return at.session_state["result"]
+
+
+def test_the_editor_keeps_the_last_valid_matrix_while_a_cell_is_wrong():
+    at = AppTest.from_function(_editor_script).run()
+    first = at.session_state["result"]
+    np.testing.assert_array_equal(first.values, [[0, 1], [2, 3]])
+    assert first.labels == ("a", "b") and first.error is None and not first.stale
+
+    typed = _type(at, {1: {"d1": 7.5}})
+    np.testing.assert_array_equal(typed.values, [[0, 1], [7.5, 3]])
+    assert not typed.stale
+
+    broken = _type(at, {1: {"d1": 7.5}, 0: {"d2": None}})
+    assert broken.stale and "row 1 (“a”), column d2 is empty" in broken.error
+    np.testing.assert_array_equal(broken.values, [[0, 1], [7.5, 3]])  # the last valid one
+    assert [e.value for e in at.error] == [broken.error]  # and the page says what is wrong
+
+
+def test_reset_and_a_new_default_reseed_the_table():
+    at = AppTest.from_function(_editor_script).run()
+    _type(at, {0: {"d1": 5.0}})
+    at.button(key="ed.reset").click().run()
+    np.testing.assert_array_equal(at.session_state["result"].values, [[0, 1], [2, 3]])
+    _type(at, {0: {"d1": 5.0}})
+    at.session_state["size"] = 3  # the page asks for another shape: the edits are dropped
+    at.run()
+    result = at.session_state["result"]
+    np.testing.assert_array_equal(result.values, [[0, 1], [2, 3], [4, 5]])
+    assert result.labels == ("a", "b", "c")

@@ -131,14 +131,6 @@ def parse_matrix(
     return None, labels, f"{name} has {noun} fixing: {shown}{tail}. Type a finite number there."
 
 
-def resize_matrix(matrix: np.ndarray, rows: int, cols: int, fill: np.ndarray) -> np.ndarray:
-    """`matrix` cut or grown to `(rows, cols)`, new cells taken from `fill` `(>=rows, >=cols)`."""
-    resized = np.array(fill[:rows, :cols], dtype=np.float64)
-    keep_rows, keep_cols = min(rows, matrix.shape[0]), min(cols, matrix.shape[1])
-    resized[:keep_rows, :keep_cols] = matrix[:keep_rows, :keep_cols]
-    return resized
-
-
 def _reseed(key: str) -> None:
     st.session_state[f"{key}.version"] = st.session_state.get(f"{key}.version", 0) + 1
 
