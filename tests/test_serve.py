@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import random
+import subprocess
+import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 import websockets
@@ -90,3 +93,16 @@ def test_two_workers_behind_haproxy_keep_each_tab_on_its_worker(error_details):
             assert worker == cookie.split("=")[1]
             assert exceptions == []
             assert actions >= 1
+
+
+def test_the_dockerfile_passes_hadolint_and_serves_with_deploy_serve():
+    # No Docker engine runs on the project machines: the image is linted here, built elsewhere.
+    hadolint = Path(sys.executable).parent / "hadolint"
+    dockerfile = ROOT / "Dockerfile"
+    result = subprocess.run(
+        [str(hadolint), str(dockerfile)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = dockerfile.read_text()
+    assert "RUN make .venv/.app-installed" in text  # the same install as `make run`
+    assert '"deploy/serve.py", "--address", "0.0.0.0"' in text
