@@ -1,17 +1,47 @@
-"""attention_core: the attention math behind Attention Explorer, as pure NumPy functions.
+"""attention_core: the attention math behind Attention Explorer.
 
 Every function validates its input (raising `AttentionInputError`, a ValueError with a message
 for learners) and returns its intermediate steps as frozen dataclasses. Shapes put heads before
 positions: `(..., head, q_pos, d_head)`, patterns `(..., head, q_pos, k_pos)`. Boolean masks use
-True = may attend. Importing this package loads NumPy only; the torch versions live in
-`attention_core.torch_backend`, imported on request.
+True = may attend. The formulas are written once against the array API, so the same function
+runs on NumPy arrays and on torch tensors (CPU or CUDA). Importing this package loads NumPy
+only; torch is looked at only when a tensor is passed in.
+
+This namespace is the public API: the functions a user of the package calls. Everything else is
+importable from its own module.
+
+Contents, module by module:
+
+    softmax        softmax (stable, fully masked rows -> 0), naive_softmax, softmax_jacobian
+    masks          causal_mask, padding_mask, sliding_window_mask, prefix_lm_mask,
+                   combine_masks, mask_to_additive
+    attention      scaled_dot_product_attention, dot_product_attention, additive_attention
+                   (AdditiveParams, init_additive_params), cosine_attention, attend,
+                   SCORING_FUNCTIONS -> AttentionSteps
+    multihead      multi_head_attention (nn.MultiheadAttention layout) -> MultiHeadSteps;
+                   MultiHeadParams, init_multi_head_params, split_heads, merge_heads
+    positional     sinusoidal_encoding, learned_encoding, apply_rotary (RoPE), rope_scores,
+                   alibi_slopes, alibi_bias, sinusoid_wavelengths, sinusoid_shift_matrix
+    chunked        chunked_attention (online softmax, FlashAttention's trick) ->
+                   ChunkedAttention; KVCache, decode_step, incremental_causal_attention;
+                   online_softmax_weights
+    statistics     attention_entropy, head_statistics; scaling_experiment (why 1/√d_k)
+    validation     AttentionInputError, max_elements (the size cap) and the input checks
+    torch_backend  torch only: to_torch / to_numpy, masks built on a device
+    reference      torch.nn.MultiheadAttention on our parameters (compare_with_torch),
+                   token_embeddings
+    cost           FLOPs and bytes by formula; time and peak memory measured per backend
+    examples       the preset Q, K, V of the scaled dot-product page, row_breakdown
+    mask_lab       the masking page's experiments (padding leaks, additive masks, float16)
+    position_lab   the positional-encoding page's experiments (order blindness, RoPE shifts)
+    head_patterns  labels heads as previous-token, self, [CLS], ... from their patterns
+    models         real checkpoints run by this code (BERT-style encoder, llama-style decoder)
 """
 
 from .attention import (
     SCORING_FUNCTIONS,
     AdditiveParams,
     AttentionSteps,
-    ScoringFunction,
     additive_attention,
     attend,
     cosine_attention,
@@ -21,47 +51,10 @@ from .attention import (
 )
 from .chunked import (
     ChunkedAttention,
-    DecodeStep,
-    IncrementalDecoding,
     KVCache,
-    OnlineSoftmaxBlock,
     chunked_attention,
     decode_step,
     incremental_causal_attention,
-    online_softmax_weights,
-)
-from .cost import (
-    BackendStatus,
-    Measurement,
-    attention_flops,
-    available_backends,
-    backend_status,
-    chunk_bytes,
-    measure_attention,
-    score_matrix_bytes,
-)
-from .examples import (
-    Example,
-    RowBreakdown,
-    attention_for,
-    example_for,
-    row_breakdown,
-)
-from .head_patterns import HEAD_PATTERNS, HeadPatterns, head_average, head_patterns
-from .mask_lab import (
-    FLOAT16_MIN,
-    MASK_KINDS,
-    AdditiveMaskRow,
-    MaskComparison,
-    PaddedBatch,
-    ValueChange,
-    additive_mask_softmax,
-    compare_mask,
-    example_qkv,
-    lab_mask,
-    leak_curve,
-    padded_batch,
-    value_change_effect,
 )
 from .masks import (
     causal_mask,
@@ -79,30 +72,6 @@ from .multihead import (
     multi_head_attention,
     split_heads,
 )
-from .position_lab import (
-    LEARNED_STD,
-    PERMUTATIONS,
-    POSITION_FAMILIES,
-    SENTENCE_ENCODINGS,
-    OffsetProfile,
-    OrderBlindness,
-    PositionBreakdown,
-    RotationExample,
-    SentenceInput,
-    ShiftCheck,
-    causal_alibi,
-    offset_profile,
-    order_blindness,
-    permutation,
-    position_breakdown,
-    rotation_example,
-    same_content_scores,
-    sentence_input,
-    shift_check,
-    similarity_matrix,
-    toeplitz_deviation,
-    unseen_angle_share,
-)
 from .positional import (
     alibi_bias,
     alibi_slopes,
@@ -113,123 +82,45 @@ from .positional import (
     sinusoid_wavelengths,
     sinusoidal_encoding,
 )
-from .reference import (
-    TORCH_INSTALL_COMMAND,
-    TorchComparison,
-    TorchNotInstalledError,
-    TorchReference,
-    compare_with_torch,
-    token_embeddings,
-    torch_multi_head_reference,
-)
 from .softmax import naive_softmax, softmax, softmax_jacobian
-from .statistics import (
-    HeadStatistics,
-    ScalingExperiment,
-    attention_entropy,
-    head_statistics,
-    scaling_experiment,
-)
-from .validation import MAX_ELEMENTS, AttentionInputError, max_elements
+from .statistics import attention_entropy, head_statistics
+from .validation import AttentionInputError, max_elements
 
 __all__ = [
-    "FLOAT16_MIN",
-    "HEAD_PATTERNS",
-    "LEARNED_STD",
-    "MASK_KINDS",
-    "MAX_ELEMENTS",
-    "PERMUTATIONS",
-    "POSITION_FAMILIES",
     "SCORING_FUNCTIONS",
-    "SENTENCE_ENCODINGS",
-    "TORCH_INSTALL_COMMAND",
-    "AdditiveMaskRow",
     "AdditiveParams",
     "AttentionInputError",
     "AttentionSteps",
-    "BackendStatus",
     "ChunkedAttention",
-    "DecodeStep",
-    "Example",
-    "HeadPatterns",
-    "HeadStatistics",
-    "IncrementalDecoding",
     "KVCache",
-    "MaskComparison",
-    "Measurement",
     "MultiHeadParams",
     "MultiHeadSteps",
-    "OffsetProfile",
-    "OnlineSoftmaxBlock",
-    "OrderBlindness",
-    "PaddedBatch",
-    "PositionBreakdown",
-    "RotationExample",
-    "RowBreakdown",
-    "ScalingExperiment",
-    "ScoringFunction",
-    "SentenceInput",
-    "ShiftCheck",
-    "TorchComparison",
-    "TorchNotInstalledError",
-    "TorchReference",
-    "ValueChange",
     "additive_attention",
-    "additive_mask_softmax",
     "alibi_bias",
     "alibi_slopes",
     "apply_rotary",
     "attend",
     "attention_entropy",
-    "attention_flops",
-    "attention_for",
-    "available_backends",
-    "backend_status",
-    "causal_alibi",
     "causal_mask",
-    "chunk_bytes",
     "chunked_attention",
     "combine_masks",
-    "compare_mask",
-    "compare_with_torch",
     "cosine_attention",
     "decode_step",
     "dot_product_attention",
-    "example_for",
-    "example_qkv",
-    "head_average",
-    "head_patterns",
     "head_statistics",
     "incremental_causal_attention",
     "init_additive_params",
     "init_multi_head_params",
-    "lab_mask",
-    "leak_curve",
     "learned_encoding",
     "mask_to_additive",
     "max_elements",
-    "measure_attention",
     "merge_heads",
     "multi_head_attention",
     "naive_softmax",
-    "offset_profile",
-    "online_softmax_weights",
-    "order_blindness",
-    "padded_batch",
     "padding_mask",
-    "permutation",
-    "position_breakdown",
     "prefix_lm_mask",
     "rope_scores",
-    "rotation_example",
-    "row_breakdown",
-    "same_content_scores",
     "scaled_dot_product_attention",
-    "scaling_experiment",
-    "score_matrix_bytes",
-    "sentence_input",
-    "shift_check",
-    "similarity_matrix",
     "sinusoid_shift_matrix",
     "sinusoid_wavelengths",
     "sinusoidal_encoding",
@@ -237,9 +128,4 @@ __all__ = [
     "softmax",
     "softmax_jacobian",
     "split_heads",
-    "toeplitz_deviation",
-    "token_embeddings",
-    "torch_multi_head_reference",
-    "unseen_angle_share",
-    "value_change_effect",
 ]

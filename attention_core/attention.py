@@ -16,10 +16,10 @@ tensors, the steps hold tensors; lists and NumPy arrays (a mask, say) join the t
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +44,6 @@ __all__ = [
     "SCORING_FUNCTIONS",
     "AdditiveParams",
     "AttentionSteps",
-    "ScoringFunction",
     "additive_attention",
     "attend",
     "cosine_attention",
@@ -79,36 +78,6 @@ class AttentionSteps:
     output: Any
     fully_masked: Any
     scale: float
-
-
-class ScoringFunction(NamedTuple):
-    """How a scoring function is described on the pages."""
-
-    description: str
-    formula: str  # LaTeX, for st.latex
-
-
-SCORING_FUNCTIONS: Mapping[str, ScoringFunction] = MappingProxyType(
-    {
-        "dot": ScoringFunction(
-            "Unscaled dot product: scores grow with d_k, so the softmax saturates.",
-            r"\operatorname{score}(q_i, k_j) = q_i \cdot k_j",
-        ),
-        "scaled_dot": ScoringFunction(
-            "Scaled dot product (Transformer): divide by √d_k to keep the score variance near 1.",
-            r"\operatorname{score}(q_i, k_j) = \frac{q_i \cdot k_j}{\sqrt{d_k}}",
-        ),
-        "additive": ScoringFunction(
-            "Additive (Bahdanau): a one-hidden-layer network scores each query-key pair.",
-            r"\operatorname{score}(q_i, k_j) = v^\top \tanh(W_q q_i + W_k k_j)",
-        ),
-        "cosine": ScoringFunction(
-            "Cosine similarity: only the angle matters; a temperature sets how sharp it is.",
-            r"\operatorname{score}(q_i, k_j) = \frac{1}{\tau}"
-            r"\,\frac{q_i \cdot k_j}{\lVert q_i \rVert\,\lVert k_j \rVert}",
-        ),
-    }
-)
 
 
 def _check_qkv(q: object, k: object, v: object) -> tuple[Any, Any, Any, Any]:
@@ -309,6 +278,16 @@ def cosine_attention(
     # Cosines live in [-1, 1], too flat for a softmax; the temperature sharpens them.
     scaled = scores * scale
     return _finish(xp, scores, scaled, scale, v, mask)
+
+
+SCORING_FUNCTIONS: Mapping[str, Callable[..., AttentionSteps]] = MappingProxyType(
+    {
+        "dot": dot_product_attention,
+        "scaled_dot": scaled_dot_product_attention,
+        "additive": additive_attention,
+        "cosine": cosine_attention,
+    }
+)
 
 
 def attend(

@@ -56,12 +56,6 @@ __all__ = [
 
 BACKENDS = ("numpy", "torch-cpu", "torch-cuda")
 METHODS = ("full", "chunked", "fused")
-BACKEND_LABELS = {"numpy": "NumPy", "torch-cpu": "torch CPU", "torch-cuda": "torch CUDA"}
-METHOD_LABELS = {
-    "full": "full (n×n matrix)",
-    "chunked": "chunked (online softmax)",
-    "fused": "torch fused SDPA kernel",
-}
 # Hard limits for anything a page or a link can ask for; the score-matrix size is also capped
 # by attention_core.validation.MAX_ELEMENTS for the full method.
 MAX_MEASURE_LENGTH = 16_384
@@ -153,7 +147,6 @@ class BackendStatus:
     """Whether a backend can run here: `detail` says what runs it, or why it cannot."""
 
     name: str
-    label: str
     available: bool
     detail: str
 
@@ -167,17 +160,16 @@ def _import_torch() -> Any:
 
 def backend_status() -> tuple[BackendStatus, ...]:
     """The three backends, each with its availability and the reason when it is missing."""
-    statuses = [BackendStatus("numpy", "NumPy", True, f"NumPy {np.__version__}")]
+    statuses = [BackendStatus("numpy", True, f"NumPy {np.__version__}")]
     torch = _import_torch()
     if torch is None:
         reason = "torch is not installed (pip install torch)"
-        statuses.append(BackendStatus("torch-cpu", "torch CPU", False, reason))
-        statuses.append(BackendStatus("torch-cuda", "torch CUDA", False, reason))
+        statuses.append(BackendStatus("torch-cpu", False, reason))
+        statuses.append(BackendStatus("torch-cuda", False, reason))
         return tuple(statuses)
     statuses.append(
         BackendStatus(
             "torch-cpu",
-            "torch CPU",
             True,
             f"torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s)",
         )
@@ -185,21 +177,18 @@ def backend_status() -> tuple[BackendStatus, ...]:
     if torch.version.cuda is None:
         cuda = BackendStatus(
             "torch-cuda",
-            "torch CUDA",
             False,
             f"no CUDA: this torch build ({torch.__version__}) is CPU-only",
         )
     elif not torch.cuda.is_available():
         cuda = BackendStatus(
             "torch-cuda",
-            "torch CUDA",
             False,
             "no CUDA GPU found (torch.cuda.is_available() is False)",
         )
     else:
         cuda = BackendStatus(
             "torch-cuda",
-            "torch CUDA",
             True,
             f"{torch.cuda.get_device_name(0)}, torch CUDA {torch.version.cuda}",
         )
