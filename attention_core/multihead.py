@@ -127,6 +127,17 @@ def _check_heads(d_model: int, num_heads: object) -> int:
     return h
 
 
+def _check_widths(x_q: Any, x_kv: Any, d_model: int) -> None:
+    """Raise unless both inputs have d_model features per token."""
+    for x, name in ((x_q, "x_q"), (x_kv, "x_kv")):
+        if x.shape[-1] != d_model:
+            raise AttentionInputError(
+                f"{name} has {x.shape[-1]} features per token but the parameters expect "
+                f"d_model={d_model}: use inputs of width {d_model} or parameters made for "
+                f"d_model={x.shape[-1]}."
+            )
+
+
 def init_multi_head_params(d_model: int, num_heads: int, seed: int = 0) -> MultiHeadParams:
     """Random parameters: Xavier-uniform weights, small non-zero biases U(-0.1, 0.1).
 
@@ -192,13 +203,7 @@ def multi_head_attention(
     x_q = as_matrix(x_q, "x_q (query input)", xp)
     x_kv = x_q if x_kv is None else as_matrix(x_kv, "x_kv (key/value input)", xp)
     d_model = params.d_model
-    for x, name in ((x_q, "x_q"), (x_kv, "x_kv")):
-        if x.shape[-1] != d_model:
-            raise AttentionInputError(
-                f"{name} has {x.shape[-1]} features per token but the parameters expect "
-                f"d_model={d_model}: use inputs of width {d_model} or parameters made for "
-                f"d_model={x.shape[-1]}."
-            )
+    _check_widths(x_q, x_kv, d_model)
     h = _check_heads(d_model, num_heads)
     broadcast_batch(("x_q", x_q.shape[:-2]), ("x_kv", x_kv.shape[:-2]))
     batch = np.broadcast_shapes(x_q.shape[:-2], x_kv.shape[:-2])
