@@ -374,3 +374,29 @@ def test_size_cap_and_overflow():
     big = np.full((2, 2), 1e20, dtype=np.float32)  # q·k = 2e40 overflows float32
     with pytest.raises(AttentionInputError, match="overflowed"):
         scaled_dot_product_attention(big, big, big)
+
+
+# --- the same functions on torch tensors ---------------------------------------------------------
+
+
+def test_cosine_and_additive_attention_on_tensors_follow_their_formulas():
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(2, n, 3, dtype=torch.float64, generator=g) for n in (4, 6, 6))
+    q.requires_grad_()
+    mask = torch.ones(4, 6, dtype=torch.bool).tril()
+    # cosine: softmax(cos(q_i, k_j) / τ) V, with torch's own cosine similarity.
+    cos = F.cosine_similarity(q[..., :, None, :], k[..., None, :, :], dim=-1)
+    expected = torch.softmax((cos / 0.3).masked_fill(~mask, -math.inf), -1) @ v
+    got = cosine_attention(q, k, v, temperature=0.3, mask=mask)
+    torch.testing.assert_close(got.output, expected, rtol=1e-13, atol=1e-14)
+    assert got.fully_masked.dtype == torch.bool and not got.fully_masked.any()
+    got.output.sum().backward()
+    assert q.grad is not None and torch.isfinite(q.grad).all()
+    # additive: softmax(vᵀ tanh(W_q q_i + W_k k_j)) V, written with einsum.
+    params = init_additive_params(3, 5, seed=1)
+    w_q, w_k, w = (torch.from_numpy(a) for a in (params.w_q, params.w_k, params.v))
+    hidden = torch.tanh((q @ w_q.T)[..., :, None, :] + (k @ w_k.T)[..., None, :, :])
+    expected = torch.softmax(torch.einsum("...qkh,h->...qk", hidden, w), -1) @ v
+    got = additive_attention(q.detach().float(), k.float(), v.float(), params=params)
+    assert got.output.dtype == torch.float32  # the NumPy parameters follow the inputs' dtype
+    torch.testing.assert_close(got.output, expected.float(), rtol=1e-5, atol=1e-6)

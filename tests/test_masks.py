@@ -148,3 +148,13 @@ def test_size_cap():
     with max_elements(100), pytest.raises(AttentionInputError, match="more than the limit"):
         causal_mask(11, 10)
     assert causal_mask(10, 10).shape == (10, 10)
+
+
+def test_combine_masks_on_tensors_is_torch_logical_and_and_numpy_masks_join():
+    causal = torch.ones(4, 6, dtype=torch.bool).tril()
+    keep = [True, True, False, True, True, False]  # a list joins the tensor
+    got = combine_masks(causal, keep, None)
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.bool
+    torch.testing.assert_close(got, causal & torch.tensor(keep))
+    with pytest.raises(AttentionInputError, match="must be boolean"):
+        combine_masks(causal, torch.ones(4, 6))

@@ -246,3 +246,24 @@ def test_bad_arguments():
         sinusoidal_encoding(4, 0)
     with pytest.raises(AttentionInputError, match="offset must be a finite number"):
         sinusoid_shift_matrix(4, float("inf"))
+
+
+# --- the same functions on torch tensors ---------------------------------------------------------
+
+
+def test_apply_rotary_on_tensors_matches_hugging_face_rotate_half():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 5, 8, dtype=torch.float64, generator=g).requires_grad_()
+    positions = torch.tensor([0.0, 1.0, 2.0, 7.0, 11.0])
+    # transformers' apply_rotary_pos_emb: x·cos + rotate_half(x)·sin, frequencies base^(-2i/d).
+    inv_freq = 1.0 / 10000.0 ** (torch.arange(0, 8, 2, dtype=torch.float64) / 8)
+    emb = torch.cat([positions.double()[:, None] * inv_freq] * 2, dim=-1)
+    rotate_half = torch.cat([-x[..., 4:], x[..., :4]], dim=-1)
+    expected = x * emb.cos() + rotate_half * emb.sin()
+    got = apply_rotary(x, positions)
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
+    torch.testing.assert_close(got, expected, rtol=1e-14, atol=1e-14)
+    got.sum().backward()
+    assert x.grad is not None and x.grad.shape == x.shape
+    # float32 in, float32 out (the angles are still computed in float64).
+    assert apply_rotary(x.detach().float(), positions).dtype == torch.float32

@@ -151,3 +151,33 @@ def test_softmax_jacobian_matches_torch_autograd():
         expected = torch.autograd.functional.jacobian(lambda t: torch.softmax(t, -1), x[row])
         got = softmax_jacobian(softmax(x[row].numpy()))
         np.testing.assert_allclose(got, expected.numpy(), atol=1e-15)
+
+
+# --- the same functions on torch tensors ---------------------------------------------------------
+
+
+def test_softmax_on_tensors_matches_torch_and_keeps_gradients():
+    x = torch.randn(3, 4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    x.requires_grad_()
+    out = softmax(x, axis=1)
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float64
+    torch.testing.assert_close(out, torch.softmax(x, dim=1), rtol=1e-15, atol=1e-16)
+    (out * torch.arange(5.0, dtype=torch.float64)).sum().backward()
+    x2 = x.detach().clone().requires_grad_()
+    (torch.softmax(x2, dim=1) * torch.arange(5.0, dtype=torch.float64)).sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad, rtol=1e-13, atol=1e-15)
+    # A fully masked row: zeros here, where torch.softmax gives NaN.
+    masked = torch.tensor([[0.0, -math.inf], [-math.inf, -math.inf]], dtype=torch.float32)
+    assert softmax(masked).tolist() == [[1.0, 0.0], [0.0, 0.0]]
+    assert softmax(masked).dtype == torch.float32
+
+
+def test_naive_softmax_and_jacobian_on_tensors_follow_their_formulas():
+    x = torch.tensor([[1.0, 2.0, 3.0], [800.0, 0.0, 0.0]], dtype=torch.float64)
+    naive = naive_softmax(x)
+    np.testing.assert_allclose(naive[0].numpy(), np.exp([1, 2, 3]) / np.exp([1, 2, 3]).sum())
+    assert math.isnan(naive[1, 0])  # inf / inf: the overflow the stable version avoids
+    p = torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64)
+    # torch's autograd of its own softmax, at the logits whose softmax is p.
+    expected = torch.autograd.functional.jacobian(lambda z: torch.softmax(z, 0), p.log())
+    torch.testing.assert_close(softmax_jacobian(p), expected, rtol=1e-14, atol=1e-15)
