@@ -58,6 +58,12 @@ PAGES = {
             url_path="pretrained",
         ),
         st.Page(
+            "pages/decoder_llm.py",
+            title="A decoder LLM",
+            icon=":material/forum:",
+            url_path="decoder",
+        ),
+        st.Page(
             "pages/attention_cost.py",
             title="The cost of attention",
             icon=":material/timer:",

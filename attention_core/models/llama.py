@@ -66,6 +66,7 @@ __all__ = [
     "LlamaWeights",
     "Prompt",
     "chat_text",
+    "first_token_share",
     "generate",
     "load_llama",
     "next_token_probabilities",
@@ -665,6 +666,19 @@ def run_llama(
         logits=logits,
         cache=LlamaCache(tuple(caches), h_heads),
     )
+
+
+def first_token_share(weights: np.ndarray) -> np.ndarray:
+    """Attention-sink share: the mean weight queries 1..n-1 give key 0, `(..., head)`.
+
+    weights `(..., head, q_pos, k_pos)`. Query 0 is left out: causally it can only see itself,
+    so its 1.0 says nothing. Many heads of trained decoders park most of their weight on the
+    first token (Xiao et al. 2023, "attention sinks") when they have nothing better to do.
+    """
+    w = np.asarray(weights)
+    if w.shape[-2] < 2:
+        raise AttentionInputError("The sink share needs at least two tokens.")
+    return w[..., 1:, 0].mean(axis=-1)
 
 
 # ------------------------------------------------------------------------------- generation

