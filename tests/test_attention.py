@@ -400,3 +400,75 @@ def test_cosine_and_additive_attention_on_tensors_follow_their_formulas():
     got = additive_attention(q.detach().float(), k.float(), v.float(), params=params)
     assert got.output.dtype == torch.float32  # the NumPy parameters follow the inputs' dtype
     torch.testing.assert_close(got.output, expected.float(), rtol=1e-5, atol=1e-6)
+
+
+# --- added for the mutation check (make mutate): each kills a mutant the tests above missed ---
+
+
+def test_additive_params_take_matrices_and_a_vector_only():
+    from attention_core.attention import AdditiveParams
+    from attention_core.validation import AttentionInputError
+
+    w, v = np.ones((2, 2)), np.ones(2)
+    for bad in (
+        (np.ones((2, 2, 2)), w, v),
+        (w, np.ones((2, 2, 2)), v),
+        (w, w, np.ones((2, 1))),
+    ):
+        with pytest.raises(AttentionInputError):
+            AdditiveParams(*bad)
+
+
+def test_init_additive_params_draws_from_the_documented_ranges():
+    from attention_core.attention import init_additive_params
+
+    one = init_additive_params(1, 1)  # the smallest network: d_k = d_attn = 1
+    assert one.w_q.shape == one.w_k.shape == (1, 1) and one.v.shape == (1,)
+    default, zero = init_additive_params(4, 60), init_additive_params(4, 60, seed=0)
+    np.testing.assert_array_equal(default.w_q, zero.w_q)  # the default seed is 0
+    assert not np.allclose(zero.w_q, init_additive_params(4, 60, seed=1).w_q)
+    # Xavier-uniform: U(-b, b) with b = √(6 / (d_k + d_attn)) = √(6/64); 240 draws each reach
+    # past 0.9 b on both sides (a miss has probability 0.95^240 ≈ 5e-6).
+    bound = math.sqrt(6 / 64)
+    for w in (zero.w_q, zero.w_k):
+        assert np.abs(w).max() <= bound and w.max() > 0.9 * bound and w.min() < -0.9 * bound
+    # v ~ U(-1/√d_attn, 1/√d_attn), 60 draws.
+    limit = 1 / math.sqrt(60)
+    assert np.abs(zero.v).max() <= limit
+    assert zero.v.max() > 0.8 * limit and zero.v.min() < -0.8 * limit
+
+
+def test_additive_attention_on_a_batch_is_each_example_on_its_own():
+    from attention_core.attention import additive_attention, init_additive_params
+
+    rng = np.random.default_rng(5)
+    q, k, v = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 2))
+    params = init_additive_params(4, 6)
+    batched = additive_attention(q, k, v, params=params)
+    for b in range(2):
+        alone = additive_attention(q[b], k[b], v[b], params=params)
+        np.testing.assert_allclose(batched.output[b], alone.output, rtol=1e-12)
+    # By hand for one pair: score = vᵀ tanh(W_q q + W_k k).
+    hand = params.v @ np.tanh(params.w_q @ q[1, 2] + params.w_k @ k[1, 4])
+    assert batched.scores[1, 2, 4] == pytest.approx(hand, rel=1e-12)
+
+
+def test_cosine_attention_default_temperature_zero_vectors_and_rounding():
+    from attention_core.attention import attend, cosine_attention
+
+    # cos = [1, 0] for q = [1, 0]; the default temperature 0.1 makes the scaled scores [10, 0].
+    q, k, v = [[1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]], [[1.0], [0.0]]
+    weight = math.exp(10) / (math.exp(10) + 1)
+    for steps in (cosine_attention(q, k, v), attend(q, k, v, scoring="cosine")):
+        np.testing.assert_allclose(steps.scaled, [[10.0, 0.0]], rtol=1e-12)
+        np.testing.assert_allclose(steps.weights, [[weight, 1 - weight]], rtol=1e-12)
+    # A zero query has no direction: cosine 0 with every key, so equal weights (not 0/0).
+    zero = cosine_attention([[0.0, 0.0]], k, v)
+    np.testing.assert_array_equal(zero.scores, [[0.0, 0.0]])
+    np.testing.assert_allclose(zero.weights, [[0.5, 0.5]], rtol=1e-12)
+    # In float64, [1, 1, 2] against itself gives 1.0000000000000002 and [6, 9, 3] against its
+    # negative -1.0000000000000002 before clipping: a cosine never leaves [-1, 1].
+    q = [[1.0, 1.0, 2.0], [6.0, 9.0, 3.0]]
+    k = [[1.0, 1.0, 2.0], [-6.0, -9.0, -3.0]]
+    scores = cosine_attention(q, k, [[1.0], [2.0]]).scores
+    assert scores[0, 0] == 1.0 and scores[1, 1] == -1.0

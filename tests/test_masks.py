@@ -158,3 +158,33 @@ def test_combine_masks_on_tensors_is_torch_logical_and_and_numpy_masks_join():
     torch.testing.assert_close(got, causal & torch.tensor(keep))
     with pytest.raises(AttentionInputError, match="must be boolean"):
         combine_masks(causal, torch.ones(4, 6))
+
+
+# --- added for the mutation check (make mutate): each kills a mutant the tests above missed ---
+
+
+def test_padding_mask_edges_by_hand():
+    from attention_core.masks import padding_mask
+    from attention_core.validation import AttentionInputError
+
+    np.testing.assert_array_equal(padding_mask(1, 1), [[True]])  # one query, one key
+    np.testing.assert_array_equal(padding_mask(1, 1, 1), [[True]])
+    np.testing.assert_array_equal(padding_mask(0, 2), [[False, False], [False, False]])
+    np.testing.assert_array_equal(padding_mask(3, 1, 3), [[True, True, True]])  # no padding
+    np.testing.assert_array_equal(padding_mask([True], 2), [[True], [True]])
+    np.testing.assert_array_equal(padding_mask([1, 0], 1), [[True, False]])  # 1/0 flags
+    for flags, said in (([], r"got shape \(0,\)"), ([[True, False]], r"got shape \(1, 2\)")):
+        with pytest.raises(AttentionInputError, match=said):
+            padding_mask(flags, 2)
+    for flags in ([0, 2], [0.0, 1.0]):  # only True/False or the integers 1/0
+        with pytest.raises(AttentionInputError, match="must hold True/False"):
+            padding_mask(flags, 2)
+
+
+def test_mask_to_additive_refuses_a_nan_fill():
+    from attention_core.masks import mask_to_additive
+    from attention_core.validation import AttentionInputError
+
+    np.testing.assert_array_equal(mask_to_additive([[True, False]], fill=-1e9), [[0.0, -1e9]])
+    with pytest.raises(AttentionInputError):
+        mask_to_additive([[True, False]], fill=float("nan"))

@@ -225,3 +225,33 @@ def test_size_cap():
     params = init_multi_head_params(4, 2, seed=0)
     with max_elements(1000), pytest.raises(AttentionInputError, match="attention pattern"):
         multi_head_attention(np.ones((30, 4)), params=params, num_heads=2)
+
+
+# --- added for the mutation check (make mutate): each kills a mutant the tests above missed ---
+
+
+def test_params_name_the_shape_the_input_width_asks_for():
+    from attention_core.multihead import MultiHeadParams, init_multi_head_params
+    from attention_core.validation import AttentionInputError
+
+    good = init_multi_head_params(4, 2)
+    fields_ = {name: getattr(good, name) for name in ("w_k", "w_v", "w_o", "b_q", "b_k", "b_v")}
+    # W_Q maps x (d_model columns) by x @ W_Qᵀ, so its width, 4, is d_model.
+    with pytest.raises(AttentionInputError, match=r"should be \(4, 4\)"):
+        MultiHeadParams(w_q=np.ones((3, 4)), **fields_, b_o=good.b_o)
+    with pytest.raises(AttentionInputError):
+        MultiHeadParams(w_q=np.ones(4), **fields_, b_o=good.b_o)  # a vector is no projection
+
+
+def test_init_multi_head_params_smallest_default_seed_and_size_limit():
+    from attention_core.multihead import init_multi_head_params
+    from attention_core.validation import max_elements
+
+    one = init_multi_head_params(1, 1)  # d_model = 1 is allowed
+    assert one.w_q.shape == (1, 1) and one.b_o.shape == (1,)
+    np.testing.assert_array_equal(
+        init_multi_head_params(4, 2).w_v, init_multi_head_params(4, 2, seed=0).w_v
+    )
+    # Four (d_model, d_model) weights: 4 · 3 · 3 = 36 numbers fit a cap of exactly 36.
+    with max_elements(36):
+        assert init_multi_head_params(3, 1).num_parameters == 4 * 9 + 4 * 3

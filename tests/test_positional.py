@@ -267,3 +267,36 @@ def test_apply_rotary_on_tensors_matches_hugging_face_rotate_half():
     assert x.grad is not None and x.grad.shape == x.shape
     # float32 in, float32 out (the angles are still computed in float64).
     assert apply_rotary(x.detach().float(), positions).dtype == torch.float32
+
+
+# --- added for the mutation check (make mutate): each kills a mutant the tests above missed ---
+
+
+def test_one_dimensional_shift_matrix_by_hand():
+    from attention_core.positional import sinusoid_shift_matrix
+
+    # d_model = 1: the only frequency is base^0 = 1 and the lone sine's corner holds cos(1·k).
+    np.testing.assert_allclose(sinusoid_shift_matrix(1, 2.0), [[math.cos(2.0)]], rtol=1e-12)
+
+
+def test_learned_encoding_is_normal_with_the_given_std():
+    from attention_core.positional import learned_encoding
+    from attention_core.validation import AttentionInputError
+
+    assert learned_encoding(1, 1).shape == (1, 1)
+    np.testing.assert_array_equal(learned_encoding(3, 2), learned_encoding(3, 2, seed=0))
+    # 20,000 draws of N(0, 0.02²): mean within ~5 standard errors (0.02/√20000 = 1.4e-4).
+    table = learned_encoding(500, 40)
+    assert abs(table.mean()) < 7e-4 and abs(table.std() - 0.02) < 5e-4
+    with pytest.raises(AttentionInputError):
+        learned_encoding(3, 2, std=0.0)
+
+
+def test_alibi_bias_for_a_single_key_and_query():
+    from attention_core.positional import alibi_bias
+
+    np.testing.assert_array_equal(alibi_bias(1, 1), [[[0.0]]])
+    # 2 heads: slopes 2^-4 and 2^-8; query i sees key 0 at distance 0 - i.
+    np.testing.assert_allclose(
+        alibi_bias(2, 2, 1), [[[0.0], [-1 / 16]], [[0.0], [-1 / 256]]], rtol=1e-12
+    )

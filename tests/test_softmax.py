@@ -181,3 +181,29 @@ def test_naive_softmax_and_jacobian_on_tensors_follow_their_formulas():
     # torch's autograd of its own softmax, at the logits whose softmax is p.
     expected = torch.autograd.functional.jacobian(lambda z: torch.softmax(z, 0), p.log())
     torch.testing.assert_close(softmax_jacobian(p), expected, rtol=1e-14, atol=1e-15)
+
+
+# --- added for the mutation check (make mutate): each kills a mutant the tests above missed ---
+
+
+def test_huge_scores_keep_their_exact_weights():
+    # exp(1000) overflows float64; subtracting the row maximum first keeps the exact answer:
+    # [1000, 1000 - ln 3] -> [3/4, 1/4], and [-1000, -1000] -> [1/2, 1/2] (not 0/0).
+    x = [[1000.0, 1000.0 - math.log(3)], [-1000.0, -1000.0]]
+    np.testing.assert_allclose(softmax(x), [[0.75, 0.25], [0.5, 0.5]], rtol=1e-12)
+
+
+def test_the_unchecked_softmax_defaults_to_the_last_axis():
+    from attention_core.softmax import _stable_softmax  # the cost page calls it without an axis
+
+    # exp(log r) = r, so each row's weights are its ratios: [1, 3] -> [1/4, 3/4], [1, 4] -> ...
+    x = np.log([[[1.0, 3.0], [1.0, 1.0]], [[2.0, 2.0], [1.0, 4.0]]])  # (2, 2, 2)
+    expected = [[[0.25, 0.75], [0.5, 0.5]], [[0.5, 0.5], [0.2, 0.8]]]
+    np.testing.assert_allclose(_stable_softmax(x), expected, rtol=1e-12)
+
+
+def test_naive_softmax_along_each_axis_by_hand():
+    x = np.log([[1.0, 3.0], [1.0, 1.0]])
+    np.testing.assert_allclose(naive_softmax(x), [[0.25, 0.75], [0.5, 0.5]], rtol=1e-12)
+    # Down the columns: column 2 is [3, 1] -> [3/4, 1/4].
+    np.testing.assert_allclose(naive_softmax(x, axis=0), [[0.5, 0.75], [0.5, 0.25]], rtol=1e-12)
