@@ -8,8 +8,10 @@ drawn grey and labelled −∞ rather than given a colour of the scale.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
+import hashlib
+import pickle
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import plotly.graph_objects as go
@@ -68,6 +70,29 @@ def figure_format() -> str:
 def show(fig: go.Figure, *, filename: str, key: str | None = None) -> None:
     """Draw a figure full-width with a PNG download named `filename.png`."""
     st.plotly_chart(fig, width="stretch", config=plot_config(filename), key=key)
+
+
+def cached(build: Callable[..., go.Figure], *args: Any, **options: Any) -> go.Figure:
+    """`build(*args, **options)`, built once per distinct input and shared by every session.
+
+    The one figure cache of the app: keyed on the builder, its inputs and presenter mode (which
+    sets font sizes), bounded, and shared, so fifty viewers of one deep link cost one figure.
+    Shared figures must not be modified: `st.plotly_chart` only serialises them.
+    """
+    digest = hashlib.sha256(
+        pickle.dumps(
+            (build.__module__, build.__qualname__, args, options, is_presenting()), protocol=5
+        )
+    ).hexdigest()
+    return _built_figure(digest, build, args, options)
+
+
+@st.cache_resource(max_entries=512, show_spinner=False)
+def _built_figure(digest: str, _build: Callable, _args: tuple, _options: dict) -> go.Figure:
+    # Only `digest` is hashed: it covers the builder, the inputs and presenter mode. Kept as
+    # objects: unpickling a figure (what st.cache_data would do on every hit) costs more than
+    # building it.
+    return _build(*_args, **_options)
 
 
 def format_number(value: float, decimals: int = 2) -> str:
