@@ -177,7 +177,16 @@ class PageState:
     # -- URL ----------------------------------------------------------------------------------
 
     def sync_url(self) -> None:
-        """Write every parameter that differs from its default into the URL."""
+        """Write every parameter that differs from its default into the URL, and the notices."""
+        self.write_url()
+        self._write_notices()
+
+    def write_url(self) -> None:
+        """Write every parameter that differs from its default into the URL.
+
+        A fragment calls this at its end: when only the fragment reruns, the page's closing
+        `sync_url` does not run, and the link must still follow the widgets inside it.
+        """
         wanted: dict[str, str] = {}
         if is_presenting():
             wanted[PRESENT_PARAM] = "1"
@@ -191,7 +200,6 @@ class PageState:
                 wanted[name] = encoded
         if st.query_params.to_dict() != wanted:
             st.query_params.from_dict(wanted)
-        self._write_notices()
 
     def show_notices(self) -> None:
         """Reserve the place, near the top of the page, where refused link parts are explained.
