@@ -3,7 +3,7 @@
 These start real servers on loopback and speak Streamlit's websocket protocol
 (tests/streamlit_stream.py), as browsers do. They assert on what viewers get (pages, widget
 changes, no exceptions) and on where HAProxy sends them, never on timings: speed is measured by
-bench/load_viewers.py.
+bench/bench_live_audience.py.
 """
 
 from __future__ import annotations

@@ -17,15 +17,18 @@ server, one after the other:
 - `tour`: `--tour-viewers` (10) act back to back (no think time) for `--tour-seconds`, the
   app's viewers on a mixed tour of its pages; the figure is page runs per second.
 
+Past one process, the app is also served as `--workers` (2) processes behind HAProxy
+(`deploy/serve.py`, as `make serve` does) under the same two scenarios.
+
 Reported as JSON: page runs per second, time to the first page (p50/p95), action to finished
 run (p50/p95), exceptions shown, dropped connections, server resident memory (all worker
-processes), and the app / bare ratios. `--workers N` serves the app as N processes behind
-HAProxy (`deploy/serve.py`), as `make serve` does.
+processes), the app / bare ratios and the N workers / one process ratios.
 
 Bounded: loopback only, a fixed duration, a timeout on every wait, at most 200 viewers; every
 server it starts is stopped at the end. Not a test: run by `make bench` and by hand.
 
-    .venv/bin/python bench/load_viewers.py [--viewers 50] [--seconds 300] [--workers 1]
+    .venv/bin/python bench/bench_live_audience.py [--viewers 50] [--seconds 300] [--workers 2]
+    make bench    # with every other benchmark
 """
 
 from __future__ import annotations
@@ -102,15 +105,21 @@ def scenario(script: str, links, workers: int, viewers: int, seconds: float, thi
     return result
 
 
-def ratios(app: dict, bare: dict) -> dict:
+def ratios(numerator: dict, denominator: dict) -> dict:
     def ratio(a, b):
         return round(a / b, 2) if a is not None and b else None
 
     return {
-        "first_page_p50": ratio(app["first_page_s"]["p50"], bare["first_page_s"]["p50"]),
-        "action_p50": ratio(app["action_to_result_s"]["p50"], bare["action_to_result_s"]["p50"]),
-        "action_p95": ratio(app["action_to_result_s"]["p95"], bare["action_to_result_s"]["p95"]),
-        "runs_per_s": ratio(app["page_runs_per_s"], bare["page_runs_per_s"]),
+        "first_page_p50": ratio(
+            numerator["first_page_s"]["p50"], denominator["first_page_s"]["p50"]
+        ),
+        "action_p50": ratio(
+            numerator["action_to_result_s"]["p50"], denominator["action_to_result_s"]["p50"]
+        ),
+        "action_p95": ratio(
+            numerator["action_to_result_s"]["p95"], denominator["action_to_result_s"]["p95"]
+        ),
+        "runs_per_s": ratio(numerator["page_runs_per_s"], denominator["page_runs_per_s"]),
     }
 
 
@@ -123,14 +132,18 @@ def main() -> None:
     parser.add_argument("--spread", type=float, default=1.0)
     parser.add_argument("--tour-viewers", type=int, default=10)
     parser.add_argument("--tour-seconds", type=float, default=60)
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--targets", nargs="+", default=["app", "bare"])
+    parser.add_argument("--workers", type=int, default=2, help="the scaled-out app's processes")
+    parser.add_argument("--targets", nargs="+", default=["app", "bare", "workers"])
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if not 1 <= args.viewers <= MAX_VIEWERS or not 1 <= args.tour_viewers <= MAX_VIEWERS:
         parser.error(f"viewers must be between 1 and {MAX_VIEWERS}")
 
-    targets = {"app": ("app.py", APP_LINKS), "bare": ("bench/bare_page.py", BARE_LINKS)}
+    targets = {
+        "app": ("app.py", APP_LINKS, 1),
+        "bare": ("bench/bare_page.py", BARE_LINKS, 1),
+        "workers": ("app.py", APP_LINKS, args.workers),
+    }
     report: dict = {"cpus": os.cpu_count(), "workers": args.workers}
     for name in args.scenarios:
         viewers, seconds, think, spread = (
@@ -140,14 +153,15 @@ def main() -> None:
         )
         results = {}
         for target in args.targets:
-            script, links = targets[target]
-            workers = args.workers if target == "app" else 1
+            script, links, workers = targets[target]
             results[target] = scenario(
                 script, links, workers, viewers, seconds, think, spread, args.seed
             )
             print(f"{name} {target}: {json.dumps(results[target])}", file=sys.stderr)
         if "app" in results and "bare" in results:
             results["app_vs_bare"] = ratios(results["app"], results["bare"])
+        if "app" in results and "workers" in results:
+            results["workers_vs_one_process"] = ratios(results["workers"], results["app"])
         report[name] = results
     print(json.dumps(report, indent=2))
 
