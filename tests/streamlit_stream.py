@@ -8,7 +8,8 @@ It keeps the frontend's message cache (`cached_message_hashes`), so unchanged el
 back as references, and it records what a viewer would see: exceptions, dropped connections,
 time to the first page and from each action to its finished run.
 
-Shared by the load benchmark (bench/bench_live_audience.py) and the serving tests (tests/test_serve.py).
+Shared by the load benchmark (bench/bench_live_audience.py) and the serving tests
+(tests/test_serve.py).
 """
 
 from __future__ import annotations
