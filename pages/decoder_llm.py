@@ -52,8 +52,8 @@ model = loaded.model
 st.caption(
     f":material/memory: {dv.MODEL_NAME} from {rv.plain(loaded.source)}: {num_layers} layers, "
     f"{num_heads} query heads sharing {cfg.num_key_value_heads} KV heads, d_head {cfg.head_dim}, "
-    f"RoPE base {cfg.rope_theta:g}; weights stored as float16, computed in float32 (loaded in "
-    f"{model.load_seconds:.1f} s)."
+    f"RoPE base {cfg.rope_theta:g}; weights stored as {model.weights.embed.dtype}, computed in "
+    f"float32 (loaded in {model.load_seconds:.1f} s)."
 )
 
 # -- the prompt -----------------------------------------------------------------------------------
@@ -150,11 +150,15 @@ st.subheader(":material/change_history: Attention on the causal triangle")
 layer_col, head_col = st.columns(2)
 layer = layer_col.select_slider("Layer", list(range(1, num_layers + 1)), key=layer_key) - 1
 head = head_col.select_slider("Head", list(range(1, num_heads + 1)), key=head_key) - 1
+head_fig = rv.cached(dv.head_figure, (trace.digest, layer, head), trace, layer, head)
 one_col, grid_col = st.columns(2)
 with one_col:
-    charts.show(dv.head_figure(trace, layer, head), filename=f"decoder-l{layer + 1}-h{head + 1}")
+    charts.show(head_fig, filename=f"decoder-l{layer + 1}-h{head + 1}")
 with grid_col:
-    charts.show(dv.layer_grid_figure(trace, layer, head), filename=f"decoder-l{layer + 1}-heads")
+    charts.show(
+        rv.cached(dv.layer_grid_figure, (trace.digest, layer, head), trace, layer, head),
+        filename=f"decoder-l{layer + 1}-heads",
+    )
 st.caption(
     "Rows are queries, columns keys; grey cells are the future, masked. Each row of the grid is "
     "one KV head: its three query heads read the same keys and values, yet attend differently."
@@ -163,7 +167,7 @@ st.caption(
 st.subheader(":material/anchor: Attention sinks")
 sink_col, sink_text = st.columns([3, 2])
 with sink_col:
-    charts.show(dv.sink_figure(trace), filename="decoder-sinks")
+    charts.show(rv.cached(dv.sink_figure, (trace.digest,), trace), filename="decoder-sinks")
 sink_text.metric(
     f"Layer {layer + 1}: mean share on the first token", f"{trace.sink[layer].mean():.0%}"
 )
@@ -175,7 +179,10 @@ sink_text.caption(
 
 st.subheader(":material/rotate_right: RoPE inside the model")
 if len(state.ids) > 1:
-    charts.show(dv.rope_figure(trace, layer, head), filename="decoder-rope")
+    charts.show(
+        rv.cached(dv.rope_figure, (trace.digest, layer, head), trace, layer, head),
+        filename="decoder-rope",
+    )
     st.caption(
         "The last token's query against each earlier key. Without the rotation the scores "
         "ignore distance; with it the same vectors score differently by how far back a key is."
@@ -225,7 +232,7 @@ else:
             filename="encoder-vs-decoder-encoder",
         )
     with dec_col:
-        charts.show(dv.head_figure(trace, layer, head), filename="encoder-vs-decoder-decoder")
+        charts.show(head_fig, filename="encoder-vs-decoder-decoder")
     st.caption(
         "The encoder reads the whole sentence in both directions; the decoder only backwards. "
         "(Their tokenizers differ too: WordPiece with [CLS]/[SEP] vs byte-level BPE.)"

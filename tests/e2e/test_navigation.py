@@ -11,6 +11,7 @@ the presenter switch app.py draws), the right page, that page's state, and no di
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -106,6 +107,18 @@ def _cost(tab) -> None:
     expect_slider(tab, "cost.keys", "5")
 
 
+def _decoder(tab) -> None:
+    # The link asks for one generated token: the page generates it on the first run, and the
+    # cache then holds every prompt token plus that one (30 layers, K and V, 3 KV heads, 64).
+    expect_text(tab, "decoder.prompt", "Dogs bark loudly")
+    caption = tab.locator("[data-testid='stCaptionContainer']").filter(has_text="generated of")
+    expect(caption).to_contain_text("1 generated of at most")
+    metric = tab.locator("[data-testid='stMetric']").filter(has_text="Cache shape")
+    expect(metric.locator("[data-testid='stMetricValue']")).to_have_text(
+        re.compile(r"\(30, 2, 3, \d+, 64\)")
+    )
+
+
 @dataclass(frozen=True)
 class LinkState:
     query: str
@@ -121,6 +134,7 @@ STATE = {
     "positional": LinkState("sentence=dogs+chase+cats", _positional),
     "pretrained": LinkState("text=Dogs+bark+loudly", _pretrained),
     "cost": LinkState("keys=5", _cost),
+    "decoder": LinkState("prompt=Dogs+bark+loudly&step=1", _decoder),
 }
 
 
