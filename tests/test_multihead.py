@@ -255,3 +255,21 @@ def test_init_multi_head_params_smallest_default_seed_and_size_limit():
     # Four (d_model, d_model) weights: 4 · 3 · 3 = 36 numbers fit a cap of exactly 36.
     with max_elements(36):
         assert init_multi_head_params(3, 1).num_parameters == 4 * 9 + 4 * 3
+
+
+def test_batch_shapes_are_checked_before_any_projection():
+    from attention_core.multihead import init_multi_head_params, multi_head_attention
+    from attention_core.validation import AttentionInputError, max_elements
+
+    params = init_multi_head_params(4, 2)
+    rng = np.random.default_rng(0)
+    with pytest.raises(AttentionInputError):  # batches of 2 and 3 examples do not pair up
+        multi_head_attention(
+            rng.normal(size=(2, 3, 4)), rng.normal(size=(3, 5, 4)), params=params, num_heads=2
+        )
+    # The pattern of 2 examples × 2 heads × 3 queries × 3 keys is 36 numbers: over a cap of 35
+    # it is refused up front, by name, whichever input carries the batch.
+    batched, single = rng.normal(size=(2, 3, 4)), rng.normal(size=(3, 4))
+    for x_q, x_kv in ((batched, single), (single, batched), (batched, batched)):
+        with max_elements(35), pytest.raises(AttentionInputError, match="The attention pattern"):
+            multi_head_attention(x_q, x_kv, params=params, num_heads=2)

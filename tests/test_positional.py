@@ -300,3 +300,16 @@ def test_alibi_bias_for_a_single_key_and_query():
     np.testing.assert_allclose(
         alibi_bias(2, 2, 1), [[[0.0], [-1 / 16]], [[0.0], [-1 / 256]]], rtol=1e-12
     )
+
+
+def test_wavelengths_for_one_dimension_and_a_small_base():
+    from attention_core.positional import sinusoid_wavelengths
+    from attention_core.validation import AttentionInputError
+
+    np.testing.assert_allclose(sinusoid_wavelengths(1), [2 * math.pi], rtol=1e-12)
+    # 2π·base^(2i/d) with base 2, d = 4: 2π and 2π·√2. Any base above 1 is allowed.
+    np.testing.assert_allclose(
+        sinusoid_wavelengths(4, base=2.0), [2 * math.pi, 2 * math.pi * math.sqrt(2)], rtol=1e-12
+    )
+    with pytest.raises(AttentionInputError, match="greater than 1"):
+        sinusoid_wavelengths(4, base=1.0)
