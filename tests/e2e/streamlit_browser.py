@@ -54,13 +54,15 @@ def free_port() -> int:
 
 
 class StreamlitServer:
-    """`streamlit run app.py` on a free localhost port, stopped on `close()`.
+    """`streamlit run app.py` (or another `script`) on a free localhost port, stopped on `close()`.
 
     With `wait=False` the process is started but not awaited; call `wait_healthy()` later, so
     several servers can boot at once.
     """
 
-    def __init__(self, extra_args: tuple[str, ...] = (), *, wait: bool = True):
+    def __init__(
+        self, extra_args: tuple[str, ...] = (), *, wait: bool = True, script: str = "app.py"
+    ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
@@ -74,7 +76,7 @@ class StreamlitServer:
                 "-m",
                 "streamlit",
                 "run",
-                "app.py",
+                script,
                 "--server.headless",
                 "true",
                 "--server.port",

@@ -1,0 +1,112 @@
+"""How fast each page draws in a real browser, against a bare Streamlit page with as many charts.
+
+A viewer judges a page by when its pictures appear. For every page this opens the page's deep
+link in Chromium on a warm server and times navigation → first chart drawn → every visible
+chart drawn; then it opens `bare_page.py?charts=N` (a slider, a formula, a dataframe and N
+Plotly heatmaps, no caching) on its own server, with N the number of charts the page drew, and
+times the same. The ratio page / bare is the figure: what our pages cost beyond Streamlit's and
+Plotly's own work for that many charts. Medians of `--trials` (3) visits, each in a new tab.
+
+    .venv/bin/python bench/bench_browser_draw.py [--trials 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from tests.e2e.streamlit_browser import (  # noqa: E402
+    StreamlitServer,
+    exceptions,
+    launch_chromium,
+    new_tab,
+    wait_for_charts,
+    wait_for_visible_charts,
+)
+
+PAGES = (
+    ("why", "n=6"),
+    ("scaled-dot-product", ""),
+    ("masking", "kind=causal"),
+    ("multi-head", ""),
+    ("positional", ""),
+    ("pretrained", ""),
+    ("cost", ""),
+)
+
+
+def draw_times(browser, url: str) -> dict:
+    """Seconds from navigation to the first chart drawn and to every visible chart drawn."""
+    tab = new_tab(browser)
+    try:
+        started = time.monotonic()
+        tab.goto(url)
+        wait_for_charts(tab, minimum=1)
+        first = time.monotonic() - started
+        charts = wait_for_visible_charts(tab)
+        return {
+            "first_chart_s": first,
+            "all_charts_s": time.monotonic() - started,
+            "charts": charts,
+            "exceptions": exceptions(tab),
+        }
+    finally:
+        tab.context.close()
+
+
+def median_of(browser, url: str, trials: int) -> dict:
+    draw_times(browser, url)  # warm: caches filled, browser has the static files
+    runs = [draw_times(browser, url) for _ in range(trials)]
+    return {
+        "first_chart_s": round(statistics.median(r["first_chart_s"] for r in runs), 3),
+        "all_charts_s": round(statistics.median(r["all_charts_s"] for r in runs), 3),
+        "charts": runs[-1]["charts"],
+        "exceptions": sorted({e for r in runs for e in r["exceptions"]}),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=3)
+    args = parser.parse_args()
+    report: dict = {"pages": {}}
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        app = StreamlitServer()
+        try:
+            pages = {
+                page: median_of(browser, f"{app.url}/{page}?{query}", args.trials)
+                for page, query in PAGES
+            }
+        finally:
+            app.close()
+        bare = StreamlitServer(script="bench/bare_page.py")
+        try:
+            for page, result in pages.items():
+                baseline = median_of(browser, f"{bare.url}/?charts={result['charts']}", args.trials)
+                report["pages"][page] = {
+                    "app": result,
+                    "bare_same_charts": baseline,
+                    "first_chart_ratio": round(
+                        result["first_chart_s"] / baseline["first_chart_s"], 2
+                    ),
+                    "all_charts_ratio": round(result["all_charts_s"] / baseline["all_charts_s"], 2),
+                }
+                print(page, json.dumps(report["pages"][page]), file=sys.stderr)
+        finally:
+            bare.close()
+        browser.close()
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
