@@ -1,8 +1,13 @@
+"""Why attention? An RNN's chain against attention's all pairs, and the way to every page."""
+
 import streamlit as st
 
 from ui import charts
 from ui.layout import page_intro
+from ui.pages import PAGES
 from ui.state import PageState
+
+THIS_PAGE = "pages/why_attention.py"
 
 view = PageState("home")
 page_intro(
@@ -17,56 +22,33 @@ page_intro(
 )
 view.show_notices()
 
-SENTENCE = "The cat sat on the mat because it was warm".split()
-length = st.slider(
-    "Tokens in the sentence", 2, len(SENTENCE), key=view.int("n", 6, lo=2, hi=len(SENTENCE))
-)
-charts.show(charts.rnn_vs_attention(SENTENCE[:length]), filename="rnn-vs-attention")
-steps, pairs, ops = st.columns(3)
-steps.metric("RNN: sequential steps, first → last token", length - 1)
-pairs.metric("Attention: steps between any pair", 1)
-ops.metric("Attention: query·key scores computed", length * length)
-st.caption(
-    "The price of the single step is the last number: attention scores every query against "
-    "every key, n² of them. The cost page measures what that means for long inputs."
-)
+SENTENCE = tuple("The cat sat on the mat because it was warm".split())
+
+
+@st.fragment(key="home.chain_or_pairs")
+def chain_or_pairs() -> None:
+    """The slider, the diagram and the counts: moving the slider reruns only this."""
+    length = st.slider(
+        "Tokens in the sentence", 2, len(SENTENCE), key=view.int("n", 6, lo=2, hi=len(SENTENCE))
+    )
+    charts.show(charts.cached(charts.rnn_vs_attention, SENTENCE[:length]),
+                filename="rnn-vs-attention")  # fmt: skip
+    steps, pairs, ops = st.columns(3)
+    steps.metric("RNN: sequential steps, first → last token", length - 1)
+    pairs.metric("Attention: steps between any pair", 1)
+    ops.metric("Attention: query·key scores computed", length * length)
+    st.caption(
+        "The price of the single step is the last number: attention scores every query against "
+        "every key, n² of them. The cost page measures what that means for long inputs."
+    )
+    view.write_url()
+
+
+chain_or_pairs()
 
 st.subheader("The concept pages")
-st.page_link(
-    "pages/sdpa_steps.py",
-    label="Scaled dot-product attention, step by step",
-    icon=":material/calculate:",
-    help="Type Q, K and V and watch every step of the formula.",
-)
-st.page_link(
-    "pages/masking_lab.py",
-    label="The masking lab",
-    icon=":material/visibility_off:",
-    help="Causal, padding, sliding-window and custom masks, and why −∞.",
-)
-st.page_link(
-    "pages/multi_head.py",
-    label="Multi-head attention, head by head",
-    icon=":material/view_column:",
-    help="Projections, the split into heads, concatenation and W_O.",
-)
-st.page_link(
-    "pages/positional_encoding.py",
-    label="Positional encoding",
-    icon=":material/waves:",
-    help="Why attention ignores order, and sinusoids, RoPE and ALiBi.",
-)
-st.page_link(
-    "pages/real_model.py",
-    label="A real pretrained model",
-    icon=":material/smart_toy:",
-    help="Every layer and head of MiniLM, computed by this app's own code.",
-)
-st.page_link(
-    "pages/attention_cost.py",
-    label="The cost of attention",
-    icon=":material/timer:",
-    help="n² in time and memory, measured here, and the flash-attention idea.",
-)
+for record in PAGES:
+    if record.path != THIS_PAGE:
+        st.page_link(record.path, label=record.link_label, icon=record.icon, help=record.help)
 
 view.sync_url()

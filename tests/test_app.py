@@ -1,10 +1,14 @@
 """The app shell: every page is registered, reachable, and runs without an exception."""
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app_fragments import run_fragment
 from tests.app_pages import ROOT, registered_pages
 
 PAGES = registered_pages()
@@ -74,11 +78,47 @@ def test_presenter_mode_from_the_link_is_kept_in_the_link():
 
 
 def test_chart_downloads_switch_between_png_and_svg_with_a_meaningful_name():
-    import json
-
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
     options = json.loads(at.get("plotly_chart")[0].proto.config)["toImageButtonOptions"]
     assert options == {"format": "png", "filename": "rnn-vs-attention", "scale": 2}
     at.button_group(key="app.figure_format").set_value("SVG").run()
     options = json.loads(at.get("plotly_chart")[0].proto.config)["toImageButtonOptions"]
     assert options["format"] == "svg" and options["filename"] == "rnn-vs-attention"
+
+
+def test_the_home_slider_reruns_only_its_fragment_and_keeps_the_link():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at.slider(key="home.n").set_value(3)
+    run_fragment(at, "home.chain_or_pairs")
+    assert not at.exception, [e.value for e in at.exception]
+    metrics = {m.label: m.value for m in at.metric}
+    # 3 tokens: 2 hops along the chain, 3 × 3 query·key scores.
+    assert metrics["RNN: sequential steps, first → last token"] == "2"
+    assert metrics["Attention: query·key scores computed"] == "9"
+    assert at.query_params["n"] == "3"
+    # Only the fragment ran: the page's intro and its links were not drawn again.
+    assert not at.latex and not at.get("page_link")
+    arcs = json.loads(at.get("plotly_chart")[0].proto.spec)["data"]
+    assert sum(trace["mode"] == "lines" for trace in arcs) == 3  # pairs of 3 tokens
+
+
+def test_home_links_to_every_other_page_from_the_one_list():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    links = {link.proto.page: link for link in at.get("page_link")}
+    others = [page for page in PAGES if not page.default]
+    assert len(links) == len(others)
+    for page in others:  # each link leads to the page's url_path, which the router registered
+        link = links[page.url_path]
+        assert link.value == (page.label or page.title) and link.proto.help == page.help
+
+
+def test_a_plain_visit_to_the_home_page_does_not_import_torch():
+    script = (
+        "import sys; from streamlit.testing.v1 import AppTest; "
+        f"at = AppTest.from_file({str(ROOT / 'app.py')!r}, default_timeout=60).run(); "
+        "assert not at.exception, at.exception; print('torch' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert done.stdout.strip().splitlines()[-1] == "False"

@@ -454,80 +454,65 @@ def rnn_vs_attention(tokens: Sequence[str]) -> go.Figure:
     """Two rows of the same tokens: an RNN's chain of steps, and attention's all-pairs links.
 
     The first→last connection is drawn in red in both: n−1 hops through the chain, one direct
-    link in attention.
+    link in attention. Built from plain dicts (see `_figure`); draw it through `cached`.
     """
     n = len(tokens)
     x = np.arange(n, dtype=np.float64)
-    fig = go.Figure()
     rnn_y, attention_y = 1.0, 0.0
-    for i in range(n - 1):
-        fig.add_annotation(
-            x=x[i + 1] - 0.18,
-            y=rnn_y,
-            ax=x[i] + 0.18,
-            ay=rnn_y,
-            xref="x",
-            yref="y",
-            axref="x",
-            ayref="y",
-            showarrow=True,
-            arrowhead=3,
-            arrowwidth=3,
-            arrowcolor="#d62728",
-        )
+    arrow = {"xref": "x", "yref": "y", "axref": "x", "ayref": "y", "showarrow": True,
+             "arrowhead": 3, "arrowwidth": 3, "arrowcolor": "#d62728"}  # fmt: skip
+    annotations = [
+        {**arrow, "x": x[i + 1] - 0.18, "y": rnn_y, "ax": x[i] + 0.18, "ay": rnn_y}
+        for i in range(n - 1)
+    ]
+    arc = np.linspace(0, np.pi, 24)
+    traces = []
     for i in range(n):
         for j in range(i + 1, n):
             first_to_last = i == 0 and j == n - 1
-            arc = np.linspace(0, np.pi, 24)
-            fig.add_trace(
-                go.Scatter(
-                    x=x[i] + (x[j] - x[i]) * (1 - np.cos(arc)) / 2,
-                    y=attention_y - 0.08 * (j - i) * np.sin(arc),
-                    mode="lines",
-                    hoverinfo="skip",
-                    showlegend=False,
-                    line={
+            traces.append(
+                {
+                    "type": "scatter",
+                    "x": x[i] + (x[j] - x[i]) * (1 - np.cos(arc)) / 2,
+                    "y": attention_y - 0.08 * (j - i) * np.sin(arc),
+                    "mode": "lines",
+                    "hoverinfo": "skip",
+                    "showlegend": False,
+                    "line": {
                         "color": "#d62728" if first_to_last else "rgba(33,113,181,0.35)",
                         "width": 3 if first_to_last else 1.5,
                     },
-                )
+                }
             )
     for y in (rnn_y, attention_y):
-        fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=np.full(n, y),
-                mode="markers+text",
-                text=list(tokens),
-                textposition="top center",
-                hoverinfo="text",
-                showlegend=False,
-                marker={"size": 26 if is_presenting() else 20, "color": "#2171b5"},
-                textfont={"size": font_size()},
-            )
+        traces.append(
+            {
+                "type": "scatter",
+                "x": x,
+                "y": np.full(n, y),
+                "mode": "markers+text",
+                "text": list(tokens),
+                "textposition": "top center",
+                "hoverinfo": "text",
+                "showlegend": False,
+                "marker": {"size": 26 if is_presenting() else 20, "color": "#2171b5"},
+                "textfont": {"size": font_size()},
+            }
         )
-    fig.add_annotation(
-        x=-0.6,
-        y=rnn_y + 0.3,
-        xref="x",
-        yref="y",
-        showarrow=False,
-        xanchor="left",
-        text=f"<b>RNN</b>: {n - 1} sequential steps from the first token to the last",
-    )
-    fig.add_annotation(
-        x=-0.6,
-        y=attention_y + 0.3,
-        xref="x",
-        yref="y",
-        showarrow=False,
-        xanchor="left",
-        text=f"<b>Attention</b>: 1 step for each of the {n * (n - 1) // 2} pairs, all at once",
-    )
+    caption = {"x": -0.6, "xref": "x", "yref": "y", "showarrow": False, "xanchor": "left"}
+    annotations += [
+        {**caption, "y": rnn_y + 0.3,
+         "text": f"<b>RNN</b>: {n - 1} sequential steps from the first token to the last"},
+        {**caption, "y": attention_y + 0.3,
+         "text": f"<b>Attention</b>: 1 step for each of the {n * (n - 1) // 2} pairs, all at once"},
+    ]  # fmt: skip
     depth = 0.08 * max(n - 1, 1) + 0.2
-    fig.update_xaxes(visible=False, range=[-0.7, n - 0.3])
-    fig.update_yaxes(visible=False, range=[attention_y - depth, rnn_y + 0.45])
-    fig.update_layout(
-        height=360 + 20 * n, margin={"l": 10, "r": 10, "t": 10, "b": 10}, font={"size": font_size()}
-    )
-    return fig
+    layout = {
+        "annotations": annotations,
+        "xaxis": {"visible": False, "range": [-0.7, n - 0.3]},
+        "yaxis": {"visible": False, "range": [attention_y - depth, rnn_y + 0.45]},
+        "height": 360 + 20 * n,
+        "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
+        "font": {"size": font_size()},
+    }
+    return _figure(traces, layout)

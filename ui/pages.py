@@ -1,0 +1,114 @@
+"""The app's pages, listed once: app.py's menu, the "Why attention?" page's links and the tests
+all read `PAGES`.
+
+To add a page: write `pages/<name>.py` and add a `PageRecord` here, in its section. The
+`url_path` is the page's address in a link (`/scaled-dot-product?causal=1`): keep it stable,
+and never equal to a file's stem, so that a deep link reaches the router and not a bare page
+file (Streamlit's legacy `pages/` lookup matches file stems).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PageRecord:
+    """One page: where it lives, how the menu names it, and the line that invites a reader in.
+
+    `label` is how the "Why attention?" page links to it (the title when empty); `default` marks
+    the page the app opens on.
+    """
+
+    path: str
+    title: str
+    icon: str
+    url_path: str
+    section: str
+    help: str
+    label: str = ""
+    default: bool = False
+
+    @property
+    def link_label(self) -> str:
+        return self.label or self.title
+
+
+PAGES: tuple[PageRecord, ...] = (
+    PageRecord(
+        "pages/why_attention.py",
+        "Why attention?",
+        ":material/lightbulb:",
+        "why",
+        "Start",
+        "Why a token should look at every other token, and what that costs.",
+        default=True,
+    ),
+    PageRecord(
+        "pages/sdpa_steps.py",
+        "Scaled dot-product attention",
+        ":material/calculate:",
+        "scaled-dot-product",
+        "The mechanism",
+        "Type Q, K and V and watch every step of the formula.",
+        label="Scaled dot-product attention, step by step",
+    ),
+    PageRecord(
+        "pages/masking_lab.py",
+        "Masking lab",
+        ":material/visibility_off:",
+        "masking",
+        "The mechanism",
+        "Causal, padding, sliding-window and custom masks, and why −∞.",
+        label="The masking lab",
+    ),
+    PageRecord(
+        "pages/multi_head.py",
+        "Multi-head attention",
+        ":material/view_column:",
+        "multi-head",
+        "The mechanism",
+        "Projections, the split into heads, concatenation and W_O.",
+        label="Multi-head attention, head by head",
+    ),
+    PageRecord(
+        "pages/positional_encoding.py",
+        "Positional encoding",
+        ":material/waves:",
+        "positional",
+        "The mechanism",
+        "Why attention ignores order, and sinusoids, RoPE and ALiBi.",
+    ),
+    PageRecord(
+        "pages/real_model.py",
+        "A real pretrained model",
+        ":material/smart_toy:",
+        "pretrained",
+        "In practice",
+        "Every layer and head of MiniLM, computed by this app's own code.",
+    ),
+    PageRecord(
+        "pages/decoder_llm.py",
+        "A decoder LLM",
+        ":material/forum:",
+        "decoder",
+        "In practice",
+        "A small chat model's causal attention, KV cache and next token, computed here.",
+    ),
+    PageRecord(
+        "pages/attention_cost.py",
+        "The cost of attention",
+        ":material/timer:",
+        "cost",
+        "In practice",
+        "n² in time and memory, measured here, and the flash-attention idea.",
+    ),
+)
+
+
+def sections() -> dict[str, list[PageRecord]]:
+    """The pages by section, in the order they are listed (the menu's headings)."""
+    grouped: dict[str, list[PageRecord]] = {}
+    for record in PAGES:
+        grouped.setdefault(record.section, []).append(record)
+    return grouped
