@@ -103,10 +103,11 @@ class Deployment:
     """N Streamlit workers (and HAProxy when N > 1) on loopback, stopped on exit."""
 
     def __init__(self, script: Path, *, workers: int = 1, port: int | None = None,
-                 address: str = "127.0.0.1"):  # fmt: skip
+                 address: str = "127.0.0.1", env: dict[str, str] | None = None):  # fmt: skip
         if workers > 1 and shutil.which("haproxy") is None:
             raise RuntimeError("HAProxy is missing: run `sudo apt-get install -y haproxy`.")
         self.script, self.workers, self.address = script, workers, address
+        self.env = {**os.environ, **(env or {})}
         self.port = port or free_port()
         self.processes: list[subprocess.Popen] = []
         self.balancer: subprocess.Popen | None = None
@@ -127,7 +128,7 @@ class Deployment:
         single = self.workers == 1
         ports = [self.port] if single else [free_port() for _ in range(self.workers)]
         # Workers share one cookie secret, so the XSRF cookie one issued is good at all of them.
-        secret = os.environ.get("STREAMLIT_SERVER_COOKIE_SECRET") or secrets.token_hex(16)
+        secret = self.env.get("STREAMLIT_SERVER_COOKIE_SECRET") or secrets.token_hex(16)
         for worker_port in ports:
             command = [
                 sys.executable, "-m", "streamlit", "run", str(self.script),
@@ -135,7 +136,7 @@ class Deployment:
                 "--server.address", self.address if single else "127.0.0.1",
                 "--server.headless", "true",
             ]  # fmt: skip
-            environment = {**os.environ, "STREAMLIT_SERVER_COOKIE_SECRET": secret}
+            environment = {**self.env, "STREAMLIT_SERVER_COOKIE_SECRET": secret}
             self.processes.append(
                 subprocess.Popen(
                     command, cwd=ROOT, env=environment, stdout=subprocess.DEVNULL, stderr=sys.stderr

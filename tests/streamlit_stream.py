@@ -15,6 +15,7 @@ Shared by the load benchmark (bench/bench_live_audience.py) and the serving test
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 import urllib.request
@@ -59,19 +60,25 @@ class Viewer:
         self.page_hash = ""
         self.log = ViewerLog(page=page or "bare")
 
+    @contextlib.asynccontextmanager
+    async def connected(self):
+        """The tab's websocket, open for the body of the `async with`."""
+        headers = {"Cookie": self.cookie} if self.cookie else {}
+        async with websockets.connect(
+            self.url,
+            subprotocols=["streamlit"],
+            additional_headers=headers,
+            max_size=None,
+            open_timeout=RUN_TIMEOUT,
+        ) as socket:
+            self.socket = socket
+            yield self
+
     async def run(self, until: float, think: float, min_actions: int = 0) -> ViewerLog:
         """Load the page; act every `think` s until `until`, and at least `min_actions` times."""
-        headers = {"Cookie": self.cookie} if self.cookie else {}
         started = time.monotonic()
         try:
-            async with websockets.connect(
-                self.url,
-                subprotocols=["streamlit"],
-                additional_headers=headers,
-                max_size=None,
-                open_timeout=RUN_TIMEOUT,
-            ) as socket:
-                self.socket = socket
+            async with self.connected():
                 await self.rerun()
                 self.log.first_page = time.monotonic() - started
                 while time.monotonic() < until or len(self.log.actions) < min_actions:
@@ -86,6 +93,14 @@ class Viewer:
         except (websockets.ConnectionClosed, OSError, TimeoutError) as error:
             self.log.dropped = f"{type(error).__name__}: {error}"[:200]
         return self.log
+
+    async def visit(self, page: str, query: str = "") -> None:
+        """Go to another page in the same session, as a click in the sidebar does."""
+        self.page, self.query, self.page_hash = page, query, ""
+        self.values.clear()
+        started = time.monotonic()
+        await self.rerun()
+        self.log.actions.append(time.monotonic() - started)
 
     async def rerun(self, changed: str | None = None) -> None:
         fragment_id = self.widgets[changed].fragment_id if changed else ""

@@ -1,0 +1,111 @@
+"""Server memory as a room uses it, without torch (the Community Cloud set-up).
+
+Community Cloud gives one process on a small box and installs requirements.txt only, so torch
+is absent there. This serves the app with torch hidden (`bench/without_torch` first on
+PYTHONPATH makes `import torch` fail as if it were not installed) and reads the server's
+resident memory (VmRSS) at four moments:
+
+1. fresh, before any session;
+2. after one viewer has opened every page once, in one session, as a sidebar tour would;
+3. after `--viewers` (20) more viewers have each opened a page: the cost of one more viewer;
+4. every 30 s while those viewers act every `--think` s (2) for `--minutes` (10): flat or not.
+
+    .venv/bin/python bench/bench_memory.py [--minutes 10] [--viewers 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_live_audience import APP_LINKS  # noqa: E402
+from deploy.serve import Deployment  # noqa: E402
+from tests.streamlit_stream import Viewer  # noqa: E402
+
+
+async def tour_every_page(url: str) -> list[str]:
+    viewer = Viewer(url, *APP_LINKS[0], None, random.Random(0))
+    async with viewer.connected():
+        for page, query in APP_LINKS:
+            await viewer.visit(page, query)
+    return viewer.log.exceptions
+
+
+async def room(url: str, viewers: int, minutes: float, think: float, deployment) -> dict:
+    """Viewers open their pages; then act until the time is up, while memory is sampled."""
+    opened = asyncio.Event()
+    ready = [0]
+    samples: list[tuple[float, float]] = []
+    until = time.monotonic() + 10**6  # set once everyone is in
+
+    async def one(index: int):
+        page, query = APP_LINKS[index % len(APP_LINKS)]
+        viewer = Viewer(url, page, query, None, random.Random(index))
+        async with viewer.connected():
+            await viewer.rerun()
+            ready[0] += 1
+            if ready[0] == viewers:
+                opened.set()
+            await opened.wait()
+            while time.monotonic() < until:
+                await asyncio.sleep(think * viewer.rng.uniform(0.6, 1.4))
+                widget_id = viewer.pick_widget()
+                if widget_id is not None:
+                    await viewer.rerun(widget_id)
+        return viewer.log
+
+    tasks = [asyncio.create_task(one(i)) for i in range(viewers)]
+    await opened.wait()
+    with_viewers = deployment.rss_mb()
+    started = time.monotonic()
+    until = started + 60 * minutes
+    while time.monotonic() < until:
+        samples.append((round(time.monotonic() - started), deployment.rss_mb()))
+        await asyncio.sleep(min(30, max(0.0, until - time.monotonic())))
+    logs = await asyncio.gather(*tasks)
+    samples.append((round(time.monotonic() - started), deployment.rss_mb()))
+    return {
+        "rss_with_viewers_mb": with_viewers,
+        "samples_s_mb": samples,
+        "actions": sum(log.runs for log in logs),
+        "exceptions": sorted({e for log in logs for e in log.exceptions})[:5],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--viewers", type=int, default=20)
+    parser.add_argument("--minutes", type=float, default=10)
+    parser.add_argument("--think", type=float, default=2.0)
+    args = parser.parse_args()
+    hide_torch = {"PYTHONPATH": str(ROOT / "bench" / "without_torch")}
+    with Deployment(ROOT / "app.py", env=hide_torch) as deployment:
+        url = f"ws://127.0.0.1:{deployment.port}/_stcore/stream"
+        fresh = deployment.rss_mb()
+        tour_errors = asyncio.run(tour_every_page(url))
+        after_tour = deployment.rss_mb()
+        load = asyncio.run(room(url, args.viewers, args.minutes, args.think, deployment))
+    rss = [mb for _, mb in load["samples_s_mb"]]
+    report = {
+        "torch": "hidden",
+        "rss_fresh_mb": fresh,
+        "rss_after_every_page_once_mb": after_tour,
+        "tour_exceptions": tour_errors,
+        "viewers": args.viewers,
+        "per_extra_viewer_mb": round((load["rss_with_viewers_mb"] - after_tour) / args.viewers, 2),
+        "under_load": load,
+        "rss_first_last_max_mb": [rss[0], rss[-1], max(rss)],
+    }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
