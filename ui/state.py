@@ -291,3 +291,15 @@ def is_presenting() -> bool:
     if PRESENT_KEY not in st.session_state:
         st.session_state[PRESENT_KEY] = st.query_params.get(PRESENT_PARAM) in {"1", "true"}
     return bool(st.session_state[PRESENT_KEY])
+
+
+def write_url_after_fragment(view: PageState) -> None:
+    """The end of a fragment: write the link, but only when the fragment reran on its own.
+
+    In a full run the page's closing `sync_url` writes the link once every parameter is bound;
+    writing it from a fragment half-way down would drop the link's parameters of the widgets
+    below, before those widgets had read them.
+    """
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is not None and ctx.fragment_ids_this_run:
+        view.write_url()
