@@ -1,10 +1,11 @@
-"""The positional-encoding page's cached arrays and figures.
+"""The positional-encoding page's derived arrays, figure builders and link plumbing.
 
 Tables reach 2048 positions × 1024 dimensions (16 MB each), and the similarity matrix 2048²:
-every derived array is cached here with `st.cache_data` and every figure with
-`st.cache_resource`, keyed by the settings that define it (and by presenter mode, which changes
-a figure's fonts), so a rerun after an unrelated control change rebuilds nothing. Nothing
-here computes a formula: the numbers come from `attention_core`; this module lays them out.
+derived arrays are cached with `st.cache_data` keyed by the settings that define them, and the
+page draws every figure through `charts.cached(builder, *inputs)`, so a rerun after an
+unrelated control change rebuilds nothing and every viewer of one link shares one figure.
+Builders are plain functions of their inputs. Nothing here computes a formula: the numbers
+come from `attention_core`; this module lays them out.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from attention_core import (
+    AttentionInputError,
     alibi_slopes,
     learned_encoding,
     sinusoid_wavelengths,
@@ -24,6 +26,7 @@ from attention_core import (
 )
 from attention_core.position_lab import (
     LEARNED_STD,
+    POSITION_FAMILIES,
     OffsetProfile,
     OrderBlindness,
     PositionBreakdown,
@@ -42,22 +45,29 @@ from attention_core.position_lab import (
     unseen_angle_share,
 )
 from ui import charts
-from ui.state import is_presenting
+from ui.state import PageState, write_url_after_fragment
 
-# Big tables: a handful of settings is enough to go back and forth without recomputing.
-_BIG = {"max_entries": 4, "show_spinner": False}
+# Big tables: only needed when a figure is built, and a cache hit unpickles a copy.
+_BIG = {"max_entries": 2, "show_spinner": False}
 _SMALL = {"max_entries": 64, "show_spinner": False}
-# Figures are shared, never mutated after they are built, and kept as objects: unpickling a
-# plotly Figure (what st.cache_data would do on every hit) re-validates it and costs more than
-# building it again.
-_figure_cache = st.cache_resource(max_entries=48, show_spinner=False)
 
+MAX_WORDS = 8
+DEFAULT_SENTENCE = "I love AI"
 FAMILY_TITLES = {
     "sinusoidal": "Sinusoidal (added)",
     "learned": "Learned table (added)",
     "rotary": "Rotary (RoPE)",
     "alibi": "ALiBi (score bias)",
 }
+BREAKDOWN_COLUMNS = {
+    "ω_i = base^(-2i/d)": st.column_config.NumberColumn(format="%.6g"),
+    "angle p·ω_i": st.column_config.NumberColumn(format="%.6g"),
+    "wavelength 2π/ω_i": st.column_config.NumberColumn(format="%.6g"),
+    "PE[p, dimension]": st.column_config.NumberColumn(format="%.10f"),
+}
+
+
+# -- link and widget plumbing -------------------------------------------------------------------
 
 
 def keep(key: str) -> str:
@@ -69,6 +79,33 @@ def keep(key: str) -> str:
     """
     st.session_state[key] = st.session_state[key]
     return key
+
+
+def even_d_model_key(view: PageState) -> str:
+    """Key of the d_model slider; an odd d_model from a link is rounded down, with a notice."""
+    key = view.int("d_model", 64, lo=2, hi=1024)
+    odd = view.value("d_model")
+    if odd % 2:
+        view.set("d_model", odd - 1)
+        view.notices.append(
+            f"The link's `d_model={odd}` was rounded to {odd - 1}: the encodings use (sin, cos) "
+            "pairs, so d_model is even here."
+        )
+    return key
+
+
+def sentence_words(sentence: str) -> tuple[tuple[str, ...], str | None]:
+    """The words of the sentence (at most MAX_WORDS), and what to tell the learner, if anything."""
+    words = sentence.split()
+    if not words:
+        return tuple(DEFAULT_SENTENCE.split()), (
+            "The sentence is empty: type a few words separated by spaces."
+        )
+    if len(words) > MAX_WORDS:
+        return tuple(words[:MAX_WORDS]), (
+            f"Only the first {MAX_WORDS} words are used: attention tables stay readable."
+        )
+    return tuple(words), None
 
 
 def _labels(count: int) -> list[str]:
@@ -97,17 +134,12 @@ def _table_heatmap(table: np.ndarray, title: str) -> go.Figure:
     )
 
 
-@_figure_cache
-def _pe_figure(num_positions: int, d_model: int, base: float, presenting: bool) -> go.Figure:
+def pe_figure(num_positions: int, d_model: int, base: float) -> go.Figure:
+    """Heatmap of the table, positions down, dimensions across (block-averaged when large)."""
     return _table_heatmap(
         pe_table(num_positions, d_model, base),
         f"PE: {num_positions} positions × {d_model} dimensions",
     )
-
-
-def pe_figure(num_positions: int, d_model: int, base: float) -> go.Figure:
-    """Heatmap of the table, positions down, dimensions across (block-averaged when large)."""
-    return _pe_figure(num_positions, d_model, base, is_presenting())
 
 
 def dimension_name(dimension: int, d_model: int, base: float) -> str:
@@ -121,9 +153,8 @@ def dimension_name(dimension: int, d_model: int, base: float) -> str:
     )
 
 
-@_figure_cache
-def _dimensions_figure(
-    num_positions: int, d_model: int, base: float, dims: tuple[int, ...], presenting: bool
+def dimensions_figure(
+    num_positions: int, d_model: int, base: float, dims: tuple[int, ...]
 ) -> go.Figure:
     table = pe_table(num_positions, d_model, base)
     series = {dimension_name(j, d_model, base): table[:, j] for j in dims}
@@ -136,19 +167,10 @@ def _dimensions_figure(
     )
 
 
-def dimensions_figure(
-    num_positions: int, d_model: int, base: float, dims: Sequence[int]
-) -> go.Figure:
-    return _dimensions_figure(num_positions, d_model, base, tuple(dims), is_presenting())
-
-
 @st.cache_data(**_SMALL)
-def breakdown(position: int, d_model: int, base: float) -> PositionBreakdown:
-    return position_breakdown(position, d_model, base)
-
-
-def breakdown_frame(b: PositionBreakdown) -> pd.DataFrame:
+def breakdown_frame(position: int, d_model: int, base: float) -> pd.DataFrame:
     """One row per dimension: what is computed, from which angle, and the value."""
+    b: PositionBreakdown = position_breakdown(position, d_model, base)
     return pd.DataFrame(
         {
             "dimension": b.dimension,
@@ -165,23 +187,10 @@ def breakdown_frame(b: PositionBreakdown) -> pd.DataFrame:
 # -- similarity and the rotation ----------------------------------------------------------------
 
 
-@st.cache_data(**_BIG)
-def similarity(num_positions: int, d_model: int, base: float) -> np.ndarray:
-    return similarity_matrix(pe_table(num_positions, d_model, base))
-
-
-@st.cache_data(**_BIG)
-def similarity_profile(num_positions: int, d_model: int, base: float) -> OffsetProfile:
-    return offset_profile(similarity(num_positions, d_model, base), nonnegative=True)
-
-
-@_figure_cache
-def _similarity_figure(
-    num_positions: int, d_model: int, base: float, presenting: bool
-) -> go.Figure:
+def similarity_figure(num_positions: int, d_model: int, base: float) -> go.Figure:
     labels = _labels(num_positions)
     return charts.heatmap(
-        similarity(num_positions, d_model, base),
+        similarity_matrix(pe_table(num_positions, d_model, base)),  # (position, position)
         row_labels=labels,
         col_labels=labels,
         kind="scores",
@@ -191,23 +200,19 @@ def _similarity_figure(
     )
 
 
-def similarity_figure(num_positions: int, d_model: int, base: float) -> go.Figure:
-    return _similarity_figure(num_positions, d_model, base, is_presenting())
+@st.cache_data(**_SMALL)
+def similarity_profile(num_positions: int, d_model: int, base: float) -> OffsetProfile:
+    # The n×n matrix is not kept: at 2048 positions it is 32 MB for a few KB of profile.
+    table = pe_table(num_positions, d_model, base)
+    return offset_profile(similarity_matrix(table), nonnegative=True)
 
 
-@_figure_cache
-def _similarity_profile_figure(
-    num_positions: int, d_model: int, base: float, presenting: bool
-) -> go.Figure:
+def similarity_profile_figure(num_positions: int, d_model: int, base: float) -> go.Figure:
     return profile_figure(
         similarity_profile(num_positions, d_model, base),
         title="PE(p)·PE(p+k) as a function of the distance k",
         y_title="dot product",
     )
-
-
-def similarity_profile_figure(num_positions: int, d_model: int, base: float) -> go.Figure:
-    return _similarity_profile_figure(num_positions, d_model, base, is_presenting())
 
 
 def profile_figure(profile: OffsetProfile, *, title: str, y_title: str) -> go.Figure:
@@ -288,54 +293,58 @@ def _small_heatmap(
     )
 
 
-@_figure_cache
-def _blindness_figures(
+BLINDNESS_FIGURES = (
+    "weights",
+    "permuted_weights",
+    "output",
+    "unpermuted_output",
+    "difference",
+    "token_embeddings",
+    "positions",
+    "inputs",
+)
+
+
+def blindness_figure(
+    name: str,
     tokens: tuple[str, ...],
     order_kind: str,
     width: int,
     encoding: str,
     seed: int,
     base: float,
-    presenting: bool,
-) -> dict[str, go.Figure]:
+) -> go.Figure:
+    """One of the order-blindness pictures (`BLINDNESS_FIGURES`): both weight patterns, both
+    outputs, the difference, and the inputs (embeddings, positions, their sum)."""
     b = blindness(tokens, order_kind, width, encoding, seed, base)
     words, reordered = " ".join(tokens), " ".join(b.permuted.tokens)
     pattern = {"kind": "weights", "row_title": "query", "col_title": "key"}
-    return {
-        "weights": _small_heatmap(
-            b.weights, tokens, cols=tokens, title=f"Weights: {words}", **pattern
-        ),
-        "permuted_weights": _small_heatmap(
-            b.permuted_weights,
-            b.permuted.tokens,
-            cols=b.permuted.tokens,
-            title=f"Weights: {reordered}",
-            **pattern,
-        ),
-        "output": _small_heatmap(b.output, tokens, title=f"Output: {words}"),
-        "unpermuted_output": _small_heatmap(
-            b.unpermuted_output, tokens, title=f"Output: {reordered}, rows put back"
-        ),
-        "difference": _small_heatmap(b.difference, tokens, title="Difference", decimals=3),
-        "token_embeddings": _small_heatmap(
-            b.original.token_embeddings, tokens, title="Token embeddings E"
-        ),
-        "positions": _small_heatmap(
+    if name == "weights":
+        return _small_heatmap(b.weights, tokens, cols=tokens, title=f"Weights: {words}", **pattern)
+    if name == "permuted_weights":
+        rows = b.permuted.tokens
+        return _small_heatmap(
+            b.permuted_weights, rows, cols=rows, title=f"Weights: {reordered}", **pattern
+        )
+    if name == "output":
+        return _small_heatmap(b.output, tokens, title=f"Output: {words}")
+    if name == "unpermuted_output":
+        title = f"Output: {reordered}, rows put back"
+        return _small_heatmap(b.unpermuted_output, tokens, title=title)
+    if name == "difference":
+        return _small_heatmap(b.difference, tokens, title="Difference", decimals=3)
+    if name == "token_embeddings":
+        return _small_heatmap(b.original.token_embeddings, tokens, title="Token embeddings E")
+    if name == "positions":
+        return _small_heatmap(
             b.original.positions,
             [f"{p}: {t}" for p, t in enumerate(tokens)],
             title="PE" if encoding == "sinusoidal" else f"Positions ({encoding})",
             row_title="position",
-        ),
-        "inputs": _small_heatmap(b.original.inputs, tokens, title="Input X = E + PE"),
-    }
-
-
-def blindness_figures(
-    tokens: tuple[str, ...], order_kind: str, width: int, encoding: str, seed: int, base: float
-) -> dict[str, go.Figure]:
-    """The order-blindness pictures: both weight patterns, both outputs, the difference, and
-    the inputs (embeddings, positions, their sum)."""
-    return _blindness_figures(tokens, order_kind, width, encoding, seed, base, is_presenting())
+        )
+    if name == "inputs":
+        return _small_heatmap(b.original.inputs, tokens, title="Input X = E + PE")
+    raise ValueError(f"no order-blindness figure called {name!r}")
 
 
 # -- the families ---------------------------------------------------------------------------------
@@ -357,12 +366,7 @@ def family_scores(
 
 
 @st.cache_data(**_SMALL)
-def deviation(matrix: np.ndarray) -> float:
-    return toeplitz_deviation(matrix)
-
-
-@_figure_cache
-def _family_figure(
+def family_spread(
     family: str,
     num_positions: int,
     d_model: int,
@@ -370,9 +374,23 @@ def _family_figure(
     base: float,
     num_heads: int,
     head: int,
-    train_length: int | None,
-    presenting: bool,
+) -> float:
+    """The largest spread along a diagonal of `family_scores` (0 for a Toeplitz matrix)."""
+    scores = family_scores(family, num_positions, d_model, seed, base, num_heads, head)
+    return toeplitz_deviation(scores)
+
+
+def family_figure(
+    family: str,
+    num_positions: int,
+    d_model: int,
+    seed: int,
+    base: float,
+    num_heads: int,
+    head: int,
+    train_length: int | None = None,
 ) -> go.Figure:
+    """Same-content scores of one family; with `train_length`, the trained square outlined."""
     scores = family_scores(family, num_positions, d_model, seed, base, num_heads, head)
     labels = _labels(num_positions)
     fig = charts.heatmap(
@@ -407,27 +425,8 @@ def _family_figure(
     return fig
 
 
-def family_figure(
-    family: str,
-    num_positions: int,
-    d_model: int,
-    seed: int,
-    base: float,
-    num_heads: int,
-    head: int,
-    *,
-    train_length: int | None = None,
-) -> go.Figure:
-    """Same-content scores of one family; with `train_length`, the trained square outlined."""
-    return _family_figure(
-        family, num_positions, d_model, seed, base, num_heads, head, train_length, is_presenting()
-    )
-
-
-@_figure_cache
-def _rope_profile_figure(
-    num_positions: int, d_model: int, seed: int, base: float, presenting: bool
-) -> go.Figure:
+def rope_profile_figure(num_positions: int, d_model: int, seed: int, base: float) -> go.Figure:
+    """Mean, smallest and largest RoPE score at each offset, for identical content."""
     scores = family_scores("rotary", num_positions, d_model, seed, base, 1, 0)
     return profile_figure(
         offset_profile(scores),
@@ -436,28 +435,14 @@ def _rope_profile_figure(
     )
 
 
-def rope_profile_figure(num_positions: int, d_model: int, seed: int, base: float) -> go.Figure:
-    """Mean, smallest and largest RoPE score at each offset, for identical content."""
-    return _rope_profile_figure(num_positions, d_model, seed, base, is_presenting())
-
-
-@st.cache_data(**_BIG)
-def learned_table(num_positions: int, d_model: int, seed: int) -> np.ndarray:
-    return learned_encoding(num_positions, d_model, seed=seed, std=LEARNED_STD)
-
-
-@_figure_cache
-def _learned_figure(num_positions: int, d_model: int, seed: int, presenting: bool) -> go.Figure:
+def learned_figure(num_positions: int, d_model: int, seed: int) -> go.Figure:
+    table = learned_encoding(num_positions, d_model, seed=seed, std=LEARNED_STD)
     return _table_heatmap(
-        learned_table(num_positions, d_model, seed),
-        f"A random 'learned' table: {num_positions} positions × {d_model} dimensions",
+        table, f"A random 'learned' table: {num_positions} positions × {d_model} dimensions"
     )
 
 
-def learned_figure(num_positions: int, d_model: int, seed: int) -> go.Figure:
-    return _learned_figure(num_positions, d_model, seed, is_presenting())
-
-
+@st.cache_data(**_SMALL)
 def slopes_frame(num_heads: int) -> pd.DataFrame:
     slopes = alibi_slopes(num_heads)
     return pd.DataFrame(
@@ -471,11 +456,6 @@ def slopes_frame(num_heads: int) -> pd.DataFrame:
 
 def alibi_grid(num_heads: int, num_positions: int) -> go.Figure:
     """The causal bias of every head, one small heatmap each, on one colour scale."""
-    return _alibi_grid(num_heads, num_positions, is_presenting())
-
-
-@_figure_cache
-def _alibi_grid(num_heads: int, num_positions: int, presenting: bool) -> go.Figure:
     labels = _labels(num_positions)
     slopes = alibi_slopes(num_heads)
     return charts.heatmap_grid(
@@ -517,10 +497,8 @@ def unseen_share(train_length: int, num_positions: int, d_model: int, base: floa
     return unseen_angle_share(train_length, num_positions, d_model, base)
 
 
-@_figure_cache
-def _unseen_figure(
-    train_length: int, num_positions: int, d_model: int, base: float, presenting: bool
-) -> go.Figure:
+def unseen_figure(train_length: int, num_positions: int, d_model: int, base: float) -> go.Figure:
+    """The share of (sin, cos) pairs at an angle training never reached, position by position."""
     share = unseen_share(train_length, num_positions, d_model, base)
     fig = charts.line_plot(
         np.arange(share.size),
@@ -537,6 +515,123 @@ def _unseen_figure(
     return fig
 
 
-def unseen_figure(train_length: int, num_positions: int, d_model: int, base: float) -> go.Figure:
-    """The share of (sin, cos) pairs at an angle training never reached, position by position."""
-    return _unseen_figure(train_length, num_positions, d_model, base, is_presenting())
+# -- the families and extrapolation sections, drawn as fragments ----------------------------------
+
+
+def _show(build, *args, filename: str) -> None:
+    charts.show(charts.cached(build, *args), filename=filename)
+
+
+@st.fragment
+def families(view: PageState, n: int, d_model: int, seed: int, base: float) -> None:
+    """Same-content scores of the four families, their tabs, and (nested) the extrapolation."""
+    a, b, c = st.columns(3)
+    compare_n = a.slider("Positions to compare", 4, 64, key=view.int("compare_n", 16, lo=4, hi=64))
+    heads = b.slider("ALiBi heads", 1, 16, key=view.int("heads", 8, lo=1, hi=16))
+    head_key = keep(view.int("head", 1, lo=1, hi=heads))
+    if heads > 1:
+        head = c.slider("ALiBi head shown", 1, heads, key=head_key)
+    else:
+        head = 1
+        c.caption("One head: its slope is 2⁻⁸.")
+    columns = st.columns(2)
+    for index, family in enumerate(POSITION_FAMILIES):
+        setting = (family, compare_n, d_model, seed, base, heads, head - 1)
+        with columns[index % 2]:
+            try:
+                spread = family_spread(*setting)
+            except AttentionInputError as error:
+                st.error(str(error))
+                continue
+            _show(family_figure, *setting, filename=f"same-content-{family}")
+            st.metric(f"{FAMILY_TITLES[family]}: largest spread along a diagonal", f"{spread:.1e}")
+    st.caption(
+        "Sinusoidal and learned: (c + P[m])·(c + P[n]) contains c·P[n], which depends on where "
+        "the key is, not only on n − m. Rotary: rotating q by m·θ and k by n·θ leaves an angle "
+        "(m − n)·θ between them. ALiBi: c·c plus m_h·(n − m), with the later keys masked (−∞) "
+        "as in a causal model. All scores are divided by √d_model."
+    )
+    learned_tab, rope_tab, alibi_tab = st.tabs(
+        [
+            ":material/grid_on: Learned",
+            ":material/rotate_right: Rotary (RoPE)",
+            ":material/trending_down: ALiBi",
+        ]
+    )
+    with learned_tab:
+        st.markdown(
+            "BERT and GPT-2 keep a table with one trainable row per position. Here it is random "
+            f"(N(0, ½), the sinusoids' size), {n} × {d_model} like the table above. Trained tables "
+            "look much smoother: neighbouring rows become similar, and GPT-2's even show "
+            "wave-like patterns. Nothing links row p to row p + k, and there is no row past "
+            "the last one."
+        )
+        _show(learned_figure, n, d_model, seed, filename=f"learned-pe-{n}x{d_model}")
+    with rope_tab:
+        st.markdown(
+            "RoPE (Llama, Mistral, GPT-NeoX) rotates q and k instead of adding anything: each pair "
+            "of dimensions turns by p·θᵢ. The score rot(q, m)·rot(k, n) depends on m − n only. "
+            "Below, the score at each offset for identical content, over every pair of positions."
+        )
+        st.latex(r"\mathrm{rot}(q, m)^\top \mathrm{rot}(k, n) = q^\top R_{(n-m)\theta}\, k")
+        _show(rope_profile_figure, compare_n, d_model, seed, base, filename="rope-score-by-offset")
+    with alibi_tab:
+        st.markdown(
+            "ALiBi (BLOOM, MPT) adds nothing to the tokens: each head adds m_h·(j − i) to the "
+            "score of query i and key j ≤ i, a penalty growing with distance, steep for the first "
+            "heads and gentle for the last. For 2ⁿ heads the slopes are 2^(−8/n), 2^(−16/n), …"
+        )
+        st.dataframe(
+            slopes_frame(heads),
+            hide_index=True,
+            column_config={"slope m": st.column_config.NumberColumn(format="%.8g")},
+        )
+        _show(alibi_grid, heads, compare_n, filename=f"alibi-bias-{heads}-heads")
+    # Nested: the training length reruns only its own section; the ALiBi head reruns both.
+    extrapolation(view, d_model, seed, base, heads, head)
+    write_url_after_fragment(view)
+
+
+@st.fragment
+def extrapolation(
+    view: PageState, d_model: int, seed: int, base: float, heads: int, head: int
+) -> None:
+    st.header("Beyond the training length", divider="gray")
+    st.markdown(
+        "A model trained on sequences of length L meets longer inputs. The dashed square marks "
+        "the positions it was trained on."
+    )
+    train = st.slider("Training length L", 4, 256, key=view.int("train", 32, lo=4, hi=256))
+    columns = st.columns(2)
+    for index, family in enumerate(POSITION_FAMILIES):
+        setting = (family, train if family == "learned" else 2 * train, d_model, seed, base)
+        with columns[index % 2]:
+            try:
+                family_spread(*setting, heads, head - 1)
+            except AttentionInputError as error:
+                st.error(str(error))
+                continue
+            _show(
+                family_figure,
+                *setting,
+                heads,
+                head - 1,
+                train,
+                filename=f"extrapolation-{family}",
+            )
+            if family == "learned":
+                st.caption(
+                    f"The table has {train} rows: position {train} has no vector at all, so the "
+                    "model cannot even be run on a longer input."
+                )
+    share = unseen_share(train, 8 * train, d_model, base)
+    _show(unseen_figure, train, 8 * train, d_model, base, filename="unseen-angles")
+    st.markdown(
+        f"Sinusoidal and rotary encodings are defined everywhere, but the slow pairs, whose "
+        f"wavelength exceeds L, never complete a turn in training. Past L they reach angles the "
+        f"model has never seen: {100 * share[-1]:.0f}% of the pairs at position {8 * train - 1}. "
+        "That is why RoPE models are stretched with position interpolation or a larger base "
+        "before long inputs. ALiBi only adds a straight line: far keys get ever larger penalties "
+        "and fade out, so it degrades gently (its paper trains on 1024 tokens and tests on 2048)."
+    )
+    write_url_after_fragment(view)
