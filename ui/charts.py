@@ -218,17 +218,12 @@ def heatmap_grid(
     panel_height = 260 if small else 200
     height = min(1800, 60 + grid_rows * panel_height)
     # Gaps leave room for each panel's tick labels and the title of the panel below.
-    x_gap, y_gap = 0.04, min(0.2, 60 / height)
-    width = (1 - x_gap * (columns - 1)) / columns
-    tall = (1 - y_gap * (grid_rows - 1)) / grid_rows
+    panels = panel_domains(count, columns=columns, x_gap=0.04, y_gap=min(0.2, 60 / height))
     tick_font = {"size": max(8, font_size() - 4)}
     traces, annotations = [], []
     layout: dict = {}
-    for index, matrix in enumerate(stack):
+    for index, (matrix, (suffix, x_domain, y_domain)) in enumerate(zip(stack, panels, strict=True)):
         row, col = divmod(index, columns)
-        suffix = "" if index == 0 else str(index + 1)
-        left = col * (width + x_gap)
-        top = 1 - row * (tall + y_gap)
         traces.append(
             {
                 "type": "heatmap",
@@ -244,7 +239,7 @@ def heatmap_grid(
             }
         )
         layout[f"xaxis{suffix}"] = {
-            "domain": [max(0.0, left), min(1.0, left + width)],
+            "domain": x_domain,
             "anchor": f"y{suffix}",
             "tickvals": list(range(len(col_labels))),
             "ticktext": list(col_labels),
@@ -253,7 +248,7 @@ def heatmap_grid(
             "title": {"text": "key", "font": tick_font} if row == grid_rows - 1 else None,
         }
         layout[f"yaxis{suffix}"] = {
-            "domain": [max(0.0, top - tall), min(1.0, top)],
+            "domain": y_domain,
             "anchor": f"x{suffix}",
             "tickvals": list(range(len(row_labels))),
             "ticktext": list(row_labels),
@@ -265,8 +260,8 @@ def heatmap_grid(
         annotations.append(
             {
                 "text": titles[index],
-                "x": left + width / 2,
-                "y": top,
+                "x": (x_domain[0] + x_domain[1]) / 2,
+                "y": y_domain[1],
                 "xref": "paper",
                 "yref": "paper",
                 "xanchor": "center",
@@ -283,6 +278,29 @@ def heatmap_grid(
         font={"size": font_size()},
     )
     return _figure(traces, layout)
+
+
+def panel_domains(
+    count: int, *, columns: int, x_gap: float, y_gap: float
+) -> list[tuple[str, list[float], list[float]]]:
+    """Where `count` panels sit in a grid `columns` wide, filled row by row from the top: each
+    panel's axis suffix ("", "2", "3", ...) and its x and y domains in paper coordinates.
+
+    The one subplot layout of the app (`make_subplots` validates every axis and costs more than
+    the figure): `heatmap_grid` and the multi-head page's side-by-side matrices use it.
+    """
+    grid_rows = -(-count // columns)
+    width = (1 - x_gap * (columns - 1)) / columns
+    tall = (1 - y_gap * (grid_rows - 1)) / grid_rows
+    panels = []
+    for index in range(count):
+        row, col = divmod(index, columns)
+        left, top = col * (width + x_gap), 1 - row * (tall + y_gap)
+        # Rounding keeps float error (-8e-17) inside plotly's [0, 1] check.
+        x_domain = [max(0.0, round(left, 9)), min(1.0, round(left + width, 9))]
+        y_domain = [max(0.0, round(top - tall, 9)), min(1.0, round(top, 9))]
+        panels.append(("" if index == 0 else str(index + 1), x_domain, y_domain))
+    return panels
 
 
 def line_plot(
