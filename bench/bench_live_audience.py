@@ -46,17 +46,11 @@ sys.path.insert(0, str(ROOT))
 
 from deploy.serve import Deployment  # noqa: E402
 from tests.streamlit_stream import MAX_VIEWERS, ViewerLog, audience  # noqa: E402
+from ui.pages import PAGES  # noqa: E402
 
-# Deep links a speaker would put on a slide, one per page; viewers are dealt round-robin.
-APP_LINKS = (
-    ("why", "n=6"),
-    ("scaled-dot-product", ""),
-    ("masking", "kind=causal"),
-    ("multi-head", ""),
-    ("positional", ""),
-    ("pretrained", ""),
-    ("cost", ""),
-)
+# Deep links a speaker would put on a slide, one per registered page, dealt round-robin.
+LINK_QUERIES = {"why": "n=6", "masking": "kind=causal"}
+APP_LINKS = tuple((page.url_path, LINK_QUERIES.get(page.url_path, "")) for page in PAGES)
 BARE_LINKS = (("", ""),)
 
 

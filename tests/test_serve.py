@@ -21,17 +21,10 @@ import websockets
 
 from deploy.serve import ROOT, Deployment, haproxy_config
 from tests.streamlit_stream import Viewer, audience, worker_cookie
+from ui.pages import PAGES
 
-# One deep link per page, as a speaker would put on a slide.
-PAGE_LINKS = (
-    ("why", "n=6"),
-    ("scaled-dot-product", "n_q=4"),
-    ("masking", "kind=causal"),
-    ("multi-head", ""),
-    ("positional", ""),
-    ("pretrained", ""),
-    ("cost", ""),
-)
+# Every registered page, as a speaker's link would open it.
+PAGE_LINKS = tuple((page.url_path, "") for page in PAGES)
 
 
 @pytest.fixture
