@@ -2,33 +2,24 @@
 
 import streamlit as st
 
-from attention_core import (
-    AttentionInputError,
-    causal_mask,
-    chunked_attention,
-    incremental_causal_attention,
-    scaled_dot_product_attention,
-)
-from attention_core.chunked import online_softmax_weights
+from attention_core import AttentionInputError
 from attention_core.cost import (
     chunk_bytes,
     decoding_score_counts,
     max_abs_difference,
     score_matrix_bytes,
 )
-from attention_core.mask_lab import example_qkv
 from ui import charts, cost_views
 from ui.cost_views import MEMORY_KEY, TIMING_COLUMNS, TIMINGS_KEY, Job
 from ui.formulas import BACKEND_LABELS
 from ui.layout import page_intro, what_to_try
-from ui.state import PageState
+from ui.state import PageState, write_url_after_fragment
 
 # Every size a link can ask for is one of these: a crafted link can never request more.
 MAX_LENGTHS = (256, 512, 1024, 2048)
 HEAD_WIDTHS = (16, 32, 64, 128)
 LONG_LENGTHS = (512, 1024, 2048, 4096)
 BLOCK_SIZES = (32, 64, 128, 256, 512)
-DEMO_WIDTH = 2
 MB = 1e6
 
 view = PageState("cost")
@@ -44,11 +35,84 @@ page_intro(
 )
 view.show_notices()
 
-statuses = cost_views.cached_backend_status()
+torch_column, badge_column = st.columns([1, 3], vertical_alignment="center")
+with_torch = torch_column.toggle(
+    "Compare with torch",
+    key=view.bool("torch", False),
+    on_change=cost_views.use_torch_backends,
+    args=(view,),
+    help="Imports PyTorch (once per server: a few seconds and about 190 MB) and adds its CPU "
+    "and CUDA backends to the measurements.",
+)
+statuses = cost_views.backend_statuses(with_torch)
 available = [status.name for status in statuses if status.available]
-st.markdown("**Backends on this machine:** " + cost_views.backend_badges(statuses))
+badge_column.markdown("**Backends on this machine:** " + cost_views.backend_badges(statuses))
 
 # -- 1. time and memory against n ----------------------------------------------------------------
+
+
+@st.fragment
+def time_and_memory(available: list[str]) -> None:
+    backend_column, size_column, width_column = st.columns([2, 2, 1])
+    backends = backend_column.multiselect(
+        "Backends",
+        available,
+        format_func=BACKEND_LABELS.get,
+        key=view.multi("backends", available, available),
+        placeholder="Choose at least one backend",
+    )
+    n_max = size_column.select_slider(
+        "Longest sequence (n doubles from 128)",
+        options=MAX_LENGTHS,
+        key=view.choice("n_max", 1024, MAX_LENGTHS),
+        help="Capped at 2,048 so a click stays quick; the peak-memory section goes further.",
+    )
+    d = width_column.selectbox("Head width d", HEAD_WIDTHS, key=view.choice("d", 64, HEAD_WIDTHS))
+    sizes = [n for n in (128, 256, 512, 1024, 2048) if n <= n_max]
+    jobs = [Job(backend, n, d) for n in sizes for backend in backends]
+    measure_column, forget_column = st.columns([1, 3])
+    clicked = measure_column.button(
+        "Measure", key="cost.measure", type="primary", icon=":material/timer:", disabled=not jobs
+    )
+    if forget_column.button(
+        "Forget cached measurements",
+        key="cost.forget",
+        icon=":material/delete:",
+        help="Measure afresh next time (the machine's load changes timings).",
+    ):
+        cost_views.forget_measurements()
+    if clicked:
+        for error in cost_views.run_jobs(jobs, TIMINGS_KEY):
+            st.error(error, icon=":material/error:")
+    timings = cost_views.stored(jobs, TIMINGS_KEY)
+    if not timings:
+        st.info(cost_views.measure_prompt(sizes, backends), icon=":material/timer:")
+    else:
+        if len(timings) < len(jobs):
+            st.caption(
+                f"{len(jobs) - len(timings)} of the {len(jobs)} runs for these settings are not "
+                "measured yet: press **Measure**."
+            )
+        st.dataframe(
+            cost_views.timing_table(timings),
+            hide_index=True,
+            width="stretch",
+            column_config=TIMING_COLUMNS,
+            key="cost.timing_table",
+        )
+        builders = {"time": cost_views.time_figure, "memory": cost_views.memory_figure}
+        for column, (name, build) in zip(st.columns(2), builders.items(), strict=True):
+            with column:
+                figure = charts.cached(build, timings, sizes)
+                charts.show(figure, filename=f"attention-{name}-vs-length")
+        st.caption(
+            "FLOPs count the two matrix products, 4·n²·d (the softmax adds a few operations per "
+            "score). Small n is dominated by fixed overheads, so the curves bend towards the n² "
+            "line only as n grows. Timings vary with the machine's load; the figures of merit "
+            "are the slope and the ratio between backends in the same run."
+        )
+    write_url_after_fragment(view)
+
 
 st.subheader("Time and memory against sequence length", anchor="time")
 st.markdown(
@@ -56,79 +120,55 @@ st.markdown(
     "the n×n scores, their softmax, then the weighted sum of values. Measurements run when you "
     "press **Measure**; each one is cached per backend and size."
 )
-backend_column, size_column, width_column = st.columns([2, 2, 1])
-backends = backend_column.multiselect(
-    "Backends",
-    available,
-    format_func=BACKEND_LABELS.get,
-    key=view.multi("backends", available, available),
-    placeholder="Choose at least one backend",
-)
-n_max = size_column.select_slider(
-    "Longest sequence (n doubles from 128)",
-    options=MAX_LENGTHS,
-    key=view.choice("n_max", 1024, MAX_LENGTHS),
-    help="Capped at 2,048 so a click stays quick; the peak-memory section goes further.",
-)
-d = width_column.selectbox("Head width d", HEAD_WIDTHS, key=view.choice("d", 64, HEAD_WIDTHS))
-sizes = [n for n in (128, 256, 512, 1024, 2048) if n <= n_max]
-jobs = [Job(backend, n, d) for n in sizes for backend in backends]
-
-measure_column, forget_column = st.columns([1, 3])
-clicked = measure_column.button(
-    "Measure",
-    key="cost.measure",
-    type="primary",
-    icon=":material/timer:",
-    disabled=not jobs,
-)
-if forget_column.button(
-    "Forget cached measurements",
-    key="cost.forget",
-    icon=":material/delete:",
-    help="Measure afresh next time (the machine's load changes timings).",
-):
-    cost_views.forget_measurements()
-if clicked:
-    for error in cost_views.run_jobs(jobs, TIMINGS_KEY):
-        st.error(error, icon=":material/error:")
-
-timings = cost_views.stored(jobs, TIMINGS_KEY)
-if not timings:
-    st.info(
-        f"Press **Measure** to time {len(jobs)} runs: "
-        + ", ".join(f"{n:,}" for n in sizes)
-        + " tokens on "
-        + (", ".join(BACKEND_LABELS[b] for b in backends) or "no backend")
-        + ".",
-        icon=":material/timer:",
-    )
-else:
-    if len(timings) < len(jobs):
-        st.caption(
-            f"{len(jobs) - len(timings)} of the {len(jobs)} runs for these settings are not "
-            "measured yet: press **Measure**."
-        )
-    st.dataframe(
-        cost_views.timing_table(timings),
-        hide_index=True,
-        width="stretch",
-        column_config=TIMING_COLUMNS,
-        key="cost.timing_table",
-    )
-    time_column, memory_column = st.columns(2)
-    with time_column:
-        charts.show(cost_views.time_figure(timings, sizes), filename="attention-time-vs-length")
-    with memory_column:
-        charts.show(cost_views.memory_figure(timings, sizes), filename="attention-memory-vs-length")
-    st.caption(
-        "FLOPs count the two matrix products, 4·n²·d (the softmax adds a few operations per "
-        "score). Small n is dominated by fixed overheads, so the curves bend towards the n² "
-        "line only as n grows. Timings vary with the machine's load; the figures of merit are "
-        "the slope and the ratio between backends in the same run."
-    )
+time_and_memory(available)
 
 # -- 2. the online softmax -----------------------------------------------------------------------
+
+
+@st.fragment
+def online_softmax(page_seed: int) -> None:
+    keys_column, block_column, seed_column = st.columns(3)
+    n_keys = keys_column.slider("Keys", 2, 12, key=view.int("keys", 8, lo=2, hi=12))
+    block = block_column.slider(
+        "Keys per block", 1, n_keys, key=view.int("block", 3, lo=1, hi=n_keys)
+    )
+    seed = seed_column.number_input(
+        "Seed", 0, 9999, key=seed_key, help="Draws the query, keys, values."
+    )
+    if seed != page_seed:
+        st.rerun()  # the KV-cache section below draws from the same seed
+    try:
+        online, full_output = cost_views.online_demo(n_keys, block, seed)
+    except AttentionInputError as error:
+        st.error(str(error), icon=":material/error:")
+        write_url_after_fragment(view)
+        return
+    st.dataframe(
+        cost_views.online_table(online),
+        hide_index=True,
+        width="stretch",
+        key="cost.online_table",
+        column_config=cost_views.ONLINE_COLUMNS,
+    )
+    figure = charts.cached(cost_views.online_softmax_figure, n_keys, block, seed)
+    charts.show(figure, filename="online-softmax-blocks")
+    output_column, difference_column = st.columns([3, 1])
+    output_column.dataframe(
+        cost_views.output_table(online, full_output),
+        hide_index=True,
+        width="stretch",
+        key="cost.online_output",
+        column_config=cost_views.OUTPUT_COLUMNS,
+    )
+    difference = max_abs_difference(online.output, full_output)
+    difference_column.metric("Largest difference", f"{difference:.1e}")
+    st.caption(
+        "A rescale of 1 means the block did not raise the maximum; 0 marks the first block, where "
+        "there was nothing to re-base. In each row the weights of the keys read so far keep their "
+        "ratios; only the shared denominator l grows, until the last row is the full softmax."
+    )
+    write_url_after_fragment(view)
+
 
 st.subheader("The online softmax, block by block", anchor="online-softmax")
 st.markdown(
@@ -149,137 +189,86 @@ st.latex(
     r"\text{output} &= o_T / l_T && \text{after the last block } B_T"
     r"\end{aligned}"
 )
-keys_column, block_column, seed_column = st.columns(3)
-n_keys = keys_column.slider("Keys", 2, 12, key=view.int("keys", 8, lo=2, hi=12))
-block = block_column.slider("Keys per block", 1, n_keys, key=view.int("block", 3, lo=1, hi=n_keys))
-seed = seed_column.number_input(
-    "Seed", 0, 9999, key=view.int("seed", 0, lo=0, hi=9999), help="Draws the query, keys, values."
-)
-q_all, k_demo, v_demo = example_qkv(n_keys, DEMO_WIDTH, seed)
-q_demo = q_all[:1]  # one query keeps every running number readable
-try:
-    online = chunked_attention(q_demo, k_demo, v_demo, block_size=block, return_blocks=True)
-    full = scaled_dot_product_attention(q_demo, k_demo, v_demo)
-    implied = online_softmax_weights(online)
-except AttentionInputError as error:
-    st.error(str(error), icon=":material/error:")
-    view.sync_url()
-    st.stop()
-
-key_labels = [f"k{j + 1}" for j in range(n_keys)]
-block_labels = [
-    f"after block {t + 1} (k{b.start + 1}–k{b.stop})"
-    if b.stop - b.start > 1
-    else f"after block {t + 1} (k{b.stop})"
-    for t, b in enumerate(online.blocks)
-]
-st.dataframe(
-    [
-        {
-            "block": t + 1,
-            "keys": f"k{b.start + 1}–k{b.stop}" if b.stop - b.start > 1 else f"k{b.stop}",
-            "scores s = q·k/√d": ", ".join(f"{s:.3f}" for s in b.scores[0]),
-            "block max": float(b.block_max[0]),
-            "running max m": float(b.running_max[0]),
-            "rescale exp(m_old − m)": float(b.rescale[0]),
-            "running sum l": float(b.running_sum[0]),
-            "output estimate o / l": ", ".join(f"{x:.4f}" for x in b.output[0]),
-        }
-        for t, b in enumerate(online.blocks)
-    ],
-    hide_index=True,
-    width="stretch",
-    key="cost.online_table",
-    column_config={
-        name: st.column_config.NumberColumn(format="%.4f")
-        for name in ("block max", "running max m", "rescale exp(m_old − m)", "running sum l")
-    },
-)
-charts.show(
-    cost_views.online_softmax_figure(
-        implied[:, 0, :], full.weights[0], key_labels=key_labels, block_labels=block_labels
-    ),
-    filename="online-softmax-blocks",
-)
-output_column, difference_column = st.columns([3, 1])
-output_column.dataframe(
-    [
-        {"output": "chunked, o_T / l_T", **dict(zip(("d1", "d2"), online.output[0], strict=True))},
-        {"output": "full softmax", **dict(zip(("d1", "d2"), full.output[0], strict=True))},
-    ],
-    hide_index=True,
-    width="stretch",
-    key="cost.online_output",
-    column_config={name: st.column_config.NumberColumn(format="%.8f") for name in ("d1", "d2")},
-)
-difference_column.metric(
-    "Largest difference", f"{max_abs_difference(online.output, full.output):.1e}"
-)
-st.caption(
-    "A rescale of 1 means the block did not raise the maximum; 0 marks the first block, where "
-    "there was nothing to re-base. In each row the weights of the keys read so far keep their "
-    "ratios; only the shared denominator l grows, until the last row is the full softmax."
-)
+seed_key = view.int("seed", 0, lo=0, hi=9999)
+seed = view.value("seed")
+online_softmax(seed)
 
 # -- 3. peak memory at a long length -------------------------------------------------------------
 
-st.subheader("Peak memory: full versus chunked at a long length", anchor="memory")
-memory_backend_column, length_column, chunk_column = st.columns(3)
-memory_backend = memory_backend_column.selectbox(
-    "Backend",
-    available,
-    format_func=BACKEND_LABELS.get,
-    key=view.choice("backend", "numpy", available),
-)
-n_long = length_column.select_slider(
-    "Sequence length n", LONG_LENGTHS, key=view.choice("n", 2048, LONG_LENGTHS)
-)
-chunk = chunk_column.select_slider(
-    "Keys per block", BLOCK_SIZES, key=view.choice("chunk", 128, BLOCK_SIZES)
-)
-methods = ["full", "chunked"] + (["fused"] if memory_backend != "numpy" else [])
-memory_jobs = [
-    Job(memory_backend, n_long, 64, method, chunk, repeats=1, warmup=False) for method in methods
-]
-how = {
-    "numpy": "`tracemalloc` (NumPy reports its buffers to it)",
-    "torch-cpu": "the allocation events of the torch profiler",
-    "torch-cuda": "`torch.cuda.max_memory_allocated`",
-}[memory_backend]
-st.markdown(
-    f"The full method stores the n×n scores: **{score_matrix_bytes(n_long, n_long) / MB:,.1f} "
-    f"MB** for n = {n_long:,} in float32, plus temporaries of the same size for the softmax. "
-    f"The chunked one holds an n×{min(chunk, n_long)} tile: "
-    f"**{chunk_bytes(n_long, n_long, chunk) / MB:,.2f} MB**. Peak memory is measured with "
-    f"{how}, d = 64; one run each."
-)
-if st.button(
-    "Measure peak memory", key="cost.measure_memory", type="primary", icon=":material/memory:"
-):
-    for error in cost_views.run_jobs(memory_jobs, MEMORY_KEY):
-        st.error(error, icon=":material/error:")
-memory = cost_views.stored(memory_jobs, MEMORY_KEY)
-if memory:
-    by_method = {job.method: result for job, result in memory.items()}
-    metric_columns = st.columns(len(by_method))
-    for column, (method, result) in zip(metric_columns, by_method.items(), strict=True):
-        column.metric(
-            cost_views.METHOD_LABELS[method],
-            "n/a" if result.peak_bytes is None else f"{result.peak_bytes / MB:,.2f} MB",
-            help=result.peak_note,
-        )
-    charts.show(
-        cost_views.memory_bars(
+
+@st.fragment
+def peak_memory(available: list[str]) -> None:
+    memory_backend_column, length_column, chunk_column = st.columns(3)
+    memory_backend = memory_backend_column.selectbox(
+        "Backend",
+        available,
+        format_func=BACKEND_LABELS.get,
+        key=view.choice("backend", "numpy", available),
+    )
+    n_long = length_column.select_slider(
+        "Sequence length n", LONG_LENGTHS, key=view.choice("n", 2048, LONG_LENGTHS)
+    )
+    chunk = chunk_column.select_slider(
+        "Keys per block", BLOCK_SIZES, key=view.choice("chunk", 128, BLOCK_SIZES)
+    )
+    methods = ["full", "chunked"] + (["fused"] if memory_backend != "numpy" else [])
+    jobs = [Job(memory_backend, n_long, 64, m, chunk, repeats=1, warmup=False) for m in methods]
+    st.markdown(
+        f"The full method stores the n×n scores: **{score_matrix_bytes(n_long, n_long) / MB:,.1f}"
+        f" MB** for n = {n_long:,} in float32, plus temporaries of the same size for the softmax. "
+        f"The chunked one holds an n×{min(chunk, n_long)} tile: "
+        f"**{chunk_bytes(n_long, n_long, chunk) / MB:,.2f} MB**. Peak memory is measured with "
+        f"{cost_views.PEAK_METHODS[memory_backend]}, d = 64; one run each."
+    )
+    if st.button(
+        "Measure peak memory", key="cost.measure_memory", type="primary", icon=":material/memory:"
+    ):
+        for error in cost_views.run_jobs(jobs, MEMORY_KEY):
+            st.error(error, icon=":material/error:")
+    memory = cost_views.stored(jobs, MEMORY_KEY)
+    if memory:
+        by_method = {job.method: result for job, result in memory.items()}
+        for column, (method, result) in zip(
+            st.columns(len(by_method)), by_method.items(), strict=True
+        ):
+            column.metric(
+                cost_views.METHOD_LABELS[method],
+                "n/a" if result.peak_bytes is None else f"{result.peak_bytes / MB:,.2f} MB",
+                help=result.peak_note,
+            )
+        figure = charts.cached(
+            cost_views.memory_bars,
             list(by_method.values()),
             score_matrix_bytes(n_long, n_long),
             chunk_bytes(n_long, n_long, chunk),
-        ),
-        filename="attention-peak-memory",
-    )
-else:
-    st.info("Press **Measure peak memory** to run each method once.", icon=":material/memory:")
+        )
+        charts.show(figure, filename="attention-peak-memory")
+    else:
+        st.info("Press **Measure peak memory** to run each method once.", icon=":material/memory:")
+    write_url_after_fragment(view)
+
+
+st.subheader("Peak memory: full versus chunked at a long length", anchor="memory")
+peak_memory(available)
 
 # -- 4. decoding with a KV cache -----------------------------------------------------------------
+
+
+@st.fragment
+def kv_cache(seed: int) -> None:
+    n_decode = st.slider("Tokens generated", 2, 12, key=view.int("decode", 6, lo=2, hi=12))
+    figure = charts.cached(cost_views.decoding_figure, n_decode, seed)
+    charts.show(figure, filename="kv-cache-decoding-weights")
+    with_cache, without_cache = decoding_score_counts(n_decode)
+    cached_column, uncached_column, match_column = st.columns(3)
+    cached_column.metric("q·k products with the cache", f"{with_cache:,}")
+    uncached_column.metric("without it (whole prefix every step)", f"{without_cache:,}")
+    match_column.metric(
+        "Largest difference from full causal attention",
+        f"{cost_views.decoding(n_decode, seed)[1]:.1e}",
+    )
+    write_url_after_fragment(view)
+
 
 st.subheader("Generating with a KV cache", anchor="kv-cache")
 st.markdown(
@@ -287,38 +276,7 @@ st.markdown(
     "and values never change, so it keeps them in a **KV cache** and computes just one new row "
     "of the causal pattern per step: t dot products instead of redoing the whole t×t pattern."
 )
-n_decode = st.slider("Tokens generated", 2, 12, key=view.int("decode", 6, lo=2, hi=12))
-q_dec, k_dec, v_dec = example_qkv(n_decode, 4, seed)
-decoded = incremental_causal_attention(q_dec, k_dec, v_dec)
-causal = scaled_dot_product_attention(q_dec, k_dec, v_dec, mask=causal_mask(n_decode))
-tokens = [f"t{t + 1}" for t in range(n_decode)]
-charts.show(
-    charts.heatmap(
-        decoded.weights,
-        row_labels=tokens,
-        col_labels=tokens,
-        title="Weights built one decoding step (one row) at a time",
-        hover=[
-            [
-                f"step {i + 1}: the new query against {i + 1} cached key(s)"
-                if j <= i
-                else "not in the cache yet"
-                for j in range(n_decode)
-            ]
-            for i in range(n_decode)
-        ],
-        blocked=~causal_mask(n_decode),
-    ),
-    filename="kv-cache-decoding-weights",
-)
-with_cache, without_cache = decoding_score_counts(n_decode)
-cached_column, uncached_column, match_column = st.columns(3)
-cached_column.metric("q·k products with the cache", f"{with_cache:,}")
-uncached_column.metric("without it (whole prefix every step)", f"{without_cache:,}")
-match_column.metric(
-    "Largest difference from full causal attention",
-    f"{max_abs_difference(decoded.output, causal.output):.1e}",
-)
+kv_cache(seed)
 st.caption(
     "The saving is paid for in memory: the cache holds 2·n·d numbers per head and per layer, "
     "which is what limits how long a context a server can keep for each user."

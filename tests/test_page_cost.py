@@ -6,6 +6,7 @@ them (FLOPs, GFLOP/s = FLOPs / time, speed-ups) and memory bounds that must hold
 
 import json
 import math
+import subprocess
 import sys
 
 import numpy as np
@@ -14,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.app_pages import ROOT
 from tests.plotly_json import plotly_array
+from ui import cost_views
 
 PAGE = "pages/attention_cost.py"
 MB = 1e6
@@ -58,8 +60,29 @@ def demo_inputs(n_keys: int, seed: int):
     return q[0], k, v
 
 
+def test_a_plain_visit_offers_numpy_and_does_not_import_torch():
+    # A fresh interpreter: this test process has long imported torch for other tests.
+    script = (
+        "import sys\n"
+        "from streamlit.testing.v1 import AppTest\n"
+        f"at = AppTest.from_file({str(ROOT / 'app.py')!r}, default_timeout=180)\n"
+        f"at.switch_page({PAGE!r}).run()\n"
+        "assert not at.exception, [e.value for e in at.exception]\n"
+        "print(at.multiselect(key='cost.backends').options, 'torch' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split("\n")[-2] == "['NumPy'] False"
+
+
 def test_default_view_shows_backends_and_waits_for_a_click():
     at = open_page()
+    badges = next(m.value for m in at.markdown if m.value.startswith("**Backends"))
+    assert "NumPy" in badges and "torch" not in badges
+    assert at.multiselect(key="cost.backends").value == ["numpy"]
+    at.toggle(key="cost.torch").set_value(True).run()
+    assert at.query_params["torch"] == "1"
     badges = " ".join(m.value for m in at.markdown)
     assert "NumPy" in badges and "torch CPU: torch" in badges
     import torch
@@ -115,7 +138,7 @@ def test_block_slider_changes_the_blocks_and_the_link():
 
 
 def test_measure_fills_the_table_with_consistent_values_and_plain_reruns_do_not_remeasure():
-    at = open_page(n_max="256", d="16")
+    at = open_page(n_max="256", d="16", torch="1")
     at.button(key="cost.measure").click().run()
     assert not at.exception and not at.error
     table = table_with(at, "GFLOP/s")
@@ -166,7 +189,7 @@ def test_measure_fills_the_table_with_consistent_values_and_plain_reruns_do_not_
 
 def test_peak_memory_full_versus_chunked_on_numpy_and_torch():
     # n = 1024 and d = 64: the n×n matrix (4.2 MB) dwarfs the n×d accumulators (0.26 MB each).
-    at = open_page(n="1024", chunk="32")
+    at = open_page(n="1024", chunk="32", torch="1")
     at.button(key="cost.measure_memory").click().run()
     assert not at.exception and not at.error
     shown = metrics(at)
@@ -210,6 +233,7 @@ def test_deep_link_restores_every_control():
         block="2",
         seed="3",
         backend="torch-cpu",
+        torch="1",
         n="1024",
         chunk="64",
         decode="4",
@@ -236,7 +260,9 @@ def test_deep_link_restores_every_control():
 
 
 def test_crafted_links_get_notices_and_defaults_and_never_allocate():
-    at = open_page(n="1000000000", n_max="1000000000", d="abc", keys="99", backends="gpu9")
+    at = open_page(
+        n="1000000000", n_max="1000000000", d="abc", keys="99", backends="gpu9", torch="1"
+    )
     warnings = " ".join(w.value for w in at.warning)
     for part in ("n=1000000000", "n_max=1000000000", "d=abc", "keys=99", "gpu9"):
         assert part in warnings, part
@@ -253,7 +279,9 @@ def test_crafted_links_get_notices_and_defaults_and_never_allocate():
 def test_without_torch_the_page_says_why_and_measures_numpy(monkeypatch):
     # None in sys.modules makes `import torch` fail exactly as on a machine without torch.
     monkeypatch.setitem(sys.modules, "torch", None)
-    at = open_page(n_max="256")
+    cost_views.torch_backend_statuses.clear()  # the process-wide probe, made afresh
+    at = open_page(n_max="256", torch="1")
+    cost_views.torch_backend_statuses.clear()
     badges = " ".join(m.value for m in at.markdown)
     assert "torch CPU: torch is not installed (pip install torch)" in badges
     assert at.multiselect(key="cost.backends").options == ["NumPy"]

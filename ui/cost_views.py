@@ -4,6 +4,9 @@ Measurements are slow and noisy, so they run only when the learner presses a but
 progress bar), never on a plain rerun. Each result is cached per backend, method and size with
 `st.cache_data`, so measuring again (or a bigger range) reuses what was already measured, and
 the results of the last click are kept in the session so reruns can show them.
+
+torch is imported only when the viewer asks to compare with it (`backend_statuses(True)`):
+importing it costs about 190 MB and seconds, which a plain visit must not pay.
 """
 
 from __future__ import annotations
@@ -16,20 +19,35 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from attention_core import AttentionInputError
+from attention_core import (
+    AttentionInputError,
+    causal_mask,
+    chunked_attention,
+    incremental_causal_attention,
+    scaled_dot_product_attention,
+)
+from attention_core.chunked import ChunkedAttention, online_softmax_weights
 from attention_core.cost import (
     BackendStatus,
     Measurement,
     backend_status,
+    max_abs_difference,
     measure_attention,
     quadratic_reference,
     score_matrix_bytes,
     speedup,
 )
-from ui.charts import WEIGHT_COLORS, font_size, format_number, line_plot
+from attention_core.mask_lab import example_qkv
+from ui.charts import WEIGHT_COLORS, font_size, format_number, heatmap, line_plot
 from ui.formulas import BACKEND_LABELS, METHOD_LABELS
-from ui.state import is_presenting
+from ui.state import PageState, is_presenting
 
+# How each backend's peak memory is measured, as the page says it.
+PEAK_METHODS = {
+    "numpy": "`tracemalloc` (NumPy reports its buffers to it)",
+    "torch-cpu": "the allocation events of the torch profiler",
+    "torch-cuda": "`torch.cuda.max_memory_allocated`",
+}
 TIMINGS_KEY = "cost.timing_results"
 MEMORY_KEY = "cost.memory_results"
 MB = 1e6
@@ -51,9 +69,26 @@ class Job:
         return f"{BACKEND_LABELS[self.backend]}, {METHOD_LABELS[self.method]}, n = {self.n:,}"
 
 
-@st.cache_data(show_spinner=False)
-def cached_backend_status() -> tuple[BackendStatus, ...]:
-    """Which backends run here (importing torch to find out takes a second, so once)."""
+NUMPY_STATUS = BackendStatus("numpy", True, f"NumPy {np.__version__}")
+DEMO_WIDTH = 2
+DECODE_WIDTH = 4
+
+
+def backend_statuses(with_torch: bool) -> tuple[BackendStatus, ...]:
+    """NumPy always; the torch backends only when the viewer asked to compare with torch."""
+    return torch_backend_statuses() if with_torch else (NUMPY_STATUS,)
+
+
+def use_torch_backends(view: PageState) -> None:
+    """The torch toggle's callback: compare every backend that runs here, or NumPy alone."""
+    statuses = backend_statuses(view.value("torch"))
+    view.set("backends", [status.name for status in statuses if status.available])
+
+
+@st.cache_resource(show_spinner="Importing torch (once per server)…")
+def torch_backend_statuses() -> tuple[BackendStatus, ...]:
+    """Every backend, torch's included: imports torch, once per process, under the cache's
+    lock, so no session can see a half-imported torch."""
     return backend_status()
 
 
@@ -90,6 +125,17 @@ def stored(jobs: Sequence[Job], store_key: str) -> dict[Job, Measurement]:
     """The results already measured for `jobs` (nothing is measured here)."""
     results = st.session_state.get(store_key, {})
     return {job: results[job] for job in jobs if job in results}
+
+
+def measure_prompt(sizes: Sequence[int], backends: Sequence[str]) -> str:
+    """What pressing Measure will time, before anything is measured."""
+    return (
+        f"Press **Measure** to time {len(sizes) * len(backends)} runs: "
+        + ", ".join(f"{n:,}" for n in sizes)
+        + " tokens on "
+        + (", ".join(BACKEND_LABELS[b] for b in backends) or "no backend")
+        + "."
+    )
 
 
 def forget_measurements() -> None:
@@ -207,17 +253,66 @@ def _size_ticks(fig: go.Figure, sizes: Sequence[int]) -> go.Figure:
     return fig
 
 
-def online_softmax_figure(
-    weights: np.ndarray,
-    reference: np.ndarray,
-    *,
-    key_labels: Sequence[str],
-    block_labels: Sequence[str],
-) -> go.Figure:
-    """Rows: the weights the running state implies after each block, then the full softmax.
+# -- the online softmax demo ----------------------------------------------------------------------
 
-    `weights` `(n_blocks, k_pos)` with NaN for keys not read yet; `reference` `(k_pos,)`.
-    """
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def online_demo(n_keys: int, block: int, seed: int) -> tuple[ChunkedAttention, np.ndarray]:
+    """One query of the seeded example read block by block, and the full softmax output `(1, 2)`.
+
+    Raises AttentionInputError for a block size the keys cannot take."""
+    q_all, k, v = example_qkv(n_keys, DEMO_WIDTH, seed)
+    q = q_all[:1]  # one query keeps every running number readable
+    online = chunked_attention(q, k, v, block_size=block, return_blocks=True)
+    return online, scaled_dot_product_attention(q, k, v).output
+
+
+def _span(start: int, stop: int) -> str:
+    return f"k{start + 1}–k{stop}" if stop - start > 1 else f"k{stop}"
+
+
+def online_table(online: ChunkedAttention) -> list[dict]:
+    """One row per block: its keys, scores and the three running numbers after it."""
+    return [
+        {
+            "block": t + 1,
+            "keys": _span(b.start, b.stop),
+            "scores s = q·k/√d": ", ".join(f"{s:.3f}" for s in b.scores[0]),
+            "block max": float(b.block_max[0]),
+            "running max m": float(b.running_max[0]),
+            "rescale exp(m_old − m)": float(b.rescale[0]),
+            "running sum l": float(b.running_sum[0]),
+            "output estimate o / l": ", ".join(f"{x:.4f}" for x in b.output[0]),
+        }
+        for t, b in enumerate(online.blocks)
+    ]
+
+
+ONLINE_COLUMNS = {
+    name: st.column_config.NumberColumn(format="%.4f")
+    for name in ("block max", "running max m", "rescale exp(m_old − m)", "running sum l")
+}
+OUTPUT_COLUMNS = {name: st.column_config.NumberColumn(format="%.8f") for name in ("d1", "d2")}
+
+
+def output_table(online: ChunkedAttention, full_output: np.ndarray) -> list[dict]:
+    """The chunked output o_T / l_T beside the full softmax's, one row each."""
+    return [
+        {"output": "chunked, o_T / l_T", **dict(zip(("d1", "d2"), online.output[0], strict=True))},
+        {"output": "full softmax", **dict(zip(("d1", "d2"), full_output[0], strict=True))},
+    ]
+
+
+def online_softmax_figure(n_keys: int, block: int, seed: int) -> go.Figure:
+    """Rows: the weights the running state implies after each block, then the full softmax."""
+    online, _ = online_demo(n_keys, block, seed)
+    q_all, k, v = example_qkv(n_keys, DEMO_WIDTH, seed)
+    reference = scaled_dot_product_attention(q_all[:1], k, v).weights[0]  # (k_pos,)
+    weights = online_softmax_weights(online)[:, 0, :]  # (n_blocks, k_pos), NaN = not read yet
+    key_labels = [f"k{j + 1}" for j in range(n_keys)]
+    block_labels = [
+        f"after block {t + 1} ({_span(b.start, b.stop)})" for t, b in enumerate(online.blocks)
+    ]
     matrix = np.vstack([weights, reference[None, :]])
     rows = [*block_labels, "full softmax"]
     unread = np.isnan(matrix)
@@ -319,3 +414,36 @@ def memory_bars(results: Sequence[Measurement], score_bytes: int, tile_bytes: in
         showlegend=False,
     )
     return fig
+
+
+# -- decoding with a KV cache -------------------------------------------------------------------
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def decoding(n_decode: int, seed: int) -> tuple[np.ndarray, float]:
+    """Weights `(n, n)` built one decoding step at a time, and their outputs' largest
+    difference from full causal attention on the same seeded q, k, v."""
+    q, k, v = example_qkv(n_decode, DECODE_WIDTH, seed)
+    decoded = incremental_causal_attention(q, k, v)
+    causal = scaled_dot_product_attention(q, k, v, mask=causal_mask(n_decode))
+    return decoded.weights, max_abs_difference(decoded.output, causal.output)
+
+
+def decoding_figure(n_decode: int, seed: int) -> go.Figure:
+    tokens = [f"t{t + 1}" for t in range(n_decode)]
+    return heatmap(
+        decoding(n_decode, seed)[0],
+        row_labels=tokens,
+        col_labels=tokens,
+        title="Weights built one decoding step (one row) at a time",
+        hover=[
+            [
+                f"step {i + 1}: the new query against {i + 1} cached key(s)"
+                if j <= i
+                else "not in the cache yet"
+                for j in range(n_decode)
+            ]
+            for i in range(n_decode)
+        ],
+        blocked=~causal_mask(n_decode),
+    )
