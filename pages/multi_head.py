@@ -1,3 +1,5 @@
+"""Multi-head attention, head by head: split, attend, concatenate, mix with W_O."""
+
 import streamlit as st
 
 from attention_core import (
@@ -6,11 +8,10 @@ from attention_core import (
     init_multi_head_params,
     multi_head_attention,
 )
-from attention_core.reference import TORCH_INSTALL_COMMAND, TorchNotInstalledError
 from ui import charts
 from ui import multihead_views as mv
 from ui.layout import page_intro, stale_notice, what_to_try
-from ui.state import PageState
+from ui.state import PageState, write_url_after_fragment
 
 view = PageState("mha")
 page_intro(
@@ -37,20 +38,7 @@ with tokens_col:
         horizontal=True,
         key=view.choice("source", "sentence", list(mv.TOKEN_SOURCES)),
     )
-    if source == "sentence":
-        sentence = st.text_input(
-            "Sentence (queries)",
-            key=view.text("sentence", mv.DEFAULT_SENTENCE, max_chars=200),
-            max_chars=200,
-        )
-        q_tokens, problem = mv.tokens_from_sentence(sentence)
-    else:
-        n_q = st.slider(
-            "Number of tokens", 1, mv.MAX_TOKENS, key=view.int("n", 6, lo=1, hi=mv.MAX_TOKENS)
-        )
-        q_tokens, problem = mv.numbered_tokens(n_q, "t"), None
-    if problem:
-        st.error(problem, icon=":material/edit_off:")
+    q_tokens = mv.token_input(view, source, mv.QUERY_TOKENS)
 with sizes_col:
     d_model = st.select_slider(
         "d_model (features per token)", mv.D_MODELS, key=view.choice("d_model", 8, mv.D_MODELS)
@@ -75,25 +63,7 @@ with options_col:
         key=view.choice("attention", "self", list(mv.ATTENTION_KINDS)),
     )
     cross = kind == "cross"
-    if cross and source == "sentence":
-        kv_sentence = st.text_input(
-            "Second sentence (keys and values)",
-            key=view.text("kv_sentence", mv.DEFAULT_KV_SENTENCE, max_chars=200),
-            max_chars=200,
-        )
-        kv_tokens, kv_problem = mv.tokens_from_sentence(kv_sentence, mv.DEFAULT_KV_SENTENCE)
-        if kv_problem:
-            st.error(kv_problem, icon=":material/edit_off:")
-    elif cross:
-        n_kv = st.slider(
-            "Number of key/value tokens",
-            1,
-            mv.MAX_TOKENS,
-            key=view.int("n_kv", 4, lo=1, hi=mv.MAX_TOKENS),
-        )
-        kv_tokens = mv.numbered_tokens(n_kv, "s")
-    else:
-        kv_tokens = q_tokens
+    kv_tokens = mv.token_input(view, source, mv.KV_TOKENS) if cross else q_tokens
     causal = st.toggle(
         "Causal mask",
         key=view.bool("causal", False),
@@ -161,8 +131,6 @@ except AttentionInputError as error:
     st.error(str(error), icon=":material/error:")
     view.sync_url()
     st.stop()
-weights = steps.attention.weights  # (head, q_pos, k_pos)
-
 # -- 2. projections -----------------------------------------------------------------------------
 
 st.subheader(":material/transform: 2 · Project: Q, K, V")
@@ -173,7 +141,7 @@ st.markdown(
     + " Head h uses only the rows of W_Q, W_K, W_V framed in its colour."
 )
 charts.show(
-    mv.cached(
+    charts.cached(
         mv.projections_figure,
         (("W_Q", params.w_q), ("W_K", params.w_k), ("W_V", params.w_v)),
         num_heads,
@@ -184,80 +152,83 @@ charts.show(
 
 # -- 3. split into heads ------------------------------------------------------------------------
 
+
+@st.fragment
+def split_into_heads(view: PageState, steps, q_tokens: list[str], kv_tokens: list[str]):
+    split_of = st.radio(
+        "Show the split of",
+        ("Q", "K", "V"),
+        horizontal=True,
+        key=view.choice("split", "Q", ("Q", "K", "V")),
+    )
+    matrix, heads, tokens = {
+        "Q": (steps.q, steps.q_heads, q_tokens),
+        "K": (steps.k, steps.k_heads, kv_tokens),
+        "V": (steps.v, steps.v_heads, kv_tokens),
+    }[split_of]
+    charts.show(
+        charts.cached(mv.head_split_figure, matrix, heads, tokens=tokens, name=split_of),
+        filename=f"multi-head-split-{split_of.lower()}",
+    )
+    write_url_after_fragment(view)
+
+
 st.subheader(":material/view_column: 3 · Split into heads")
 st.markdown(
     f"No new numbers: `split_heads` cuts the {d_model} columns into {num_heads} groups of "
     f"{d_head}, one per head, and moves the head axis in front: "
     f"`(pos, d_model) → (head, pos, d_head)`."
 )
-split_of = st.radio(
-    "Show the split of",
-    ("Q", "K", "V"),
-    horizontal=True,
-    key=view.choice("split", "Q", ("Q", "K", "V")),
-)
-split_matrix, split_heads_array, split_tokens = {
-    "Q": (steps.q, steps.q_heads, q_tokens),
-    "K": (steps.k, steps.k_heads, kv_tokens),
-    "V": (steps.v, steps.v_heads, kv_tokens),
-}[split_of]
-charts.show(
-    mv.cached(
-        mv.head_split_figure,
-        split_matrix,
-        split_heads_array,
-        tokens=split_tokens,
-        name=split_of,
-    ),
-    filename=f"multi-head-split-{split_of.lower()}",
-)
+split_into_heads(view, steps, q_tokens, kv_tokens)
 
-# -- 4. every head's pattern --------------------------------------------------------------------
+# -- 4 to 6: every head's pattern, their statistics, one head zoomed (the zoom drives 4 and 6) ----
 
-st.subheader(":material/grid_view: 4 · Each head attends on its own")
-st.markdown(
-    f"Each head runs scaled dot-product attention on its slice: scores "
-    f"`{mv.shape_text((num_heads, len(q_tokens), len(kv_tokens)))}` scaled by 1/√{d_head}, "
-    f"softmax over keys, times its `{mv.shape_text((len(kv_tokens), d_head))}` values."
-)
-zoom = st.selectbox(
-    "Zoom into head",
-    list(range(1, num_heads + 1)),
-    format_func=lambda h: f"head {h}",
-    key=view.choice("head", 1, list(range(1, num_heads + 1))),
-)
-charts.show(
-    mv.cached(
-        mv.pattern_grid,
-        weights,
-        query_labels=q_tokens,
-        key_labels=kv_tokens,
-        highlight=zoom - 1,
-    ),
-    filename=f"multi-head-patterns-{num_heads}-heads",
-)
-st.caption(
-    "Rows are queries, columns keys; every row sums to 1. The last panel averages the heads "
-    "(what `nn.MultiheadAttention` returns by default); section 5 says why it misleads."
-)
 
-# -- 5. statistics ------------------------------------------------------------------------------
+@st.fragment
+def each_head(view: PageState, steps, q_tokens: list[str], kv_tokens: list[str]):
+    weights = steps.attention.weights  # (head, q_pos, k_pos)
+    num_heads, _, k_len = weights.shape
+    d_head = steps.q_heads.shape[-1]
+    st.subheader(":material/grid_view: 4 · Each head attends on its own")
+    st.markdown(
+        f"Each head runs scaled dot-product attention on its slice: scores "
+        f"`{mv.shape_text(weights.shape)}` scaled by 1/√{d_head}, softmax over keys, times its "
+        f"`{mv.shape_text((k_len, d_head))}` values."
+    )
+    heads = list(range(1, num_heads + 1))
+    zoom = st.selectbox(
+        "Zoom into head",
+        heads,
+        format_func=lambda h: f"head {h}",
+        key=view.choice("head", 1, heads),
+    )
+    pattern = charts.cached(
+        mv.pattern_grid, weights, query_labels=q_tokens, key_labels=kv_tokens, highlight=zoom - 1
+    )
+    charts.show(pattern, filename=f"multi-head-patterns-{num_heads}-heads")
+    st.caption(
+        "Rows are queries, columns keys; every row sums to 1. The last panel averages the heads "
+        "(what `nn.MultiheadAttention` returns by default); section 5 says why it misleads."
+    )
 
-st.subheader(":material/analytics: 5 · What each head does, in numbers")
-table = mv.head_statistics_table(weights)
-mv.show_statistics_table(table)
-st.caption(
-    "Means over queries. Entropy: 0 when a query puts all its weight on one key, log(keys) when "
-    "it spreads evenly. → previous token / itself / first token: the weight a query gives to "
-    "key i−1, to key i, to key 1."
-)
-st.markdown(mv.averaging_note(table))
-charts.show(mv.cached(mv.entropy_figure, weights, tokens=q_tokens), filename="multi-head-entropy")
+    st.subheader(":material/analytics: 5 · What each head does, in numbers")
+    table = mv.head_statistics_table(weights)
+    mv.show_statistics_table(table)
+    st.caption(
+        "Means over queries. Entropy: 0 when a query puts all its weight on one key, log(keys) "
+        "when it spreads evenly. → previous token / itself / first token: the weight a query "
+        "gives to key i−1, to key i, to key 1."
+    )
+    st.markdown(mv.averaging_note(table))
+    entropy = charts.cached(mv.entropy_figure, weights, tokens=q_tokens)
+    charts.show(entropy, filename="multi-head-entropy")
 
-# -- 6. zoom ------------------------------------------------------------------------------------
+    st.subheader(f":material/zoom_in: 6 · Head {zoom}, step by step")
+    mv.show_zoomed_head(view, steps, zoom - 1, query_labels=q_tokens, key_labels=kv_tokens)
+    write_url_after_fragment(view)
 
-st.subheader(f":material/zoom_in: 6 · Head {zoom}, step by step")
-mv.show_zoomed_head(view, steps, zoom - 1, query_labels=q_tokens, key_labels=kv_tokens)
+
+each_head(view, steps, q_tokens, kv_tokens)
 
 # -- 7. concatenate and project -----------------------------------------------------------------
 
@@ -272,7 +243,7 @@ st.markdown(
 concat_col, wo_col = st.columns([3, 2])
 with concat_col:
     charts.show(
-        mv.cached(
+        charts.cached(
             mv.banded_matrix_figure,
             steps.concat,
             num_heads,
@@ -283,11 +254,11 @@ with concat_col:
     )
 with wo_col:
     charts.show(
-        mv.cached(mv.projections_figure, (("W_O", params.w_o),), num_heads, heads_on="cols"),
+        charts.cached(mv.projections_figure, (("W_O", params.w_o),), num_heads, heads_on="cols"),
         filename="multi-head-w_o",
     )
 charts.show(
-    mv.cached(
+    charts.cached(
         charts.heatmap,
         steps.output,
         row_labels=q_tokens,
@@ -302,21 +273,7 @@ charts.show(
 # -- 8. same as torch ---------------------------------------------------------------------------
 
 st.subheader(":material/verified: 8 · Same as torch")
-try:
-    comparison = mv.torch_comparison(x_q, x_kv, d_model, num_heads, seed, causal)
-except TorchNotInstalledError as error:
-    st.info(str(error), icon=":material/download:")
-    st.code(TORCH_INSTALL_COMMAND, language="bash")
-else:
-    st.markdown(
-        "`torch.nn.MultiheadAttention(batch_first=True)` loaded with the same W_Q, W_K, W_V, "
-        f"W_O and biases, run in {comparison.dtype} (torch {comparison.torch_version}), "
-        "per-head weights with `average_attn_weights=False`:"
-    )
-    left, right = st.columns(2)
-    left.metric("largest |ours − torch|, output", f"{comparison.output_difference:.1e}")
-    right.metric("largest |ours − torch|, weights", f"{comparison.weights_difference:.1e}")
-    st.caption("Differences near 1e-7 are float32 rounding: our NumPy code computes in float64.")
+mv.torch_parity(view, x_q, x_kv, (d_model, num_heads, seed), causal)
 
 what_to_try(
     [

@@ -253,6 +253,8 @@ def torch_differences(causal=False, d_model=8, heads=4) -> tuple[float, float]:
 
 def test_the_torch_comparison_shows_the_differences_torch_gives_here():
     at = open_page()
+    assert "largest |ours − torch|, output" not in metrics(at)  # only when asked
+    at.toggle(key="mha.torch").set_value(True).run()
     shown = metrics(at)
     output, weights = torch_differences()
     # Ours is float64 and torch float32, so the output differs by float32 rounding (~1e-7),
@@ -455,6 +457,7 @@ def test_large_sizes_render_without_the_editor():
     )
     assert metrics(at)["d_head"] == "1"
     assert metrics(at)["parameters"] == f"{4 * 64**2 + 4 * 64:,}"
+    at.toggle(key="mha.torch").set_value(True).run()
     assert math.isclose(float(metrics(at)["largest |ours − torch|, output"]), 0, abs_tol=1e-5)
 
 
@@ -475,4 +478,5 @@ def test_cross_attention_keys_and_values_can_be_typed_too():
     np.testing.assert_allclose(z[:4], expected.attention.weights, atol=1e-6)
     assert at.query_params["xkv"].split(";")[2].split(",")[2] == "-4.5"
     assert "x" not in at.query_params  # X itself was not edited
+    at.toggle(key="mha.torch").set_value(True).run()
     assert float(metrics(at)["largest |ours − torch|, output"]) < 1e-5

@@ -8,10 +8,10 @@ display-only averages and differences that the pictures themselves show.
 
 from __future__ import annotations
 
-import hashlib
-import pickle
-from collections.abc import Callable, Sequence
-from typing import Any
+import importlib.util
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 import pandas as pd
@@ -27,10 +27,16 @@ from attention_core import (
     init_multi_head_params,
     multi_head_attention,
 )
-from attention_core.reference import TorchComparison, compare_with_torch, token_embeddings
+from attention_core.reference import (
+    TORCH_INSTALL_COMMAND,
+    TorchComparison,
+    TorchNotInstalledError,
+    compare_with_torch,
+    token_embeddings,
+)
 from ui import charts, steps
 from ui.editors import MatrixInput, matrix_editor
-from ui.state import PageState, is_presenting
+from ui.state import PageState, write_url_after_fragment
 
 DEFAULT_SENTENCE = "the cat sat on the mat"
 DEFAULT_KV_SENTENCE = "a dog slept there"
@@ -90,6 +96,55 @@ def tokens_from_sentence(
     return words, None
 
 
+@dataclass(frozen=True)
+class TokenInput:
+    """The widgets of one token list: a sentence box, or a count slider of numbered tokens."""
+
+    sentence_name: str
+    sentence_label: str
+    default_sentence: str
+    count_name: str
+    count_label: str
+    default_count: int
+    prefix: str
+
+
+QUERY_TOKENS = TokenInput(
+    "sentence", "Sentence (queries)", DEFAULT_SENTENCE, "n", "Number of tokens", 6, "t"
+)
+KV_TOKENS = TokenInput(
+    "kv_sentence",
+    "Second sentence (keys and values)",
+    DEFAULT_KV_SENTENCE,
+    "n_kv",
+    "Number of key/value tokens",
+    4,
+    "s",
+)
+
+
+def token_input(view: PageState, source: str, spec: TokenInput) -> list[str]:
+    """The tokens typed as a sentence or counted (`source`), any problem shown under the box."""
+    if source == "sentence":
+        sentence = st.text_input(
+            spec.sentence_label,
+            key=view.text(spec.sentence_name, spec.default_sentence, max_chars=200),
+            max_chars=200,
+        )
+        tokens, problem = tokens_from_sentence(sentence, spec.default_sentence)
+    else:
+        count = st.slider(
+            spec.count_label,
+            1,
+            MAX_TOKENS,
+            key=view.int(spec.count_name, spec.default_count, lo=1, hi=MAX_TOKENS),
+        )
+        tokens, problem = numbered_tokens(count, spec.prefix), None
+    if problem:
+        st.error(problem, icon=":material/edit_off:")
+    return tokens
+
+
 def numbered_tokens(count: int, prefix: str) -> list[str]:
     return [f"{prefix}{i + 1}" for i in range(count)]
 
@@ -131,7 +186,7 @@ def linked_matrix_editor(
     if not small:
         view.put_matrix(url_name, None)
         charts.show(
-            cached(
+            charts.cached(
                 charts.heatmap,
                 generated,
                 row_labels=list(tokens),
@@ -179,26 +234,6 @@ def linked_matrix_editor(
     return typed
 
 
-def cached(builder: Callable[..., go.Figure], *args: Any, **options: Any) -> go.Figure:
-    """`builder(*args, **options)`, built once per distinct input (and presenter mode).
-
-    Plotly validates every property it is given, so a figure costs tens of milliseconds; when
-    only the zoomed head or the causal toggle changes, the other figures come from here.
-    """
-    digest = hashlib.sha256(
-        pickle.dumps((builder.__module__, builder.__name__, args, options, is_presenting()))
-    ).hexdigest()
-    return _cached_figure(digest, builder, args, options)
-
-
-@st.cache_resource(max_entries=256, show_spinner=False)
-def _cached_figure(
-    digest: str, _builder: Callable[..., go.Figure], _args: tuple, _options: dict
-) -> go.Figure:
-    # Only `digest` is hashed. Sharing one figure is safe: st.plotly_chart only serialises it.
-    return _builder(*_args, **_options)
-
-
 def head_color(head: int) -> str:
     return HEAD_COLORS[head % len(HEAD_COLORS)]
 
@@ -220,16 +255,19 @@ def head_boxes(
     span: tuple[float, float],
     xref: str = "x",
     yref: str = "y",
+    stride: int | None = None,
 ) -> list[dict]:
-    """Plotly shapes framing each head's `width // num_heads` columns (along="x") or rows ("y").
+    """Plotly shapes framing each head's `width // num_heads` columns (along="x") or rows ("y"),
+    head h's starting at h · `stride` (default: right after the previous head's).
 
-    Built as plain dicts and added in one `update_layout`: plotly's `add_shape` copies every
+    Plain dicts, laid out with the rest of the figure: plotly's `add_shape` copies every
     existing shape on each call, which made this page's reruns slow.
     """
     d_head = width // num_heads
+    step = stride or d_head
     boxes = []
     for h in range(num_heads):
-        start, stop = h * d_head - 0.5, (h + 1) * d_head - 0.5
+        start, stop = h * step - 0.5, h * step + d_head - 0.5
         box = (
             {"x0": start, "x1": stop, "y0": span[0], "y1": span[1]}
             if along == "x"
@@ -248,11 +286,6 @@ def head_boxes(
     return boxes
 
 
-def _add_boxes(fig: go.Figure, boxes: list[dict]) -> go.Figure:
-    fig.update_layout(shapes=[*fig.layout.shapes, *boxes])
-    return fig
-
-
 def projections_figure(
     weights: Sequence[tuple[str, np.ndarray]], num_heads: int, *, heads_on: str
 ) -> go.Figure:
@@ -261,65 +294,18 @@ def projections_figure(
 
     W_Q, W_K, W_V: head h owns output rows h·d_head..(h+1)·d_head-1 (heads_on="rows");
     W_O: head h's concat features meet columns h·d_head.. (heads_on="cols").
-    Laid out in one layout dict (one `charts.heatmap` per matrix cost ~40 ms each).
     """
     count = len(weights)
     d_model = weights[0][1].shape[0]
     reach = max(float(np.abs(w).max()) for _, w in weights) or 1.0
-    annotate = d_model <= 6
-    font = charts.font_size()
-    ticks = list(range(0, d_model, max(1, d_model // 16)))
-    gap = 0.08
-    width = (1 - gap * (count - 1)) / count
     along = "y" if heads_on == "rows" else "x"
+    panels = charts.panel_domains(count, columns=count, x_gap=0.08, y_gap=0.0)
     traces, layout, shapes, titles = [], {}, [], []
-    for index, (name, matrix) in enumerate(weights):
-        suffix = "" if index == 0 else str(index + 1)
-        x0 = index * (width + gap)
-        heat = go.Heatmap(
-            z=matrix.astype(np.float32),
-            x=np.arange(d_model),
-            y=np.arange(d_model),
-            xaxis=f"x{suffix}",
-            yaxis=f"y{suffix}",
-            coloraxis="coloraxis",
-            xgap=1 if annotate else 0,
-            ygap=1 if annotate else 0,
-            hovertemplate=(
-                f"{name}: output feature %{{customdata[0]}}, input feature %{{customdata[1]}}"
-                "<br>value: %{z:.4f}<extra></extra>"
-            ),
-            customdata=np.stack(
-                np.meshgrid(np.arange(1, d_model + 1), np.arange(1, d_model + 1), indexing="ij"),
-                axis=-1,
-            ),
-        )
-        if annotate:
-            heat.text = [[charts.format_number(v) for v in row] for row in matrix]
-            heat.texttemplate = "%{text}"
-            heat.textfont = {"size": font}
-        traces.append(heat)
-        axis = {
-            "tickvals": ticks,
-            "ticktext": [str(t + 1) for t in ticks],
-            "tickfont": {"size": font - 2},
-        }
-        layout[f"xaxis{suffix}"] = {
-            **axis,
-            "domain": [max(0.0, round(x0, 9)), min(1.0, round(x0 + width, 9))],
-            "anchor": f"y{suffix}",
-            "side": "top",
-            "title": {"text": "input feature →"},
-            "constrain": "domain",
-        }
-        layout[f"yaxis{suffix}"] = {
-            **axis,
-            "anchor": f"x{suffix}",
-            "autorange": "reversed",
-            "scaleanchor": f"x{suffix}",
-            "constrain": "domain",
-            **({"title": {"text": "← output feature"}} if index == 0 else {}),
-        }
+    for index, ((name, matrix), (suffix, x_domain, _)) in enumerate(
+        zip(weights, panels, strict=True)
+    ):
+        traces.append(_projection_trace(name, matrix, suffix))
+        layout.update(_projection_axes(d_model, suffix, x_domain, first=index == 0))
         shapes += head_boxes(
             num_heads,
             d_model,
@@ -328,20 +314,7 @@ def projections_figure(
             xref=f"x{suffix}",
             yref=f"y{suffix}",
         )
-        titles.append(
-            {
-                "text": f"<b>{name}</b> {shape_text(matrix.shape)}",
-                "x": x0 + width / 2,
-                "y": 0,
-                "xref": "paper",
-                "yref": "paper",
-                "xanchor": "center",
-                "yanchor": "top",
-                "yshift": -4,
-                "showarrow": False,
-                "font": {"size": font + 1},
-            }
-        )
+        titles.append(_title_below(f"<b>{name}</b> {shape_text(matrix.shape)}", x_domain))
     layout.update(
         coloraxis={
             "colorscale": charts.DIVERGING_COLORS,
@@ -353,9 +326,83 @@ def projections_figure(
         annotations=titles,
         height=int(min(460, 200 + (300 if count == 1 else 220) * min(1.0, d_model / 16))),
         margin={"l": 10, "r": 10, "t": 60, "b": 40},
-        font={"size": font},
+        font={"size": charts.font_size()},
     )
-    return go.Figure(data=traces, layout=layout)
+    return charts._figure(traces, layout)
+
+
+def _projection_trace(name: str, matrix: np.ndarray, suffix: str) -> dict:
+    """One weight matrix `(out, in)` as a heatmap on axes `x{suffix}`, `y{suffix}`; the hover
+    names the output and input feature (from 1), small matrices print their numbers."""
+    rows, cols = matrix.shape
+    annotate = rows <= 6
+    trace = {
+        "type": "heatmap",
+        "z": matrix.astype(np.float32),
+        "x": np.arange(cols),
+        "y": np.arange(rows),
+        "xaxis": f"x{suffix}",
+        "yaxis": f"y{suffix}",
+        "coloraxis": "coloraxis",
+        "xgap": 1 if annotate else 0,
+        "ygap": 1 if annotate else 0,
+        "hovertemplate": (
+            f"{name}: output feature %{{customdata[0]}}, input feature %{{customdata[1]}}"
+            "<br>value: %{z:.4f}<extra></extra>"
+        ),
+        "customdata": np.stack(
+            np.meshgrid(np.arange(1, rows + 1), np.arange(1, cols + 1), indexing="ij"), axis=-1
+        ),
+    }
+    if annotate:
+        trace["text"] = [[charts.format_number(v) for v in row] for row in matrix]
+        trace["texttemplate"] = "%{text}"
+        trace["textfont"] = {"size": charts.font_size()}
+    return trace
+
+
+def _projection_axes(d_model: int, suffix: str, x_domain: list[float], *, first: bool) -> dict:
+    """A square panel's axes: input features across the top, output features down."""
+    ticks = list(range(0, d_model, max(1, d_model // 16)))
+    axis = {
+        "tickvals": ticks,
+        "ticktext": [str(t + 1) for t in ticks],
+        "tickfont": {"size": charts.font_size() - 2},
+    }
+    return {
+        f"xaxis{suffix}": {
+            **axis,
+            "domain": x_domain,
+            "anchor": f"y{suffix}",
+            "side": "top",
+            "title": {"text": "input feature →"},
+            "constrain": "domain",
+        },
+        f"yaxis{suffix}": {
+            **axis,
+            "anchor": f"x{suffix}",
+            "autorange": "reversed",
+            "scaleanchor": f"x{suffix}",
+            "constrain": "domain",
+            **({"title": {"text": "← output feature"}} if first else {}),
+        },
+    }
+
+
+def _title_below(text: str, x_domain: list[float]) -> dict:
+    """A panel title under the panel, centred on its x domain."""
+    return {
+        "text": text,
+        "x": (x_domain[0] + x_domain[1]) / 2,
+        "y": 0,
+        "xref": "paper",
+        "yref": "paper",
+        "xanchor": "center",
+        "yanchor": "top",
+        "yshift": -4,
+        "showarrow": False,
+        "font": {"size": charts.font_size() + 1},
+    }
 
 
 def banded_matrix_figure(
@@ -377,7 +424,13 @@ def banded_matrix_figure(
         col_title="feature",
         annotate=pos * d_model <= 96,
     )
-    return _add_boxes(fig, head_boxes(num_heads, d_model, along="x", span=(-0.5, pos - 0.5)))
+    return fig.update_layout(
+        shapes=head_boxes(num_heads, d_model, along="x", span=(-0.5, pos - 0.5))
+    )
+
+
+# The wide matrix on the left, its split into heads on the right (paper x coordinates).
+SPLIT_DOMAINS = ([0.0, 0.55], [0.72, 0.92])
 
 
 def head_split_figure(
@@ -390,89 +443,86 @@ def head_split_figure(
     """
     pos, d_model = matrix.shape
     num_heads, _, d_head = heads.shape
-    # One spare row between blocks keeps the heads visibly apart.
+    stacked, labels, stride = stack_heads(heads, tokens)
+    reach = float(np.nanmax(np.abs(matrix))) or 1.0
+    wide, split = _split_traces(matrix, stacked, name, reach)
+    layout = {
+        **_split_axes(tokens, d_model, d_head, labels),
+        "shapes": [
+            *head_boxes(num_heads, d_model, along="x", span=(-0.5, pos - 0.5)),
+            *head_boxes(
+                num_heads,
+                num_heads * pos,
+                along="y",
+                span=(-0.5, d_head - 0.5),
+                xref="x2",
+                yref="y2",
+                stride=stride,
+            ),
+        ],
+        "annotations": [
+            *_split_titles(name, matrix.shape, heads.shape),
+            *_head_labels(num_heads, d_head, pos),
+        ],
+        "height": int(min(700, max(320, 120 + 18 * stacked.shape[0]))),
+        "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
+        "font": {"size": charts.font_size()},
+    }
+    return charts._figure([wide, split], layout)
+
+
+def stack_heads(heads: np.ndarray, tokens: Sequence[str]) -> tuple[np.ndarray, list[str], int]:
+    """`(head, pos, d_head)` as one tall `(head·(pos+1) − 1, d_head)` matrix, a blank (NaN) row
+    between heads so they stay visibly apart; its row labels `h2 · cat`; the rows per head
+    block including the blank one."""
+    num_heads, pos, d_head = heads.shape
     stride = pos + 1
     stacked = np.full((num_heads * stride - 1, d_head), np.nan)
     labels = []
     for h in range(num_heads):
         stacked[h * stride : h * stride + pos] = heads[h]
         labels += [f"h{h + 1} · {t}" for t in tokens] + ([""] if h < num_heads - 1 else [])
-    reach = float(np.nanmax(np.abs(matrix))) or 1.0
+    return stacked, labels, stride
+
+
+def _split_traces(
+    matrix: np.ndarray, stacked: np.ndarray, name: str, reach: float
+) -> tuple[dict, dict]:
+    """The wide matrix (with the colour bar) and the stacked heads, on one diverging scale."""
     common = {
+        "type": "heatmap",
         "colorscale": charts.DIVERGING_COLORS,
         "zmin": -reach,
         "zmax": reach,
         "xgap": 1,
         "ygap": 1,
     }
-    wide = go.Heatmap(
-        z=matrix.astype(np.float32),
-        x=np.arange(d_model),
-        y=np.arange(pos),
-        colorbar={"thickness": 12, "len": 0.9},
-        hovertemplate=f"{name}: query %{{y}}, feature %{{x}} = %{{z:.4f}}<extra></extra>",
+    wide = {
         **common,
-    )
-    split = go.Heatmap(
-        z=stacked.astype(np.float32),
-        x=np.arange(d_head),
-        y=np.arange(stacked.shape[0]),
-        xaxis="x2",
-        yaxis="y2",
-        showscale=False,
-        hovertemplate="%{z:.4f}<extra></extra>",
+        "z": matrix.astype(np.float32),
+        "x": np.arange(matrix.shape[1]),
+        "y": np.arange(matrix.shape[0]),
+        "colorbar": {"thickness": 12, "len": 0.9},
+        "hovertemplate": f"{name}: query %{{y}}, feature %{{x}} = %{{z:.4f}}<extra></extra>",
+    }
+    split = {
         **common,
-    )
-    few_rows = stacked.shape[0] <= 40
-    font = charts.font_size()
-    split_boxes = [
-        {
-            "type": "rect",
-            "xref": "x2",
-            "yref": "y2",
-            "x0": -0.5,
-            "x1": d_head - 0.5,
-            "y0": h * stride - 0.5,
-            "y1": h * stride + pos - 0.5,
-            "line": {"color": head_color(h), "width": 3},
-        }
-        for h in range(num_heads)
-    ]
-    head_labels = [
-        {
-            "text": f"h{h + 1}",
-            "x": (h + 0.5) * d_head - 0.5,
-            "y": pos - 0.5,
-            "xref": "x",
-            "yref": "y",
-            "yanchor": "top",
-            "yshift": -4,
-            "showarrow": False,
-            "font": {"color": head_color(h), "size": font},
-        }
-        for h in range(num_heads)
-        if num_heads <= 16
-    ]
-    titles = [
-        {
-            "text": text,
-            "x": x,
-            "y": 1.0,
-            "xref": "paper",
-            "yref": "paper",
-            "xanchor": "center",
-            "yanchor": "bottom",
-            "showarrow": False,
-            "font": {"size": font},
-        }
-        for text, x in (
-            (f"{name}: (pos, d_model) = {shape_text(matrix.shape)}", 0.275),
-            (f"split_heads({name}):<br>(head, pos, d_head) = {shape_text(heads.shape)}", 0.82),
-        )
-    ]
-    layout = {
+        "z": stacked.astype(np.float32),
+        "x": np.arange(stacked.shape[1]),
+        "y": np.arange(stacked.shape[0]),
+        "xaxis": "x2",
+        "yaxis": "y2",
+        "showscale": False,
+        "hovertemplate": "%{z:.4f}<extra></extra>",
+    }
+    return wide, split
+
+
+def _split_axes(tokens: Sequence[str], d_model: int, d_head: int, labels: list[str]) -> dict:
+    few_rows = len(labels) <= 40
+    return {
         "xaxis": {
-            "domain": [0.0, 0.55],
+            "domain": SPLIT_DOMAINS[0],
             "title": {"text": "feature (d_model) →"},
             "tickvals": list(range(d_model)),
             "ticktext": [str(j + 1) for j in range(d_model)],
@@ -480,11 +530,11 @@ def head_split_figure(
         },
         "yaxis": {
             "autorange": "reversed",
-            "tickvals": list(range(pos)),
+            "tickvals": list(range(len(tokens))),
             "ticktext": list(tokens),
         },
         "xaxis2": {
-            "domain": [0.72, 0.92],
+            "domain": SPLIT_DOMAINS[1],
             "anchor": "y2",
             "title": {"text": "feature in the head (d_head) →"},
             "tickvals": list(range(d_head)),
@@ -497,16 +547,52 @@ def head_split_figure(
             "tickvals": list(range(len(labels))) if few_rows else [],
             "ticktext": labels if few_rows else [],
         },
-        "shapes": [
-            *head_boxes(num_heads, d_model, along="x", span=(-0.5, pos - 0.5)),
-            *split_boxes,
-        ],
-        "annotations": [*titles, *head_labels],
-        "height": int(min(700, max(320, 120 + 18 * stacked.shape[0]))),
-        "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
-        "font": {"size": font},
     }
-    return go.Figure(data=[wide, split], layout=layout)
+
+
+def _split_titles(name: str, shape: Sequence[int], heads_shape: Sequence[int]) -> list[dict]:
+    """The two panels' titles, each with the shape of what it shows."""
+    return [
+        {
+            "text": text,
+            "x": (domain[0] + domain[1]) / 2,
+            "y": 1.0,
+            "xref": "paper",
+            "yref": "paper",
+            "xanchor": "center",
+            "yanchor": "bottom",
+            "showarrow": False,
+            "font": {"size": charts.font_size()},
+        }
+        for text, domain in zip(
+            (
+                f"{name}: (pos, d_model) = {shape_text(shape)}",
+                f"split_heads({name}):<br>(head, pos, d_head) = {shape_text(heads_shape)}",
+            ),
+            SPLIT_DOMAINS,
+            strict=True,
+        )
+    ]
+
+
+def _head_labels(num_heads: int, d_head: int, pos: int) -> list[dict]:
+    """h1, h2, ... under each head's columns of the wide matrix (up to 16 heads)."""
+    if num_heads > 16:
+        return []
+    return [
+        {
+            "text": f"h{h + 1}",
+            "x": (h + 0.5) * d_head - 0.5,
+            "y": pos - 0.5,
+            "xref": "x",
+            "yref": "y",
+            "yanchor": "top",
+            "yshift": -4,
+            "showarrow": False,
+            "font": {"color": head_color(h), "size": charts.font_size()},
+        }
+        for h in range(num_heads)
+    ]
 
 
 def flow_diagram(
@@ -585,92 +671,18 @@ def pattern_grid(
     key_labels: Sequence[str],
     highlight: int,
 ) -> go.Figure:
-    """Every head's weights as small multiples, and their average as the last panel.
-
-    The conventions of `charts.heatmap_grid` (one fixed 0..1 weight scale, the highlighted panel's
-    title in bold, queries down and keys across), laid out by hand in one layout dict: building
-    up to 65 subplots through `make_subplots` took most of this page's rerun time.
-    """
-    num_heads, q_len, k_len = weights.shape
+    """Every head's `(q_pos, k_pos)` weights as small multiples, their average as the last panel,
+    the zoomed head's title in bold: one row when they fit in five panels, else four a row."""
+    num_heads = weights.shape[0]
     panels = np.concatenate([weights, average_over_heads(weights)[None]])
-    count = panels.shape[0]
-    columns = count if count <= 5 else 4
-    grid_rows = -(-count // columns)
-    titles = [*head_names(num_heads), "average of the heads"]
-    small = q_len <= 12 and k_len <= 12
-    font = charts.font_size()
-    tick_font = {"size": max(8, font - 4)}
-    gap_x, gap_y = 0.03, 0.25 / grid_rows
-    width = (1 - gap_x * (columns - 1)) / columns
-    height = (1 - gap_y * (grid_rows - 1)) / grid_rows
-    traces, layout, annotations = [], {}, []
-    for index, matrix in enumerate(panels):
-        row, col = divmod(index, columns)
-        suffix = "" if index == 0 else str(index + 1)
-        x0 = col * (width + gap_x)
-        y1 = 1 - row * (height + gap_y)
-        traces.append(
-            go.Heatmap(
-                z=matrix.astype(np.float32),
-                x=np.arange(k_len),
-                y=np.arange(q_len),
-                xaxis=f"x{suffix}",
-                yaxis=f"y{suffix}",
-                coloraxis="coloraxis",
-                hovertemplate=(
-                    f"{titles[index]}<br>query %{{y}} → key %{{x}}: %{{z:.4f}}<extra></extra>"
-                ),
-            )
-        )
-        last_in_column = index + columns >= count
-        layout[f"xaxis{suffix}"] = {
-            "domain": [max(0.0, round(x0, 9)), min(1.0, round(x0 + width, 9))],
-            "anchor": f"y{suffix}",
-            "tickvals": list(range(k_len)),
-            "ticktext": list(key_labels),
-            "showticklabels": small,
-            "tickfont": tick_font,
-            "constrain": "domain",
-            **({"title": {"text": "key"}} if last_in_column else {}),
-        }
-        layout[f"yaxis{suffix}"] = {
-            # Rounding keeps float error (-8e-17) inside plotly's [0, 1] check.
-            "domain": [max(0.0, round(y1 - height, 9)), min(1.0, round(y1, 9))],
-            "anchor": f"x{suffix}",
-            "autorange": "reversed",
-            "tickvals": list(range(q_len)),
-            "ticktext": list(query_labels),
-            # Token labels only on the left edge, so no panel's labels cover its neighbour.
-            "showticklabels": small and col == 0,
-            "tickfont": tick_font,
-            **({"title": {"text": "query"}} if col == 0 else {}),
-        }
-        annotations.append(
-            {
-                "text": f"<b>{titles[index]}</b>" if index == highlight else titles[index],
-                "x": x0 + width / 2,
-                "y": y1,
-                "xref": "paper",
-                "yref": "paper",
-                "xanchor": "center",
-                "yanchor": "bottom",
-                "showarrow": False,
-                "font": {"size": font},
-            }
-        )
-    layout.update(
-        coloraxis={
-            "colorscale": charts.WEIGHT_COLORS,
-            "cmin": 0.0,
-            "cmax": 1.0,
-            "colorbar": {"thickness": 12},
-        },
-        annotations=annotations,
-        height=min(1800, 60 + grid_rows * (260 if small else 200)),
-        margin={"l": 10, "r": 10, "t": 50, "b": 10},
-        font={"size": font},
+    return charts.heatmap_grid(
+        panels,
+        titles=[*head_names(num_heads), "average of the heads"],
+        row_labels=query_labels,
+        col_labels=key_labels,
+        columns=len(panels) if len(panels) <= 5 else 4,
+        highlight=highlight,
     )
-    return go.Figure(data=traces, layout=layout)
 
 
 def averaging_note(table: pd.DataFrame) -> str:
@@ -738,6 +750,25 @@ def entropy_figure(weights: np.ndarray, *, tokens: Sequence[str]) -> go.Figure:
     )
 
 
+# -- the same as torch ----------------------------------------------------------------------------
+
+
+def torch_installed() -> bool:
+    """Whether torch can be imported, found out without importing it (190 MB and seconds)."""
+    return importlib.util.find_spec("torch") is not None
+
+
+@st.cache_resource(show_spinner="Importing torch, once for the whole server…")
+def load_torch() -> ModuleType:
+    """torch, imported once per process under the cache's lock: no session can meet it half
+    imported, and a plain visit to the page never pays for it."""
+    try:
+        import torch
+    except ImportError:
+        raise TorchNotInstalledError() from None
+    return torch
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
 def torch_comparison(
     x_q: np.ndarray,
@@ -751,11 +782,54 @@ def torch_comparison(
 
     Raises TorchNotInstalledError (not cached) when torch is missing.
     """
+    load_torch()
     params = init_multi_head_params(d_model, num_heads, seed)
     k_len = (x_q if x_kv is None else x_kv).shape[0]
     mask = causal_mask(x_q.shape[0], k_len) if causal else None
     computed = multi_head_attention(x_q, x_kv, params=params, num_heads=num_heads, mask=mask)
     return compare_with_torch(computed, params, num_heads, mask)
+
+
+@st.fragment
+def torch_parity(
+    view: PageState,
+    x_q: np.ndarray,
+    x_kv: np.ndarray | None,
+    sizes: tuple[int, int, int],
+    causal: bool,
+) -> None:
+    """Our output and weights beside torch.nn.MultiheadAttention's, once the reader asks for it
+    (`sizes` = d_model, heads, seed); how to install torch when it is missing."""
+    if not torch_installed():
+        _show_torch_missing(TorchNotInstalledError())
+        return
+    asked = st.toggle(
+        "Compare with torch.nn.MultiheadAttention",
+        key=view.key("torch"),
+        help="Runs this example through torch. The server imports torch the first time anyone "
+        "asks (a few seconds).",
+    )
+    if not asked:
+        return
+    try:
+        comparison = torch_comparison(x_q, x_kv, *sizes, causal)
+    except TorchNotInstalledError as error:
+        _show_torch_missing(error)
+        return
+    st.markdown(
+        "`torch.nn.MultiheadAttention(batch_first=True)` loaded with the same W_Q, W_K, W_V, "
+        f"W_O and biases, run in {comparison.dtype} (torch {comparison.torch_version}), "
+        "per-head weights with `average_attn_weights=False`:"
+    )
+    left, right = st.columns(2)
+    left.metric("largest |ours − torch|, output", f"{comparison.output_difference:.1e}")
+    right.metric("largest |ours − torch|, weights", f"{comparison.weights_difference:.1e}")
+    st.caption("Differences near 1e-7 are float32 rounding: our NumPy code computes in float64.")
+
+
+def _show_torch_missing(error: TorchNotInstalledError) -> None:
+    st.info(str(error), icon=":material/download:")
+    st.code(TORCH_INSTALL_COMMAND, language="bash")
 
 
 # -- zoom into one head ---------------------------------------------------------------------------
@@ -801,14 +875,26 @@ def show_zoomed_head(
         key=f"{view.key('zoom')}.h{head + 1}",
         filename=f"multi-head-head{head + 1}",
     )
-    rows = list(range(1, len(query_labels) + 1))
     with st.expander(f"Write out one query's calculation in head {head + 1}"):
-        row = st.selectbox(
-            "Query",
-            rows,
-            format_func=lambda i: f"{i} · {query_labels[i - 1]}",
-            key=view.choice("row", 1, rows),
-        )
-        steps.explain_row(
-            one, row - 1, q=q, k=k, v=v, query_labels=query_labels, key_labels=key_labels
-        )
+        explain_query(view, one, (q, k, v), query_labels, key_labels)
+
+
+@st.fragment
+def explain_query(
+    view: PageState,
+    one: AttentionSteps,
+    qkv: tuple[np.ndarray, np.ndarray, np.ndarray],
+    query_labels: Sequence[str],
+    key_labels: Sequence[str],
+) -> None:
+    """One query's row of one head written out; picking another query reruns only this."""
+    rows = list(range(1, len(query_labels) + 1))
+    row = st.selectbox(
+        "Query",
+        rows,
+        format_func=lambda i: f"{i} · {query_labels[i - 1]}",
+        key=view.choice("row", 1, rows),
+    )
+    q, k, v = qkv
+    steps.explain_row(one, row - 1, q=q, k=k, v=v, query_labels=query_labels, key_labels=key_labels)
+    write_url_after_fragment(view)
