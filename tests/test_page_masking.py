@@ -458,3 +458,21 @@ def test_cached_heatmaps_follow_presenter_mode():
     presenting = figures(open_page({"present": "1"}))["Weights with the mask"]
     assert presenting["layout"]["font"]["size"] > normal["layout"]["font"]["size"]
     assert presenting["data"][0]["textfont"]["size"] > normal["data"][0]["textfont"]["size"]
+
+
+# -- fragments: a control of one experiment reruns that experiment and still updates the link -----
+
+
+def test_a_control_inside_a_fragment_updates_its_numbers_and_the_link():
+    at = open_page()
+    at.select_slider(key="mask.scale").set_value("6e4").run()
+    # By hand, float16: blocked key 3 sits at 60000 − 65504 = −5504, the best allowed key at
+    # −0.5 · 60000 = −30000: exp(−24496) is 0, so the float16 minimum leaks everything.
+    assert leak_table(at).loc["float16 min (−65504)", "weight on blocked keys"] == 1.0
+    assert at.query_params["scale"] == "6e4"
+    at.slider(key="mask.delta").set_value(-1.0).run()
+    q, k, _ = qkv(6)
+    causal_w = reference_weights(q, k, np.tril(np.ones((6, 6), bool)))
+    # Position 4 (index 3) changed by −1 in every feature: row i moves by w_i,3.
+    np.testing.assert_allclose(dataframe_with(at, "causal")["causal"], causal_w[:, 3], rtol=1e-9)
+    assert at.query_params["delta"] == "-1" and at.query_params["scale"] == "6e4"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 import sys
 
 import numpy as np
@@ -480,3 +481,37 @@ def test_cross_attention_keys_and_values_can_be_typed_too():
     assert "x" not in at.query_params  # X itself was not edited
     at.toggle(key="mha.torch").set_value(True).run()
     assert float(metrics(at)["largest |ours − torch|, output"]) < 1e-5
+
+
+def test_controls_inside_fragments_update_their_pictures_and_the_link():
+    at = open_page()
+    at.selectbox(key="mha.head").set_value(3).run()
+    assert any(s.value.endswith("6 · Head 3, step by step") for s in at.subheader)
+    titles = annotations(next(s for s in figures(at) if "average of the heads" in annotations(s)))
+    assert titles[2] == "<b>head 3</b>" and titles[0] == "head 1"
+    at.radio(key="mha.split").set_value("K").run()
+    (split,) = [s for s in figures(at) if any("split_heads(K)" in a for a in annotations(s))]
+    np.testing.assert_allclose(decode(split["data"][0]["z"]), expected_steps().k, atol=1e-6)
+    assert at.query_params["head"] == "3" and at.query_params["split"] == "K"
+
+
+def test_a_plain_visit_does_not_import_torch_and_asking_does():
+    # A fresh interpreter: this test process may have imported torch for other tests.
+    script = (
+        "import sys\n"
+        "from streamlit.testing.v1 import AppTest\n"
+        "at = AppTest.from_file('app.py', default_timeout=120).run()\n"
+        "at.switch_page('pages/multi_head.py').run()\n"
+        "assert not at.exception, at.exception\n"
+        "print('visit', 'torch' in sys.modules)\n"
+        "at.toggle(key='mha.torch').set_value(True).run()\n"
+        "print('asked', 'torch' in sys.modules)\n"
+        "print('metric', any(m.label.startswith('largest |ours') for m in at.metric))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert "visit False" in lines
+    assert "asked True" in lines and "metric True" in lines
