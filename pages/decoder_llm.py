@@ -95,15 +95,26 @@ def next_token() -> None:
     view.set("step", min(view.value("step") + 1, room))
 
 
-go_col, reset_col, info_col = st.columns([1, 1, 3])
-go_col.button(
-    "Next token",
-    icon=":material/skip_next:",
-    on_click=next_token,
-    disabled=state.ended or view.value("step") >= room,
-    type="primary",
-)
+can_go = not state.ended and view.value("step") < room
+go_col, play_col, reset_col, info_col = st.columns([1, 1, 1, 2])
+go_col.button("Next token", icon=":material/skip_next:", on_click=next_token, disabled=not can_go)
+playing = play_col.toggle("Autoplay", key="decoder.autoplay", disabled=not can_go)
 reset_col.button("Start again", icon=":material/restart_alt:", on_click=restart)
+
+
+@st.fragment(run_every=dv.AUTOPLAY_SECONDS if playing and can_go else None)
+def autoplay() -> None:
+    # A timer tick reruns only this fragment: it appends a token and reruns the page to show
+    # it. That rerun calls this fragment again, which must not append a second token.
+    if st.session_state.pop("decoder.autoplay_rerun", False):
+        return
+    if playing and can_go:
+        st.session_state["decoder.autoplay_rerun"] = True
+        next_token()
+        st.rerun()
+
+
+autoplay()
 info_col.caption(
     f"{view.value('step')} generated of at most {room}"
     + (" · the model ended its answer with <|im_end|>" if state.ended else "")

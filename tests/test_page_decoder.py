@@ -110,3 +110,14 @@ def test_empty_prompt_and_missing_model(monkeypatch, tmp_path):
     at = open_page()
     assert any("neither a .gguf file" in e.value for e in at.error)
     assert any(dv.INSTALL_COMMAND in c.value for c in at.code)
+
+
+def test_autoplay_appends_one_token_per_tick(model):
+    at = open_page({"prompt": "One, two, three,"})
+    at.toggle(key="decoder.autoplay").set_value(True).run()
+    assert not at.exception
+    # Turning it on appends the first token at once (greedy: " four"); the timer does the rest.
+    assert at.query_params["step"] in ("1", ["1"])
+    ids = model.encode("One, two, three,")
+    token = int(np.argmax(run_llama(model, ids).next_token_logits))
+    assert any(f"**{model.token_text(token)}**" in m.value for m in at.markdown)

@@ -48,6 +48,7 @@ DEFAULT_PROMPT = "The capital of France is"
 MAX_TEXT_CHARS = 2_000
 MAX_STEPS = 48
 TOP_K_SHOWN = 10
+AUTOPLAY_SECONDS = 1.5
 # float16 weights (the default) take 257 MiB and widen every matrix on use; a server with
 # memory to spare can set this to float32 (513 MiB) for ~2x faster steps (bench_decoder.py).
 DTYPE_ENV_VAR = "ATTENTION_EXPLORER_LLM_DTYPE"
