@@ -161,13 +161,13 @@ st.subheader(":material/change_history: Attention on the causal triangle")
 layer_col, head_col = st.columns(2)
 layer = layer_col.select_slider("Layer", list(range(1, num_layers + 1)), key=layer_key) - 1
 head = head_col.select_slider("Head", list(range(1, num_heads + 1)), key=head_key) - 1
-head_fig = rv.cached(dv.head_figure, (trace.digest, layer, head), trace, layer, head)
+head_fig = charts.cached(dv.head_figure, state.ids, layer, head)
 one_col, grid_col = st.columns(2)
 with one_col:
     charts.show(head_fig, filename=f"decoder-l{layer + 1}-h{head + 1}")
 with grid_col:
     charts.show(
-        rv.cached(dv.layer_grid_figure, (trace.digest, layer, head), trace, layer, head),
+        charts.cached(dv.layer_grid_figure, state.ids, layer, head),
         filename=f"decoder-l{layer + 1}-heads",
     )
 st.caption(
@@ -178,7 +178,7 @@ st.caption(
 st.subheader(":material/anchor: Attention sinks")
 sink_col, sink_text = st.columns([3, 2])
 with sink_col:
-    charts.show(rv.cached(dv.sink_figure, (trace.digest,), trace), filename="decoder-sinks")
+    charts.show(charts.cached(dv.sink_figure, state.ids), filename="decoder-sinks")
 sink_text.metric(
     f"Layer {layer + 1}: mean share on the first token", f"{trace.sink[layer].mean():.0%}"
 )
@@ -191,7 +191,7 @@ sink_text.caption(
 st.subheader(":material/rotate_right: RoPE inside the model")
 if len(state.ids) > 1:
     charts.show(
-        rv.cached(dv.rope_figure, (trace.digest, layer, head), trace, layer, head),
+        charts.cached(dv.rope_figure, state.ids, layer, head),
         filename="decoder-rope",
     )
     st.caption(

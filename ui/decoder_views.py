@@ -226,9 +226,16 @@ def shown_tokens(tokens: tuple[str, ...], prompt_length: int) -> str:
 
 
 # -- figures --------------------------------------------------------------------------------------
+# Each builder takes the token ids (a small, cheap cache key for charts.cached) and finds the
+# trace in the page_trace cache, so a figure is built once per distinct view for every viewer.
 
 
-def head_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
+def _trace_of(ids: tuple[int, ...]) -> PageTrace:
+    return page_trace(load_decoder().model, ids)
+
+
+def head_figure(ids: tuple[int, ...], layer: int, head: int) -> go.Figure:
+    trace = _trace_of(ids)
     n = trace.weights.shape[-1]
     names = labels(trace.tokens)
     return charts.heatmap(
@@ -241,7 +248,8 @@ def head_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
     )
 
 
-def layer_grid_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
+def layer_grid_figure(ids: tuple[int, ...], layer: int, head: int) -> go.Figure:
+    trace = _trace_of(ids)
     names = labels(trace.tokens)
     g = trace.group_size
     titles = [f"KV {h // g + 1} · head {h + 1}" for h in range(trace.weights.shape[1])]
@@ -255,7 +263,8 @@ def layer_grid_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
     )
 
 
-def sink_figure(trace: PageTrace) -> go.Figure:
+def sink_figure(ids: tuple[int, ...]) -> go.Figure:
+    trace = _trace_of(ids)
     layers, heads = trace.sink.shape
     return charts.heatmap(
         trace.sink,
@@ -269,8 +278,9 @@ def sink_figure(trace: PageTrace) -> go.Figure:
     )
 
 
-def rope_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
+def rope_figure(ids: tuple[int, ...], layer: int, head: int) -> go.Figure:
     """The last token's q·k/√d with every earlier key, by offset, with and without RoPE."""
+    trace = _trace_of(ids)
     kv = head // trace.group_size
     d = trace.q.shape[-1]
     q, q_rot = trace.q[layer, head, -1], trace.q_rot[layer, head, -1]
