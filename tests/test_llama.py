@@ -19,6 +19,7 @@ from attention_core.models.llama import (
     MAX_PROMPT_CHARS,
     MAX_PROMPT_TOKENS,
     chat_text,
+    first_token_share,
     generate,
     load_llama,
     next_token_probabilities,
@@ -85,6 +86,15 @@ def test_top_k_probabilities_match_torch_and_sampling_is_seeded():
     assert sample_next_token(logits, temperature=0.0) == 4
     with pytest.raises(AttentionInputError):
         next_token_probabilities(logits, temperature=0.0)
+
+
+def test_first_token_share_leaves_out_the_first_query():
+    # One head, 3 tokens: query 0 must put 1.0 on key 0 (not counted); queries 1 and 2 give
+    # key 0 weights 0.5 and 0.25, so the sink share is (0.5 + 0.25) / 2 = 0.375.
+    w = np.array([[[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.25, 0.25, 0.5]]])
+    np.testing.assert_allclose(first_token_share(w), [0.375])
+    with pytest.raises(AttentionInputError):
+        first_token_share(np.ones((1, 1, 1)))
 
 
 def test_chat_text_is_smollm2_chatml():
