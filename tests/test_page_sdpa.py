@@ -6,6 +6,8 @@ or from one-line NumPy formulas written here, never from the page's own code.
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from attention_core.examples import PRESETS, random_example
 from attention_core.statistics import scaling_experiment
+from tests.app_fragments import run_fragment
 from tests.plotly_json import plotly_array
 from ui.editors import editor_widget_key
 from ui.exports import example_to_json
@@ -356,3 +359,52 @@ def test_explain_row_follows_the_chosen_query_and_the_scoring_function():
     # Unscaled row 3: scores [2, 1, 1], e² = 7.3891, e = 2.7183, Z = 12.8256, w₃₁ = 0.5761.
     assert r"w_{3,1} &= \frac{7.3891}{12.8256} = 0.5761" in latex_text(at)
     assert not at.exception
+
+
+def test_a_setting_reruns_only_the_steps_and_still_updates_the_link():
+    at = open_page()
+    at.toggle(key="sdpa.causal").set_value(True)
+    run_fragment(at, "sdpa.steps")
+    assert not at.exception, [e.value for e in at.exception]
+    # Row 2 sees k₁, k₂ with scaled scores 1/√2 and 0: e/(e + 1) and 1/(e + 1).
+    weights = step(at, "weights")
+    assert (weights[np.triu_indices(3, 1)] == 0).all()
+    np.testing.assert_allclose(weights[1, :2], [E / (E + 1), 1 / (E + 1)], rtol=1e-6)
+    assert at.query_params["causal"] == "1"
+    # Only the fragment ran: the editors and the page's intro were not drawn again.
+    assert not at.title and not at.dataframe
+
+
+def test_choosing_a_query_reruns_only_its_explanation_and_updates_the_link():
+    at = open_page()
+    at.selectbox(key="sdpa.row").set_value(3)
+    run_fragment(at, "sdpa.row")
+    assert not at.exception, [e.value for e in at.exception]
+    # Row 3 by hand: e^(2/√2) = 4.1133 and Z = 4.1133 + 2·2.0281 = 8.1695.
+    assert r"w_{3,1} &= \frac{4.1133}{8.1695} = 0.5035" in latex_text(at)
+    assert at.query_params["row"] == "3"
+    assert pipeline_count(at) == 0  # the steps above were not redrawn
+
+
+def test_a_presenter_step_reruns_only_the_pipeline_and_updates_the_link():
+    at = open_page(present="1", upto="2")
+    at.button(key="sdpa.step_next").click()
+    run_fragment(at, "sdpa.pipeline")
+    assert pipeline_count(at) == 3 and at.query_params["upto"] == "3"
+    assert at.query_params["present"] == "1"
+    np.testing.assert_allclose(step(at, "scaled"), [[1, 1, 0], [1, 0, 1], [2, 1, 1]] / np.sqrt(2),
+                               rtol=1e-6)  # fmt: skip
+
+
+def test_opening_the_page_does_not_import_torch():
+    script = (
+        "import sys; from streamlit.testing.v1 import AppTest; "
+        f"at = AppTest.from_file({str(ROOT / 'app.py')!r}, default_timeout=90); "
+        f"at.switch_page({PAGE!r}); at.run(); "
+        "at.toggle(key='sdpa.causal').set_value(True).run(); "
+        "assert not at.exception, at.exception; print('torch' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert done.stdout.strip().splitlines()[-1] == "False"

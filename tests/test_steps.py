@@ -10,9 +10,9 @@ import numpy as np
 
 from attention_core import scaled_dot_product_attention
 from attention_core.examples import attention_for, sharp_flat_pair, three_token_example
+from ui import charts
 from ui.steps import (
     STEP_NAMES,
-    cached_heatmap,
     cell_hover,
     fixed,
     grade,
@@ -21,6 +21,7 @@ from ui.steps import (
     row_latex,
     scale_text,
     step_caption,
+    step_figure,
     tolerance,
     unique_labels,
 )
@@ -168,14 +169,28 @@ def test_step_captions_follow_the_setting():
     assert "cosine" in step_caption("scores", STEPS, d_k=2, scoring="cosine")
 
 
-def test_cached_heatmap_reuses_a_figure_only_for_the_same_input():
-    a = cached_heatmap(STEPS.weights, row_labels=["a", "b", "c"], col_labels=["x", "y", "z"])
-    b = cached_heatmap(STEPS.weights.copy(), row_labels=["a", "b", "c"], col_labels=["x", "y", "z"])
-    c = cached_heatmap(CAUSAL.weights, row_labels=["a", "b", "c"], col_labels=["x", "y", "z"])
-    d = cached_heatmap(STEPS.weights, row_labels=["a", "b", "d"], col_labels=["x", "y", "z"])
+def test_step_figures_are_shared_only_for_the_same_input():
+    def figure(steps, name="weights", labels=("a", "b", "c")):
+        return charts.cached(
+            step_figure, steps, name, EX.q, EX.k, EX.v, labels, labels, "scaled_dot"
+        )
+
+    a, b = figure(STEPS), figure(attention_for(EX.q.copy(), EX.k, EX.v))
     assert a is b
-    assert c is not a and d is not a
-    np.testing.assert_allclose(np.asarray(c.data[0].z, dtype=float), CAUSAL.weights, rtol=1e-6)
+    assert figure(CAUSAL) is not a and figure(STEPS, labels=("a", "b", "d")) is not a
+    assert figure(STEPS, "scores") is not a
+    np.testing.assert_allclose(np.asarray(figure(CAUSAL).data[0].z, dtype=float), CAUSAL.weights,
+                               rtol=1e-6)  # fmt: skip
+
+
+def test_a_step_figure_explains_each_cell_in_its_hover():
+    fig = step_figure(STEPS, "scores", EX.q, EX.k, EX.v, ("the", "cat", "sat"),
+                      ("the", "cat", "sat"), "scaled_dot")  # fmt: skip
+    np.testing.assert_allclose(np.asarray(fig.data[0].z, dtype=float), EX.q @ EX.k.T)
+    # q₃ = [1, 1], k₁ = [1, 1]: 1×1 + 1×1 = 2.
+    assert fig.data[0].hovertext[2][0].endswith("q₃·k₁ = 1×1 + 1×1 = 2")
+    output = step_figure(STEPS, "output", EX.q, EX.k, EX.v, "abc", "abc", "scaled_dot")
+    assert list(output.layout.xaxis.ticktext) == ["d1", "d2"]
 
 
 def test_each_step_has_its_own_caption_saying_what_that_step_does():

@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from attention_core.examples import Example
+
 MAX_REPORTED_PROBLEMS = 3
 
 
@@ -157,3 +159,32 @@ def _as_number(raw: object) -> tuple[float, str | None]:
     if math.isinf(number):
         return number, "is infinite"
     return number, None
+
+
+def qkv_editors(prefix: str, example: Example, *, side_by_side: bool) -> tuple[Example, list[str]]:
+    """Editors for Q, K and V seeded with `example`: what they hold, and which are stale.
+
+    Q and K carry editable token names; V's rows are named by K's (row j of V is key j's value).
+    Keys `"<prefix>.q"`, `"<prefix>.k"`, `"<prefix>.v"`. `side_by_side` puts the three tables in
+    columns (narrow matrices on a wide screen), else one under the other.
+    """
+    columns = st.columns(3) if side_by_side else None
+    inputs = {}
+    for index, (name, role, matrix, labels) in enumerate(
+        (
+            ("Q", "queries", example.q, example.query_labels),
+            ("K", "keys", example.k, example.key_labels),
+            ("V", "values", example.v, example.key_labels),
+        )
+    ):
+        with columns[index] if columns else st.container():
+            st.markdown(f"**{name}** — {role}")
+            inputs[name] = matrix_editor(
+                f"{prefix}.{name.lower()}", matrix, labels=labels, name=name,
+                editable_labels=name != "V",
+            )  # fmt: skip
+    shown = Example(
+        q=inputs["Q"].values, k=inputs["K"].values, v=inputs["V"].values,
+        query_labels=inputs["Q"].labels, key_labels=inputs["K"].labels, title=example.title,
+    )  # fmt: skip
+    return shown, [name for name, given in inputs.items() if given.stale]

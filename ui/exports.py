@@ -1,8 +1,8 @@
 """Take the numbers away and bring them back: CSV, .npy, LaTeX and a JSON of the whole example.
 
 The converters are pure functions (tested on their own); the `download_*` helpers only put
-their output behind `st.download_button`s, and `read_upload` turns an uploaded file into an
-`Example` or a clear message.
+their output behind `st.download_button`s, `combine_upload` turns uploaded files into an
+`Example` or a clear message, and `upload_example` is the uploader that puts it on the page.
 
 CSV layout (what `matrix_to_csv` writes and `csv_to_matrix` reads)::
 
@@ -29,6 +29,7 @@ import streamlit as st
 
 from attention_core import AttentionInputError, AttentionSteps
 from attention_core.examples import MAX_EXAMPLE_SIZE, Example
+from ui.state import HandMadeExample
 
 JSON_FORMAT = "attention-explorer/example"
 JSON_VERSION = 1
@@ -391,47 +392,6 @@ def clean_settings(
 # -- Streamlit ------------------------------------------------------------------------------------
 
 
-def download_matrix(
-    values: np.ndarray,
-    *,
-    row_labels: Sequence[str],
-    col_labels: Sequence[str],
-    filename: str,
-    key: str,
-    row_title: str = "token",
-    decimals: int = 4,
-) -> None:
-    """Three download buttons for one matrix: CSV, .npy and a LaTeX bmatrix (`filename.*`)."""
-    csv_col, npy_col, tex_col = st.columns(3)
-    csv_col.download_button(
-        "CSV",
-        matrix_to_csv(values, row_labels=row_labels, col_labels=col_labels, row_title=row_title),
-        file_name=f"{filename}.csv",
-        mime="text/csv",
-        key=f"{key}.csv",
-        on_click="ignore",
-        icon=":material/table:",
-    )
-    npy_col.download_button(
-        ".npy",
-        matrix_to_npy(values),
-        file_name=f"{filename}.npy",
-        mime="application/octet-stream",
-        key=f"{key}.npy",
-        on_click="ignore",
-        icon=":material/data_array:",
-    )
-    tex_col.download_button(
-        "LaTeX",
-        matrix_to_latex(values, decimals=decimals),
-        file_name=f"{filename}.tex",
-        mime="text/x-tex",
-        key=f"{key}.tex",
-        on_click="ignore",
-        icon=":material/functions:",
-    )
-
-
 FORMATS = {"CSV": ".csv", "NumPy": ".npy", "LaTeX": ".tex"}
 
 
@@ -510,3 +470,47 @@ def download_example(
         on_click="ignore",
         icon=":material/download:",
     )
+
+
+def upload_example(
+    hand: HandMadeExample,
+    *,
+    key: str,
+    label: str,
+    choices: Mapping[str, Sequence[str]] | None = None,
+    flags: Sequence[str] = (),
+    ranges: Mapping[str, tuple[float, float]] | None = None,
+) -> None:
+    """A file uploader whose files replace the example on screen (see `combine_upload`).
+
+    A JSON export also brings back the settings it was saved with, those `clean_settings`
+    accepts (`choices`, `flags`, `ranges` name them as there; each becomes the value of the
+    page's parameter of that name). What could not be loaded is said under the uploader.
+    """
+    error_key = f"{key}.error"
+
+    def load() -> None:
+        files = st.session_state.get(key) or []
+        st.session_state.pop(error_key, None)
+        if not files:
+            return
+        try:
+            uploaded = combine_upload([(f.name, f.getvalue()) for f in files], hand.current())
+        except AttentionInputError as error:
+            st.session_state[error_key] = str(error)
+            return
+        hand.replace(uploaded.example)
+        settings, refused = clean_settings(
+            uploaded.settings, choices=choices, flags=flags, ranges=ranges
+        )
+        for name, value in settings.items():
+            hand.view.set(name, value)
+        if refused:
+            st.session_state[error_key] = (
+                "The example was loaded, but some of its settings were not: " + "; ".join(refused)
+            )
+
+    st.file_uploader(label, type=["json", "csv"], accept_multiple_files=True, key=key,
+                     on_change=load, max_upload_size=1)  # fmt: skip
+    if st.session_state.get(error_key):
+        st.error(st.session_state[error_key], icon=":material/upload_file:")

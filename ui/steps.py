@@ -26,9 +26,7 @@ The pure helpers (`cell_hover`, `row_latex`, `grade`) can be tested without Stre
 
 from __future__ import annotations
 
-import hashlib
 import math
-import pickle
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -37,12 +35,18 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from attention_core import AttentionSteps
-from attention_core.examples import RowBreakdown, row_breakdown
+from attention_core import AttentionSteps, attention_entropy
+from attention_core.examples import (
+    RowBreakdown,
+    attention_for,
+    fit_example,
+    row_breakdown,
+    sharp_flat_pair,
+)
 from attention_core.statistics import scaling_experiment
 from ui import charts
 from ui.exports import download_chooser
-from ui.state import is_presenting
+from ui.state import PageState, is_presenting
 
 STEP_NAMES = ("scores", "scaled", "masked", "weights", "output")
 STEP_TITLES = {
@@ -257,7 +261,7 @@ def show_pipeline(
     downloads     whether to offer each step as CSV / .npy / LaTeX under the panels
     """
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
-    rows = _breakdowns(steps, q, k, v)
+    query_labels, key_labels = tuple(query_labels), tuple(key_labels)
     count = len(STEP_NAMES) if upto is None else max(1, min(int(upto), len(STEP_NAMES)))
     names = STEP_NAMES[:count]
     # Two panels a line, also for presenters: each step stays next to the one it came from.
@@ -267,7 +271,7 @@ def show_pipeline(
             st.columns(per_line), names[start : start + per_line], strict=False
         ):
             with column:
-                _panel(steps, name, rows, q, v, query_labels, key_labels, key, filename, scoring)
+                _panel(steps, name, q, k, v, query_labels, key_labels, key, filename, scoring)
     if downloads:
         download_chooser(
             {
@@ -290,34 +294,20 @@ def show_pipeline(
 def _panel(
     steps: AttentionSteps,
     name: str,
-    rows: list[RowBreakdown],
     q: np.ndarray,
+    k: np.ndarray,
     v: np.ndarray,
-    query_labels: Sequence[str],
-    key_labels: Sequence[str],
+    query_labels: tuple[str, ...],
+    key_labels: tuple[str, ...],
     key: str,
     filename: str,
     scoring: str,
 ) -> None:
-    values = np.asarray(getattr(steps, name), dtype=np.float64)
-    output = name == "output"
-    col_labels = [f"d{c + 1}" for c in range(v.shape[1])] if output else list(key_labels)
-    st.markdown(f"**{STEP_TITLES[name]}**")
-    st.caption(step_caption(name, steps, d_k=q.shape[1], scoring=scoring))
-    kind = {"weights": "weights", "output": "values"}.get(name, "scores")
-    decimals = 4 if values.shape[1] <= 4 else 2
-    fig = cached_heatmap(
-        values,
-        row_labels=list(query_labels),
-        col_labels=col_labels,
-        kind=kind,
-        # Past the chart's own limit on hover text, the strings would only cost time.
-        hover=cell_hover(steps, name, q=q, k=rows[0].keys, v=v, scoring=scoring, rows=rows)
-        if values.size <= charts.MAX_HOVER_TEXT_CELLS
-        else None,
-        col_title="output dimension" if output else "key",
-        decimals=decimals,
-    )
+    # The title and the caption in one element: a panel is drawn for every step on every run.
+    caption = step_caption(name, steps, d_k=q.shape[1], scoring=scoring)
+    caption = caption.replace("[", "\\[").replace("]", "\\]")
+    st.markdown(f"**{STEP_TITLES[name]}**  \n:small[:gray[{caption}]]")
+    fig = charts.cached(step_figure, steps, name, q, k, v, query_labels, key_labels, scoring)
     charts.show(fig, filename=f"{filename}-{name}", key=f"{key}.{name}.chart")
     if name == "weights":
         sums = np.asarray(steps.weights).sum(axis=-1)
@@ -327,25 +317,63 @@ def _panel(
         )
 
 
-def cached_heatmap(values: np.ndarray, **options: Any) -> go.Figure:
-    """`charts.heatmap(values, **options)`, built once per distinct input.
+def step_figure(
+    steps: AttentionSteps,
+    name: str,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    query_labels: Sequence[str],
+    key_labels: Sequence[str],
+    scoring: str,
+) -> go.Figure:
+    """The heatmap of one step, each cell's hover saying how it was computed.
 
-    Plotly validates every property it is given, which makes a figure cost ~50 ms; an edit
-    usually changes only some steps, so the unchanged panels come from this cache.
+    Drawn through `charts.cached`: an edit usually changes only some steps, and the hover text
+    is only written for the figures that are built.
     """
-    digest = hashlib.sha256(
-        pickle.dumps(
-            (np.asarray(values).shape, np.asarray(values).tobytes(), options, is_presenting())
-        )
-    ).hexdigest()
-    return _heatmap(digest, values, options)
+    values = np.asarray(getattr(steps, name), dtype=np.float64)
+    output = name == "output"
+    # Past the chart's own limit on hover text, the strings would only cost time.
+    hover = None
+    if values.size <= charts.MAX_HOVER_TEXT_CELLS:
+        rows = _breakdowns(steps, q, k, v)
+        hover = cell_hover(steps, name, q=q, k=k, v=v, scoring=scoring, rows=rows)
+    return charts.heatmap(
+        values,
+        row_labels=list(query_labels),
+        col_labels=[f"d{c + 1}" for c in range(v.shape[1])] if output else list(key_labels),
+        kind={"weights": "weights", "output": "values"}.get(name, "scores"),
+        hover=hover,
+        col_title="output dimension" if output else "key",
+        decimals=4 if values.shape[1] <= 4 else 2,
+    )
 
 
-@st.cache_resource(max_entries=256, show_spinner=False)
-def _heatmap(digest: str, _values: np.ndarray, _options: dict[str, Any]) -> go.Figure:
-    # Only `digest` is hashed: it covers the values, the options and presenter mode. Shared
-    # figures are safe because st.plotly_chart only serialises them.
-    return charts.heatmap(_values, **_options)
+def presenter_steps(view: PageState) -> int | None:
+    """In presenter mode, Back / a slider / Next reveal the pipeline one step at a time (the
+    keys ← and → step too); how many steps to show, or None (all) for everyone else.
+    """
+    if not is_presenting():
+        return None
+    count = len(STEP_NAMES)
+    stepper_key = view.int("upto", count, lo=1, hi=count)
+
+    def move(delta: int) -> None:
+        st.session_state[stepper_key] = min(max(st.session_state[stepper_key] + delta, 1), count)
+
+    back, slider, forward = st.columns([2, 7, 2], vertical_alignment="bottom")
+    back.button("Back", icon=":material/arrow_back:", on_click=move, args=(-1,),
+                shortcut="Left", key=f"{view.page}.step_back")  # fmt: skip
+    upto = slider.select_slider(
+        "Show steps up to",
+        options=list(range(1, count + 1)),
+        format_func=lambda i: STEP_TITLES[STEP_NAMES[i - 1]],
+        key=stepper_key,
+    )
+    forward.button("Next", icon=":material/arrow_forward:", on_click=move, args=(1,),
+                   shortcut="Right", key=f"{view.page}.step_next")  # fmt: skip
+    return upto
 
 
 # -- one row written out --------------------------------------------------------------------------
@@ -629,6 +657,38 @@ def check_my_work(
                 st.caption("Type your values in the table above; blank cells are not marked.")
 
 
+def show_sharp_vs_flat(
+    sizes: tuple[int, int, int, int], *, scoring: str, tau: float, causal: bool, key: str
+) -> None:
+    """The same keys against queries 20× longer: weights side by side, their peak and entropy.
+
+    `sizes` (n_q, n_k, d_k, d_v) fit the pair to the page's example; the settings are the page's.
+    """
+    st.subheader("Sharp vs flat: the same keys, queries 20× longer")
+    pair = [fit_example(e, *sizes) for e in sharp_flat_pair()]
+    pair_steps = [attention_for(e.q, e.k, e.v, scoring=scoring, temperature=tau, causal=causal)
+                  for e in pair]  # fmt: skip
+    charts.show(
+        charts.cached(
+            charts.heatmap_grid,
+            np.stack([s.weights for s in pair_steps]),
+            titles=("flat (queries × 0.5)", "sharp (queries × 10)"),
+            row_labels=pair[0].query_labels,
+            col_labels=pair[0].key_labels,
+            columns=2,
+        ),
+        filename=f"{key}-sharp-vs-flat",
+        key=f"{key}.sharp_flat",
+    )
+    for column, label, s in zip(st.columns(2), ("Flat", "Sharp"), pair_steps, strict=True):
+        column.metric(f"{label}: mean largest weight", f"{s.weights.max(axis=-1).mean():.4f}")
+        column.metric(f"{label}: mean entropy (nats)", f"{attention_entropy(s.weights).mean():.4f}")
+    st.caption(
+        "Large scores push the softmax towards one-hot: almost all weight on one key, entropy "
+        "near 0, and (see below) almost no gradient. Small scores give a nearly even spread."
+    )
+
+
 # -- why √d_k -------------------------------------------------------------------------------------
 
 SCALING_D_K = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -640,13 +700,12 @@ def scaling_results(num_keys: int = 16, num_samples: int = 2000, seed: int = 0):
     return scaling_experiment(SCALING_D_K, num_samples=num_samples, num_keys=num_keys, seed=seed)
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
-def scaling_figures(num_keys: int, seed: int, presenting: bool) -> dict[str, go.Figure]:
-    """The four figures of the √d_k experiment (`presenting` is part of the key: font sizes)."""
+def scaling_figure(field: str, num_keys: int, seed: int) -> go.Figure:
+    """One figure of the √d_k experiment: "variance", or a SCALING_PANELS field."""
     result = scaling_results(num_keys=num_keys, seed=seed)
     d_k = np.asarray(result.d_k)
-    figures = {
-        "variance": charts.line_plot(
+    if field == "variance":
+        return charts.line_plot(
             d_k,
             {
                 "measured Var(q·k)": result.dot_variance,
@@ -661,21 +720,19 @@ def scaling_figures(num_keys: int, seed: int, presenting: bool) -> dict[str, go.
             dashed=("y = d_k",),
             markers=True,
         )
-    }
-    for field, label, note in SCALING_PANELS:
-        figures[field] = charts.line_plot(
-            d_k,
-            {
-                "without scaling": getattr(result, f"{field}_unscaled"),
-                "with 1/√d_k": getattr(result, f"{field}_scaled"),
-            },
-            x_title="d_k",
-            y_title=label,
-            title=note.format(num_keys=num_keys, log_keys=math.log(num_keys)),
-            log_x=True,
-            markers=True,
-        )
-    return figures
+    label, note = {field: (label, note) for field, label, note in SCALING_PANELS}[field]
+    return charts.line_plot(
+        d_k,
+        {
+            "without scaling": getattr(result, f"{field}_unscaled"),
+            "with 1/√d_k": getattr(result, f"{field}_scaled"),
+        },
+        x_title="d_k",
+        y_title=label,
+        title=note.format(num_keys=num_keys, log_keys=math.log(num_keys)),
+        log_x=True,
+        markers=True,
+    )
 
 
 SCALING_PANELS = (
@@ -689,13 +746,22 @@ def show_scaling_experiment(*, key: str, num_keys: int = 16, seed: int = 0) -> N
     """Why divide by √d_k: measured Var(q·k) against d_k with the line y = d_k, and the softmax
     over `num_keys` random keys (max weight, entropy, gradient size) with and without scaling.
     """
+    st.markdown(
+        "If the entries of q and k are independent with mean 0 and variance 1, then "
+        "q·k = Σᵢ qᵢkᵢ is a sum of d_k terms of variance 1, so its variance is d_k. Wide "
+        "heads give large scores, and the softmax of large scores is nearly one-hot, "
+        "which passes almost no gradient back. Measured here over random vectors:"
+    )
     result = scaling_results(num_keys=num_keys, seed=seed)
-    figures = scaling_figures(num_keys, seed, is_presenting())
-    charts.show(figures["variance"], filename="why-sqrt-dk-variance", key=f"{key}.variance")
+    charts.show(
+        charts.cached(scaling_figure, "variance", num_keys, seed),
+        filename="why-sqrt-dk-variance",
+        key=f"{key}.variance",
+    )
     for column, (field, _, _) in zip(st.columns(3), SCALING_PANELS, strict=True):
         with column:
             charts.show(
-                figures[field],
+                charts.cached(scaling_figure, field, num_keys, seed),
                 filename=f"why-sqrt-dk-{field.replace('_', '-')}",
                 key=f"{key}.{field}",
             )

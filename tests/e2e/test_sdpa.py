@@ -124,7 +124,7 @@ def test_the_json_download_holds_the_edited_example_and_its_steps(sdpa, tmp_path
     weights, output = attention(Q, K, edited_v)
     expect_heatmap(sdpa, OUTPUT, output)
 
-    sdpa.get_by_text("Upload or download Q, K, V").click()
+    # The JSON download sits under the steps it saves, with the settings that made them.
     button = sdpa.locator(f"{key_selector('sdpa.download.json')} button")
     with sdpa.expect_download(timeout=TIMEOUT_MS) as info:
         button.click()
