@@ -31,13 +31,7 @@ view.show_notices()
 
 tokens_col, sizes_col, options_col = st.columns(3)
 with tokens_col:
-    source = st.radio(
-        "Tokens",
-        mv.TOKEN_SOURCES,
-        format_func=mv.TOKEN_SOURCES.get,
-        horizontal=True,
-        key=view.choice("source", "sentence", list(mv.TOKEN_SOURCES)),
-    )
+    source = mv.labelled_radio(view, "Tokens", "source", mv.TOKEN_SOURCES, "sentence")
     q_tokens = mv.token_input(view, source, mv.QUERY_TOKENS)
 with sizes_col:
     d_model = st.select_slider(
@@ -55,13 +49,7 @@ with sizes_col:
         hi=mv.MAX_SEED),
     )  # fmt: skip
 with options_col:
-    kind = st.radio(
-        "Attention",
-        mv.ATTENTION_KINDS,
-        format_func=mv.ATTENTION_KINDS.get,
-        horizontal=True,
-        key=view.choice("attention", "self", list(mv.ATTENTION_KINDS)),
-    )
+    kind = mv.labelled_radio(view, "Attention", "attention", mv.ATTENTION_KINDS, "self")
     cross = kind == "cross"
     kv_tokens = mv.token_input(view, source, mv.KV_TOKENS) if cross else q_tokens
     causal = st.toggle(

@@ -149,6 +149,19 @@ def numbered_tokens(count: int, prefix: str) -> list[str]:
     return [f"{prefix}{i + 1}" for i in range(count)]
 
 
+def labelled_radio(
+    view: PageState, label: str, name: str, labels: dict[str, str], default: str
+) -> str:
+    """A horizontal radio over `labels` (value → what it shows), kept in the link as `name`."""
+    return st.radio(
+        label,
+        labels,
+        format_func=labels.get,
+        horizontal=True,
+        key=view.choice(name, default, list(labels)),
+    )
+
+
 def head_counts(d_model: int) -> list[int]:
     """The numbers of heads that split d_model evenly: its divisors."""
     return [h for h in range(1, d_model + 1) if d_model % h == 0]
@@ -521,25 +534,15 @@ def _split_traces(
 def _split_axes(tokens: Sequence[str], d_model: int, d_head: int, labels: list[str]) -> dict:
     few_rows = len(labels) <= 40
     return {
-        "xaxis": {
-            "domain": SPLIT_DOMAINS[0],
-            "title": {"text": "feature (d_model) →"},
-            "tickvals": list(range(d_model)),
-            "ticktext": [str(j + 1) for j in range(d_model)],
-            "showticklabels": d_model <= 24,
-        },
+        "xaxis": _feature_axis("feature (d_model) →", d_model, SPLIT_DOMAINS[0]),
         "yaxis": {
             "autorange": "reversed",
             "tickvals": list(range(len(tokens))),
             "ticktext": list(tokens),
         },
         "xaxis2": {
-            "domain": SPLIT_DOMAINS[1],
+            **_feature_axis("feature in the head (d_head) →", d_head, SPLIT_DOMAINS[1]),
             "anchor": "y2",
-            "title": {"text": "feature in the head (d_head) →"},
-            "tickvals": list(range(d_head)),
-            "ticktext": [str(j + 1) for j in range(d_head)],
-            "showticklabels": d_head <= 24,
         },
         "yaxis2": {
             "anchor": "x2",
@@ -547,6 +550,17 @@ def _split_axes(tokens: Sequence[str], d_model: int, d_head: int, labels: list[s
             "tickvals": list(range(len(labels))) if few_rows else [],
             "ticktext": labels if few_rows else [],
         },
+    }
+
+
+def _feature_axis(title: str, count: int, domain: list[float]) -> dict:
+    """An x axis of `count` features numbered from 1 (numbers hidden past 24)."""
+    return {
+        "domain": domain,
+        "title": {"text": title},
+        "tickvals": list(range(count)),
+        "ticktext": [str(j + 1) for j in range(count)],
+        "showticklabels": count <= 24,
     }
 
 
