@@ -480,8 +480,7 @@ def rnn_vs_attention(tokens: Sequence[str]) -> go.Figure:
     arrow = {"xref": "x", "yref": "y", "axref": "x", "ayref": "y", "showarrow": True,
              "arrowhead": 3, "arrowwidth": 3, "arrowcolor": "#d62728"}  # fmt: skip
     annotations = [
-        {**arrow, "x": x[i + 1] - 0.18, "y": rnn_y, "ax": x[i] + 0.18, "ay": rnn_y}
-        for i in range(n - 1)
+        {**arrow, "x": i + 1 - 0.18, "y": rnn_y, "ax": i + 0.18, "ay": rnn_y} for i in range(n - 1)
     ]
     arc = np.linspace(0, np.pi, 24)
     traces = []
@@ -491,8 +490,9 @@ def rnn_vs_attention(tokens: Sequence[str]) -> go.Figure:
             traces.append(
                 {
                     "type": "scatter",
-                    "x": x[i] + (x[j] - x[i]) * (1 - np.cos(arc)) / 2,
-                    "y": attention_y - 0.08 * (j - i) * np.sin(arc),
+                    # Lists: each NumPy array costs plotly a typed-array conversion per draw.
+                    "x": np.round(x[i] + (x[j] - x[i]) * (1 - np.cos(arc)) / 2, 4).tolist(),
+                    "y": np.round(attention_y - 0.08 * (j - i) * np.sin(arc), 4).tolist(),
                     "mode": "lines",
                     "hoverinfo": "skip",
                     "showlegend": False,
@@ -506,8 +506,8 @@ def rnn_vs_attention(tokens: Sequence[str]) -> go.Figure:
         traces.append(
             {
                 "type": "scatter",
-                "x": x,
-                "y": np.full(n, y),
+                "x": x.tolist(),
+                "y": [y] * n,
                 "mode": "markers+text",
                 "text": list(tokens),
                 "textposition": "top center",
