@@ -5,9 +5,10 @@ import streamlit as st
 from attention_core import AttentionInputError
 from attention_core.models import MODEL_DIR_ENV_VAR
 from ui import charts, steps
+from ui import model_figures as mf
 from ui import model_views as rv
 from ui.layout import page_intro, what_to_try
-from ui.state import PageState
+from ui.state import PageState, write_url_after_fragment
 
 view = PageState("bert")
 page_intro(
@@ -61,21 +62,16 @@ st.caption(
 
 # -- the text -------------------------------------------------------------------------------------
 
-FOCUS = "bert.focus"  # the word a preset asks the query control to jump to
-
-
-def use_preset(name: str) -> None:
-    _, text, word = rv.PRESETS[name]
-    view.set("text", text)
-    st.session_state[FOCUS] = word
-
-
 st.subheader(":material/edit_note: The text")
 for column, (name, (title, _, _)) in zip(
     st.columns(len(rv.PRESETS)), rv.PRESETS.items(), strict=True
 ):
     column.button(
-        title, key=f"bert.preset.{name}", on_click=use_preset, args=(name,), width="stretch"
+        title,
+        key=f"bert.preset.{name}",
+        on_click=rv.use_preset,
+        args=(view, name),
+        width="stretch",
     )
 text = st.text_area("Text", key=text_key, max_chars=rv.MAX_TEXT_CHARS, height=80)
 
@@ -97,17 +93,7 @@ if trace.truncated:
         f"{trace.num_input_tokens - n} tokens are cut off.",
         icon=":material/content_cut:",
     )
-
-if FOCUS in st.session_state:
-    view.set("token", rv.focus_position(tokens, st.session_state.pop(FOCUS)) or 1)
-if view.value("token") > n:
-    if "token" in st.query_params and "bert.link_checked" not in st.session_state:
-        view.notices.append(
-            f"The link's `token={view.value('token')}` is past the end of this text ({n} "
-            "tokens); the last token is shown instead."
-        )
-    view.set("token", n)
-st.session_state["bert.link_checked"] = True
+rv.fit_query_token(view, tokens)
 
 # -- which head -----------------------------------------------------------------------------------
 
@@ -124,68 +110,69 @@ query = (
     - 1
 )
 query_token = rv.plain(tokens[query])
-shown_view = st.radio(
-    "Picture", list(rv.VIEWS), format_func=rv.VIEWS.get, horizontal=True, key=view_key
-)
-label = rv.PATTERN_TITLES[str(trace.patterns.labels[layer, head])]
-zoom = rv.cached(rv.zoom_figure, (trace.digest, layer, head, query), trace, layer, head, query)
 
-if shown_view == "head":
-    st.subheader(f":material/linear_scale: Layer {layer + 1}, head {head + 1}: who looks at whom")
-    too_long = n > rv.MAX_HEAD_VIEW_TOKENS
-    only = st.toggle(
-        f"Only the lines of the query token “{query_token}”",
-        key=only_key,
-        disabled=too_long or n > rv.MAX_ALL_LINES_TOKENS,
+
+@st.fragment
+def picture(layer: int, head: int, query: int) -> None:
+    shown_view = st.radio(
+        "Picture", list(rv.VIEWS), format_func=rv.VIEWS.get, horizontal=True, key=view_key
     )
-    lines_col, heat_col = st.columns(2)
-    with lines_col:
-        if too_long:
-            st.info(
-                f"The line view is drawn for texts of up to {rv.MAX_HEAD_VIEW_TOKENS} tokens; "
-                "the heatmap beside it shows all of them.",
-                icon=":material/info:",
-            )
-        else:
-            only_lines = only or n > rv.MAX_ALL_LINES_TOKENS
-            lines = rv.cached(
-                rv.head_view_figure,
-                (trace.digest, layer, head, query, only_lines),
-                tokens,
-                trace.weights[layer, head],
-                query=query,
-                only_query=only_lines,
-                color="#e15759",
-            )
-            charts.show(lines, filename=f"bert-head-view-l{layer + 1}-h{head + 1}")
-            st.caption(
-                "Each line joins a query (left) to a key (right); the thicker and darker, the "
-                f"more weight. Lines under {rv.MIN_LINE_WEIGHT:.0%} are not drawn. "
-                f"Red: the query “{query_token}”; hover its keys for the weights."
-            )
-    with heat_col:
+    zoom = charts.cached(mf.zoom_figure, text, layer, head, query)
+    if shown_view == "head":
+        st.subheader(
+            f":material/linear_scale: Layer {layer + 1}, head {head + 1}: who looks at whom"
+        )
+        too_long = n > mf.MAX_HEAD_VIEW_TOKENS
+        only = st.toggle(
+            f"Only the lines of the query token “{query_token}”",
+            key=only_key,
+            disabled=too_long or n > mf.MAX_ALL_LINES_TOKENS,
+        )
+        lines_col, heat_col = st.columns(2)
+        with lines_col:
+            if too_long:
+                st.info(
+                    f"The line view is drawn for texts of up to {mf.MAX_HEAD_VIEW_TOKENS} tokens; "
+                    "the heatmap beside it shows all of them.",
+                    icon=":material/info:",
+                )
+            else:
+                only_lines = only or n > mf.MAX_ALL_LINES_TOKENS
+                lines = charts.cached(mf.head_view_figure, text, layer, head, query, only_lines)
+                charts.show(lines, filename=f"bert-head-view-l{layer + 1}-h{head + 1}")
+                st.caption(
+                    "Each line joins a query (left) to a key (right); the thicker and darker, the "
+                    f"more weight. Lines under {mf.MIN_LINE_WEIGHT:.0%} are not drawn. "
+                    f"Red: the query “{query_token}”; hover its keys for the weights."
+                )
+        with heat_col:
+            charts.show(zoom, filename=f"bert-weights-l{layer + 1}-h{head + 1}")
+    elif shown_view == "model":
+        st.subheader(":material/grid_view: Every head at once")
+        mf.show_model_view(view, trace, layer, head)
+        if (view.value("layer") - 1, view.value("head") - 1) != (layer, head):
+            st.rerun()  # a click on a tile picked another head: the whole page follows it
+        st.caption(
+            "One small map per head (rows queries, columns keys, as everywhere): layer down, head "
+            f"across. Click a map to zoom into it; framed, the head chosen (layer {layer + 1}, "
+            f"head {head + 1}), zoomed below. Early layers look at neighbours; many later heads "
+            "park their weight on [CLS] or [SEP] (see the labels below)."
+            + (" Long texts are averaged over blocks of tokens here." if n > mf.MAX_TILE else "")
+        )
         charts.show(zoom, filename=f"bert-weights-l{layer + 1}-h{head + 1}")
-elif shown_view == "model":
-    st.subheader(":material/grid_view: Every head at once")
-    rv.show_model_view(view, trace, layer, head)
-    st.caption(
-        "One small map per head (rows queries, columns keys, as everywhere): layer down, head "
-        f"across. Click a map to zoom into it; framed, the head chosen (layer {layer + 1}, head "
-        f"{head + 1}), zoomed below. Early layers look at neighbours; many later heads park "
-        "their weight on [CLS] or [SEP] (see the labels below)."
-        + (" Long texts are averaged over blocks of tokens here." if n > rv.MAX_TILE else "")
-    )
-    charts.show(zoom, filename=f"bert-weights-l{layer + 1}-h{head + 1}")
-else:
-    st.subheader(":material/layers: Each layer, averaged over its heads")
-    charts.show(
-        rv.cached(rv.averages_figure, (trace.digest, layer), trace, layer),
-        filename="bert-layer-averages",
-    )
-    st.caption(
-        "The mean of the 12 heads of each layer. Averages blur heads with different jobs into "
-        "one picture: compare with the single heads in the model view."
-    )
+    else:
+        st.subheader(":material/layers: Each layer, averaged over its heads")
+        averages = charts.cached(mf.averages_figure, text, layer)
+        charts.show(averages, filename="bert-layer-averages")
+        st.caption(
+            "The mean of the 12 heads of each layer. Averages blur heads with different jobs into "
+            "one picture: compare with the single heads in the model view."
+        )
+    write_url_after_fragment(view)
+
+
+picture(layer, head, query)
+label = rv.PATTERN_TITLES[str(trace.patterns.labels[layer, head])]
 
 # -- what the heads do ----------------------------------------------------------------------------
 
@@ -196,10 +183,7 @@ st.markdown(
     f"{trace.patterns.threshold:.0%}, *broad* when its weight is spread almost evenly "
     f"(normalised entropy ≥ {trace.patterns.broad_threshold:.0%}), otherwise *mixed*."
 )
-charts.show(
-    rv.cached(rv.roles_figure, (trace.digest,), trace),
-    filename="bert-head-roles",
-)
+charts.show(charts.cached(mf.roles_figure, text), filename="bert-head-roles")
 counts = rv.label_counts(trace)
 st.caption("Heads per label: " + ", ".join(f"{name} {count}" for name, count in counts.items()))
 scores_col, sink_col = st.columns([3, 2])
@@ -262,24 +246,32 @@ else:
         },
         key="bert.row",
     )
-if st.toggle("Show every step as a heatmap", key=pipeline_key):
-    if n <= rv.MAX_PIPELINE_TOKENS:
-        steps.show_pipeline(
-            one,
-            q=q,
-            k=k,
-            v=v,
-            query_labels=tokens,
-            key_labels=tokens,
-            key="bert.pipeline",
-            filename=f"bert-l{layer + 1}-h{head + 1}",
-        )
-    else:
-        st.info(
-            f"The step heatmaps are drawn for texts of up to {rv.MAX_PIPELINE_TOKENS} tokens; "
-            f"this one has {n}.",
-            icon=":material/info:",
-        )
+
+
+@st.fragment
+def step_heatmaps(layer: int, head: int) -> None:
+    if st.toggle("Show every step as a heatmap", key=pipeline_key):
+        if n <= rv.MAX_PIPELINE_TOKENS:
+            steps.show_pipeline(
+                one,
+                q=q,
+                k=k,
+                v=v,
+                query_labels=tokens,
+                key_labels=tokens,
+                key="bert.pipeline",
+                filename=f"bert-l{layer + 1}-h{head + 1}",
+            )
+        else:
+            st.info(
+                f"The step heatmaps are drawn for texts of up to {rv.MAX_PIPELINE_TOKENS} tokens; "
+                f"this one has {n}.",
+                icon=":material/info:",
+            )
+    write_url_after_fragment(view)
+
+
+step_heatmaps(layer, head)
 
 what_to_try(
     [

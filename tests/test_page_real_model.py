@@ -17,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 from attention_core.models import MODEL_DIR_ENV_VAR, find_model_dir, load_bert
 from tests.app_pages import ROOT
 from tests.plotly_json import figures, plotly_array
+from ui import model_figures as mf
 from ui import model_views as rv
 from ui.steps import fixed
 
@@ -235,15 +236,15 @@ def test_clicking_a_tile_picks_its_head():
     custom = decode(pickers["customdata"]).astype(int)  # plotly may send int8
     assert len(xs) == 72
     # 16 tokens a tile, 17 with the gap: tile (layer l, head h) spans rows 17 l .. 17 l + 15.
-    assert rv.tile_cell(16) == 17
+    assert mf.tile_cell(16) == 17
     for x, y, (layer, head) in zip(xs, ys, custom, strict=True):
         assert 17 * (head - 1) <= x <= 17 * (head - 1) + 15
         assert 17 * (layer - 1) <= y <= 17 * (layer - 1) + 15
         # The click handler maps the clicked point back to the same head (from 0).
-        assert rv.tile_at(x, y, 17) == (layer - 1, head - 1)
-    assert rv.tile_at(16, 3, 17) is None and rv.tile_at(3, 33, 17) is None  # the gaps
+        assert mf.tile_at(x, y, 17) == (layer - 1, head - 1)
+    assert mf.tile_at(16, 3, 17) is None and mf.tile_at(3, 33, 17) is None  # the gaps
     # 512 tokens in tiles of at most 24: blocks of 22 tokens give 24 rows, 25 with the gap.
-    assert rv.tile_cell(512) == 25 and rv.tile_cell(24) == 25 and rv.tile_cell(25) == 14
+    assert mf.tile_cell(512) == 25 and mf.tile_cell(24) == 25 and mf.tile_cell(25) == 14
 
 
 def test_layer_averages_are_the_mean_of_the_heads(model):
