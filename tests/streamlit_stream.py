@@ -185,6 +185,9 @@ class Viewer:
 def current_value(kind: str, proto) -> tuple[str, object] | None:
     """The widget state the frontend would send for a widget as the server drew it."""
     if kind == "slider":
+        if proto.options and proto.set_value and proto.raw_value:
+            # A select_slider set from the script (session state) says its value as text.
+            return "string_array_value", list(proto.raw_value)
         if proto.options:
             index = list(proto.value if proto.set_value else proto.default)
             return "string_array_value", [proto.options[int(i)] for i in index]

@@ -6,7 +6,6 @@ them (FLOPs, GFLOP/s = FLOPs / time, speed-ups) and memory bounds that must hold
 
 import json
 import math
-import subprocess
 import sys
 
 import numpy as np
@@ -14,6 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app_pages import ROOT
+from tests.fragment_reruns import change_in_fragment, torch_after_a_plain_visit
 from tests.plotly_json import plotly_array
 from ui import cost_views
 
@@ -60,20 +60,8 @@ def demo_inputs(n_keys: int, seed: int):
     return q[0], k, v
 
 
-def test_a_plain_visit_offers_numpy_and_does_not_import_torch():
-    # A fresh interpreter: this test process has long imported torch for other tests.
-    script = (
-        "import sys\n"
-        "from streamlit.testing.v1 import AppTest\n"
-        f"at = AppTest.from_file({str(ROOT / 'app.py')!r}, default_timeout=180)\n"
-        f"at.switch_page({PAGE!r}).run()\n"
-        "assert not at.exception, [e.value for e in at.exception]\n"
-        "print(at.multiselect(key='cost.backends').options, 'torch' in sys.modules)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    assert done.stdout.split("\n")[-2] == "['NumPy'] False"
+def test_a_plain_visit_does_not_import_torch():
+    assert torch_after_a_plain_visit(PAGE) is False
 
 
 def test_default_view_shows_backends_and_waits_for_a_click():
@@ -289,3 +277,31 @@ def test_without_torch_the_page_says_why_and_measures_numpy(monkeypatch):
     at.button(key="cost.measure").click().run()
     assert not at.exception and not at.error
     assert list(table_with(at, "GFLOP/s")["backend"]) == ["NumPy", "NumPy"]
+
+
+def test_the_kv_cache_slider_reruns_only_its_fragment_and_the_link_follows():
+    full, moved, fragment_id = change_in_fragment(
+        "cost", "", "Tokens generated", ("double_array_value", [5.0])
+    )
+    assert fragment_id
+    assert moved.elements < full.elements / 4
+    assert moved.query_string == "decode=5"
+    # Step t reads t cached keys: 1 + 2 + … + 5; without the cache, t² scores per step.
+    assert "q·k products with the cache: 15" in moved.texts
+    assert "without it (whole prefix every step): 55" in moved.texts
+
+
+def test_a_new_seed_redraws_the_kv_cache_section_below_its_fragment():
+    # The seed sits in the online-softmax fragment but also draws the KV-cache example.
+    at = open_page()
+    at.number_input(key="cost.seed").set_value(7).run()
+    assert at.query_params["seed"] == "7"
+    z = decode(figure(at, "Weights built one decoding step")["data"][0]["z"])
+    q, k, _ = np.random.default_rng(7).standard_normal((3, 6, 4))
+    s = q[2] @ k[:3].T / 2
+    np.testing.assert_allclose(z[2, :3], np.exp(s - s.max()) / np.exp(s - s.max()).sum(), rtol=1e-5)
+    # On a server the seed's fragment reruns the whole page, so the KV-cache section follows.
+    full, moved, fragment_id = change_in_fragment("cost", "", "Seed", ("double_value", 7.0))
+    assert fragment_id
+    assert moved.elements > full.elements / 2  # not only its fragment: the whole page again
+    assert moved.query_string == "seed=7"

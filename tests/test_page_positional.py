@@ -12,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app_pages import ROOT
+from tests.fragment_reruns import change_in_fragment, torch_after_a_plain_visit
 from tests.plotly_json import figures, plotly_array
 
 APP = str(ROOT / "app.py")
@@ -301,3 +302,32 @@ def test_the_largest_setting_is_block_averaged_and_still_exact_in_the_table():
     table = dataframe(at, "PE[p, dimension]")
     np.testing.assert_allclose(table["PE[p, dimension]"], full[2047], atol=1e-12)
     assert metric(at, "Largest |PE(p+4) − M·PE(p)|") < 1e-11
+
+
+def test_a_fragment_widget_in_apptest_updates_its_values_and_the_link():
+    at = open_page({"d_model": "16"})
+    at.slider(key="pe.offset").set_value(7).run()
+    assert at.query_params["offset"] == "7"
+    assert metric(at, "Largest |PE(p+7) − M·PE(p)|") < 1e-12
+    at.slider(key="pe.train").set_value(40).run()
+    assert at.query_params["train"] == "40"
+    share = plotly_array(figure(at, "Angles never seen")["data"][0]["y"])
+    assert share.shape == (320,)
+
+
+def test_the_training_length_reruns_only_its_fragment_and_the_link_follows():
+    full, moved, fragment_id = change_in_fragment(
+        "positional", "", "Training length L", ("double_array_value", [40.0])
+    )
+    assert fragment_id  # the slider lives in a fragment...
+    assert moved.elements < full.elements / 4  # ...so only that fragment was sent again
+    assert moved.query_string == "train=40"  # the link follows without a full run
+    # The share of pairs at a never-seen angle at position 8·40 − 1 = 319 (d_model 64):
+    # pair i is new iff (L−1)ω_i < 2π and (319 ω_i mod 2π) > (L−1)ω_i.
+    omega = 10000.0 ** (-np.arange(0, 64, 2) / 64)
+    new = (39 * omega < 2 * np.pi) & (np.mod(319 * omega, 2 * np.pi) > 39 * omega)
+    assert any(f"{100 * new.mean():.0f}% of the pairs at position 319" in t for t in moved.texts)
+
+
+def test_a_plain_visit_does_not_import_torch():
+    assert torch_after_a_plain_visit(PAGE) is False

@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from attention_core.models import MODEL_DIR_ENV_VAR, find_model_dir, load_bert
 from tests.app_pages import ROOT
+from tests.fragment_reruns import change_in_fragment, torch_after_a_plain_visit
 from tests.plotly_json import figures, plotly_array
 from ui import model_figures as mf
 from ui import model_views as rv
@@ -501,3 +502,17 @@ def test_an_unreachable_hub_is_reported_at_once():
     # .invalid never resolves (RFC 2606), so this is what a server without internet sees.
     assert rv.hub_reachable("hub.invalid", timeout=3.0) is False
     assert time.perf_counter() - started < 5
+
+
+def test_the_picture_reruns_only_its_fragment_and_the_link_follows(model):
+    full, moved, fragment_id = change_in_fragment(
+        "pretrained", "", "Picture", ("string_value", "Average per layer")
+    )
+    assert fragment_id
+    assert moved.elements < full.elements / 4
+    assert moved.query_string == "view=layers"
+    assert any("The mean of the 12 heads of each layer" in t for t in moved.texts)
+
+
+def test_a_plain_visit_does_not_import_torch():
+    assert torch_after_a_plain_visit("pages/real_model.py") is False
