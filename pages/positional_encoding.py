@@ -22,10 +22,6 @@ page_intro(
 view.show_notices()
 
 
-def show(build, *args, filename: str) -> None:
-    charts.show(charts.cached(build, *args), filename=filename)
-
-
 # -- 1. order blindness ------------------------------------------------------------------------
 
 
@@ -48,7 +44,7 @@ def order_blindness(tokens: tuple[str, ...], order_kind: str, width: int, seed: 
             for column, name, suffix in zip(st.columns(2), pair, ("", "-reordered"), strict=True):
                 with column:
                     kind = "weights" if "weights" in name else "output"
-                    show(
+                    pv.show(
                         pv.blindness_figure,
                         name,
                         *example,
@@ -73,7 +69,9 @@ def order_blindness(tokens: tuple[str, ...], order_kind: str, width: int, seed: 
                 icon=":material/info:",
             )
         with figure_column:
-            show(pv.blindness_figure, "difference", *example, filename="order-blindness-difference")
+            pv.show(
+                pv.blindness_figure, "difference", *example, filename="order-blindness-difference"
+            )
     write_url_after_fragment(view)
 
 
@@ -127,7 +125,7 @@ def chosen_dimensions(n: int, d_model: int, base: float) -> None:
     if len(dims) > 8:
         st.caption("The first 8 chosen dimensions are plotted.")
     if dims:
-        show(
+        pv.show(
             pv.dimensions_figure,
             n,
             d_model,
@@ -153,7 +151,7 @@ n = b.slider("Positions", 2, 2048, key=view.int("positions", 128, lo=2, hi=2048)
 base = c.select_slider(
     "Base", BASES, key=view.choice("base", 10000, BASES), help="10000 in the original paper."
 )
-show(pv.pe_figure, n, d_model, base, filename=f"sinusoidal-pe-{n}x{d_model}")
+pv.show(pv.pe_figure, n, d_model, base, filename=f"sinusoidal-pe-{n}x{d_model}")
 if max(n, d_model) > charts.MAX_SIDE:
     st.caption(
         f"The table has {n:,} × {d_model:,} entries, more than a screen has pixels: the picture "
@@ -188,8 +186,8 @@ def position_and_rotation(n: int, d_model: int, base: float) -> None:
         "PE(p)·PE(p+k) = Σᵢ cos(ωᵢ k), the same for every p. Near positions are alike, far ones "
         "less so (though not monotonically)."
     )
-    show(pv.similarity_figure, n, d_model, base, filename=f"pe-similarity-{n}x{d_model}")
-    show(pv.similarity_profile_figure, n, d_model, base, filename="pe-dot-by-distance")
+    pv.show(pv.similarity_figure, n, d_model, base, filename=f"pe-similarity-{n}x{d_model}")
+    pv.show(pv.similarity_profile_figure, n, d_model, base, filename="pe-dot-by-distance")
     spread = pv.similarity_profile(n, d_model, base).spread
     st.caption(
         f"Largest spread over p at any distance: {spread:.1e} (rounding), so the three lines "
@@ -255,7 +253,9 @@ else:
     ):
         with column:
             example = (tokens, order_kind, width, "sinusoidal", seed, 10000.0)
-            show(pv.blindness_figure, name, *example, filename=f"sentence-{name.replace('_', '-')}")
+            pv.show(
+                pv.blindness_figure, name, *example, filename=f"sentence-{name.replace('_', '-')}"
+            )
 
 # -- 5. the families, and 6. beyond the training length ---------------------------------------
 

@@ -108,6 +108,11 @@ def sentence_words(sentence: str) -> tuple[tuple[str, ...], str | None]:
     return tuple(words), None
 
 
+def show(build, *args, filename: str) -> None:
+    """Draw `build(*args)`, built once per distinct input (`charts.cached`)."""
+    charts.show(charts.cached(build, *args), filename=filename)
+
+
 def _labels(count: int) -> list[str]:
     return [str(i) for i in range(count)]
 
@@ -518,10 +523,6 @@ def unseen_figure(train_length: int, num_positions: int, d_model: int, base: flo
 # -- the families and extrapolation sections, drawn as fragments ----------------------------------
 
 
-def _show(build, *args, filename: str) -> None:
-    charts.show(charts.cached(build, *args), filename=filename)
-
-
 @st.fragment
 def families(view: PageState, n: int, d_model: int, seed: int, base: float) -> None:
     """Same-content scores of the four families, their tabs, and (nested) the extrapolation."""
@@ -543,7 +544,7 @@ def families(view: PageState, n: int, d_model: int, seed: int, base: float) -> N
             except AttentionInputError as error:
                 st.error(str(error))
                 continue
-            _show(family_figure, *setting, filename=f"same-content-{family}")
+            show(family_figure, *setting, filename=f"same-content-{family}")
             st.metric(f"{FAMILY_TITLES[family]}: largest spread along a diagonal", f"{spread:.1e}")
     st.caption(
         "Sinusoidal and learned: (c + P[m])·(c + P[n]) contains c·P[n], which depends on where "
@@ -566,7 +567,7 @@ def families(view: PageState, n: int, d_model: int, seed: int, base: float) -> N
             "wave-like patterns. Nothing links row p to row p + k, and there is no row past "
             "the last one."
         )
-        _show(learned_figure, n, d_model, seed, filename=f"learned-pe-{n}x{d_model}")
+        show(learned_figure, n, d_model, seed, filename=f"learned-pe-{n}x{d_model}")
     with rope_tab:
         st.markdown(
             "RoPE (Llama, Mistral, GPT-NeoX) rotates q and k instead of adding anything: each pair "
@@ -574,7 +575,7 @@ def families(view: PageState, n: int, d_model: int, seed: int, base: float) -> N
             "Below, the score at each offset for identical content, over every pair of positions."
         )
         st.latex(r"\mathrm{rot}(q, m)^\top \mathrm{rot}(k, n) = q^\top R_{(n-m)\theta}\, k")
-        _show(rope_profile_figure, compare_n, d_model, seed, base, filename="rope-score-by-offset")
+        show(rope_profile_figure, compare_n, d_model, seed, base, filename="rope-score-by-offset")
     with alibi_tab:
         st.markdown(
             "ALiBi (BLOOM, MPT) adds nothing to the tokens: each head adds m_h·(j − i) to the "
@@ -586,7 +587,7 @@ def families(view: PageState, n: int, d_model: int, seed: int, base: float) -> N
             hide_index=True,
             column_config={"slope m": st.column_config.NumberColumn(format="%.8g")},
         )
-        _show(alibi_grid, heads, compare_n, filename=f"alibi-bias-{heads}-heads")
+        show(alibi_grid, heads, compare_n, filename=f"alibi-bias-{heads}-heads")
     # Nested: the training length reruns only its own section; the ALiBi head reruns both.
     extrapolation(view, d_model, seed, base, heads, head)
     write_url_after_fragment(view)
@@ -611,7 +612,7 @@ def extrapolation(
             except AttentionInputError as error:
                 st.error(str(error))
                 continue
-            _show(
+            show(
                 family_figure,
                 *setting,
                 heads,
@@ -625,7 +626,7 @@ def extrapolation(
                     "model cannot even be run on a longer input."
                 )
     share = unseen_share(train, 8 * train, d_model, base)
-    _show(unseen_figure, train, 8 * train, d_model, base, filename="unseen-angles")
+    show(unseen_figure, train, 8 * train, d_model, base, filename="unseen-angles")
     st.markdown(
         f"Sinusoidal and rotary encodings are defined everywhere, but the slow pairs, whose "
         f"wavelength exceeds L, never complete a turn in training. Past L they reach angles the "
