@@ -172,3 +172,21 @@ def test_the_weights_csv_download_holds_the_weights_on_screen(sdpa, tmp_path):
     np.testing.assert_allclose(
         np.array([[float(x) for x in row[1:]] for row in rows[1:]]), weights, rtol=0, atol=1e-15
     )
+
+
+@pytest.mark.e2e
+def test_choosing_a_query_reruns_its_fragment_and_the_link_follows(server, page):
+    open_app(page, server.url, "scaled-dot-product", "causal=1")
+    chooser = key_selector("sdpa.row")
+    page.locator(chooser).scroll_into_view_if_needed()
+    with rerun_after(page):
+        page.locator(f"{chooser} [role='combobox']").click()
+        page.locator(f"{chooser} [role='combobox']").press("ArrowDown")
+        page.get_by_role("option", name="3: sat").click()
+    # The page-level parameter from the link stays; the fragment's own joins it.
+    wait_for_link(page, has=("causal=1", "row=3"))
+    expect(page.get_by_text("Query 3 “sat” against the keys", exact=False)).to_be_visible()
+    # Causal: query 3 sees all three keys, scores q₃·K/√2 = [2, 1, 1]/√2.
+    weights, _ = attention(Q, K, V, causal=True)
+    expect_heatmap(page, WEIGHTS, weights)
+    assert exceptions(page) == []
