@@ -14,6 +14,7 @@ torch got imported: a plain visit must not pay its 190 MB and seconds.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import subprocess
 import sys
@@ -23,12 +24,13 @@ import websockets
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from deploy.serve import ROOT, Deployment
-from tests.streamlit_stream import Viewer
+from tests.streamlit_stream import Viewer, Widget
 
 
 @dataclass
 class Run:
-    """What one run sent: the link, every markdown/caption/metric text, the element count."""
+    """What one run sent: the link, every markdown/caption/metric text and chart title (as
+    "chart: <title>"), the element count."""
 
     query_string: str | None = None
     texts: list[str] = field(default_factory=list)
@@ -56,10 +58,18 @@ class RecordingViewer(Viewer):
             run.texts.append(element.markdown.body)
         elif kind == "metric":
             run.texts.append(f"{element.metric.label}: {element.metric.body}")
+        elif kind == "plotly_chart":
+            chart = element.plotly_chart
+            if chart.id:  # a chart that reports selections is a widget
+                self.widgets[chart.id] = Widget(kind, chart, delta.fragment_id)
+            title = json.loads(chart.spec or "{}").get("layout", {}).get("title") or {}
+            run.texts.append(f"chart: {title.get('text', '')}")
 
     def widget(self, label: str) -> str:
         """The id of the widget labelled `label` (as last drawn)."""
-        (found,) = [w for w, widget in self.widgets.items() if widget.proto.label == label]
+        (found,) = [
+            w for w, widget in self.widgets.items() if getattr(widget.proto, "label", "") == label
+        ]
         return found
 
 
@@ -84,14 +94,18 @@ class _Tap:
 def change_in_fragment(page: str, query: str, label: str, value: tuple[str, object]):
     """Open `page?query` on a fresh server, set the widget `label` to `value` (a widget-state
     kind and value, e.g. ("double_array_value", [40.0])); return (full run, widget rerun,
-    the widget's fragment id)."""
+    the widget's fragment id). A chart's selection is `label` "chart <part of its key>" and a
+    ("string_value", <selection JSON>) value."""
 
     async def visit(port: int):
         viewer = RecordingViewer(f"ws://127.0.0.1:{port}/_stcore/stream", page, query)
         async with websockets.connect(viewer.url, subprotocols=["streamlit"], max_size=None) as s:
             viewer.socket = _Tap(s, viewer)
             await viewer.rerun()
-            widget_id = viewer.widget(label)
+            if label.startswith("chart "):
+                (widget_id,) = [w for w in viewer.widgets if label.removeprefix("chart ") in w]
+            else:
+                widget_id = viewer.widget(label)
             fragment_id = viewer.widgets[widget_id].fragment_id
             viewer.values[widget_id] = value
             await viewer.rerun(widget_id)

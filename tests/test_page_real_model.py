@@ -514,5 +514,20 @@ def test_the_picture_reruns_only_its_fragment_and_the_link_follows(model):
     assert any("The mean of the 12 heads of each layer" in t for t in moved.texts)
 
 
+def test_clicking_a_tile_in_the_model_view_reruns_the_page_for_that_head(model):
+    # The model view sits in a fragment, but the head it picks drives the whole page.
+    # Tile (layer 2, head 3) of 16-token tiles with a gap: columns 34..49, rows 17..32.
+    points = [{"x": 41.5, "y": 24.5, "curve_number": 1, "point_number": 14, "point_index": 14}]
+    selection = {"selection": {"points": points, "point_indices": [14], "box": [], "lasso": []}}
+    full, moved, fragment_id = change_in_fragment(
+        "pretrained", "view=model", "chart bert.model_view", ("string_value", json.dumps(selection))
+    )
+    assert fragment_id
+    assert moved.elements >= full.elements  # the whole page, not only the fragment
+    assert moved.query_string == "layer=2&head=3&view=model"
+    assert any(t.startswith("chart: Layer 2, head 3") for t in moved.texts)
+    assert any("**Layer 2, head 3:" in t for t in moved.texts)  # the roles table's heading
+
+
 def test_a_plain_visit_does_not_import_torch():
     assert torch_after_a_plain_visit("pages/real_model.py") is False
