@@ -106,3 +106,26 @@ def test_rnn_diagram_draws_every_pair_once():
     arcs = [trace for trace in fig.data if trace.mode == "lines"]
     assert len(arcs) == 5 * 4 // 2
     assert len(fig.layout.annotations) == 4 + 2  # n-1 RNN arrows and two captions
+
+
+def test_cached_builds_each_distinct_figure_once_and_draws_the_same_json():
+    import plotly.io
+
+    built = []
+
+    def weights_map(values, title):
+        built.append(title)
+        return charts.heatmap(values, row_labels=["a", "b"], col_labels=["c", "d"], title=title)
+
+    weights = np.array([[0.25, 0.75], [0.5, 0.5]])
+    first = charts.cached(weights_map, weights, "one")
+    again = charts.cached(weights_map, weights.copy(), "one")
+    other = charts.cached(weights_map, weights, "two")
+    assert first is again and other is not first
+    assert built == ["one", "two"]
+    # What st.plotly_chart sends is what the same figure built afresh would send.
+    fresh = weights_map(weights, "one")
+    assert plotly.io.to_json(first.to_dict(), validate=False) == plotly.io.to_json(
+        fresh.to_dict(), validate=False
+    )
+    np.testing.assert_allclose(np.asarray(first.data[0].z, dtype=np.float64), weights)

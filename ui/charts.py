@@ -92,7 +92,28 @@ def _built_figure(digest: str, _build: Callable, _args: tuple, _options: dict) -
     # Only `digest` is hashed: it covers the builder, the inputs and presenter mode. Kept as
     # objects: unpickling a figure (what st.cache_data would do on every hit) costs more than
     # building it.
-    return _build(*_args, **_options)
+    figure = _build(*_args, **_options)
+    if type(figure) is go.Figure:
+        drawn = figure.to_dict()
+        # The figure is new and only this cache holds it, so it can become a shared one.
+        figure.__class__ = _SharedFigure
+        figure._drawn = drawn
+    return figure
+
+
+class _SharedFigure(go.Figure):
+    """A cached figure, drawn by every session and never changed after it was built.
+
+    `st.plotly_chart` asks a figure for its dict on every draw, and Plotly makes one by deep-
+    copying every trace and base64-encoding every array (a millisecond or more per chart, so
+    tens of milliseconds for a page of small multiples); a shared figure has made it once.
+    The dict is shared too: read it, never change it.
+    """
+
+    _drawn: dict
+
+    def to_dict(self) -> dict:
+        return self._drawn
 
 
 def format_number(value: float, decimals: int = 2) -> str:
