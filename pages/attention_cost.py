@@ -17,7 +17,7 @@ from ui.state import PageState, write_url_after_fragment
 
 # Every size a link can ask for is one of these: a crafted link can never request more.
 MAX_LENGTHS = (256, 512, 1024, 2048)
-HEAD_WIDTHS = (16, 32, 64, 128)
+D_HEADS = (16, 32, 64, 128)  # head widths
 LONG_LENGTHS = (512, 1024, 2048, 4096)
 BLOCK_SIZES = (32, 64, 128, 256, 512)
 MB = 1e6
@@ -38,7 +38,7 @@ view.show_notices()
 torch_column, badge_column = st.columns([1, 3], vertical_alignment="center")
 with_torch = torch_column.toggle(
     "Compare with torch",
-    key=view.bool("torch", False),
+    key=view.bool_key("torch", False),
     on_change=cost_views.use_torch_backends,
     args=(view,),
     help="Imports PyTorch (once per server: a few seconds and about 190 MB) and adds its CPU "
@@ -64,10 +64,10 @@ def time_and_memory(available: list[str]) -> None:
     n_max = size_column.select_slider(
         "Longest sequence (n doubles from 128)",
         options=MAX_LENGTHS,
-        key=view.choice("n_max", 1024, MAX_LENGTHS),
+        key=view.choice_key("n_max", 1024, MAX_LENGTHS),
         help="Capped at 2,048 so a click stays quick; the peak-memory section goes further.",
     )
-    d = width_column.selectbox("Head width d", HEAD_WIDTHS, key=view.choice("d", 64, HEAD_WIDTHS))
+    d = width_column.selectbox("Head width d", D_HEADS, key=view.choice_key("d", 64, D_HEADS))
     sizes = [n for n in (128, 256, 512, 1024, 2048) if n <= n_max]
     jobs = [Job(backend, n, d) for n in sizes for backend in backends]
     measure_column, forget_column = st.columns([1, 3])
@@ -128,9 +128,9 @@ time_and_memory(available)
 @st.fragment
 def online_softmax(page_seed: int) -> None:
     keys_column, block_column, seed_column = st.columns(3)
-    n_keys = keys_column.slider("Keys", 2, 12, key=view.int("keys", 8, lo=2, hi=12))
+    n_keys = keys_column.slider("Keys", 2, 12, key=view.int_key("keys", 8, lo=2, hi=12))
     block = block_column.slider(
-        "Keys per block", 1, n_keys, key=view.int("block", 3, lo=1, hi=n_keys)
+        "Keys per block", 1, n_keys, key=view.int_key("block", 3, lo=1, hi=n_keys)
     )
     seed = seed_column.number_input(
         "Seed", 0, 9999, key=seed_key, help="Draws the query, keys, values."
@@ -189,7 +189,7 @@ st.latex(
     r"\text{output} &= o_T / l_T && \text{after the last block } B_T"
     r"\end{aligned}"
 )
-seed_key = view.int("seed", 0, lo=0, hi=9999)
+seed_key = view.int_key("seed", 0, lo=0, hi=9999)
 seed = view.value("seed")
 online_softmax(seed)
 
@@ -203,13 +203,13 @@ def peak_memory(available: list[str]) -> None:
         "Backend",
         available,
         format_func=BACKEND_LABELS.get,
-        key=view.choice("backend", "numpy", available),
+        key=view.choice_key("backend", "numpy", available),
     )
     n_long = length_column.select_slider(
-        "Sequence length n", LONG_LENGTHS, key=view.choice("n", 2048, LONG_LENGTHS)
+        "Sequence length n", LONG_LENGTHS, key=view.choice_key("n", 2048, LONG_LENGTHS)
     )
     chunk = chunk_column.select_slider(
-        "Keys per block", BLOCK_SIZES, key=view.choice("chunk", 128, BLOCK_SIZES)
+        "Keys per block", BLOCK_SIZES, key=view.choice_key("chunk", 128, BLOCK_SIZES)
     )
     methods = ["full", "chunked"] + (["fused"] if memory_backend != "numpy" else [])
     jobs = [Job(memory_backend, n_long, 64, m, chunk, repeats=1, warmup=False) for m in methods]
@@ -256,7 +256,7 @@ peak_memory(available)
 
 @st.fragment
 def kv_cache(seed: int) -> None:
-    n_decode = st.slider("Tokens generated", 2, 12, key=view.int("decode", 6, lo=2, hi=12))
+    n_decode = st.slider("Tokens generated", 2, 12, key=view.int_key("decode", 6, lo=2, hi=12))
     figure = charts.cached(cost_views.decoding_figure, n_decode, seed)
     charts.show(figure, filename="kv-cache-decoding-weights")
     with_cache, without_cache = decoding_score_counts(n_decode)

@@ -27,14 +27,14 @@ loaded = dv.load_decoder()
 cfg = loaded.model.config if loaded.model else None
 num_layers, num_heads = (cfg.num_hidden_layers, cfg.num_attention_heads) if cfg else (30, 9)
 
-prompt_key = view.text("prompt", dv.DEFAULT_PROMPT, max_chars=dv.MAX_TEXT_CHARS)
-chat_key = view.bool("chat", False)
-layer_key = view.int("layer", 1, lo=1, hi=num_layers)
-head_key = view.int("head", 1, lo=1, hi=num_heads)
-step_key = view.int("step", 0, lo=0, hi=dv.MAX_STEPS)
-temp_key = view.float("temperature", 0.0, lo=0.0, hi=2.0)
-topk_key = view.int("top_k", 0, lo=0, hi=200)
-seed_key = view.int("seed", 0, lo=0, hi=2**31 - 1)
+prompt_key = view.text_key("prompt", dv.DEFAULT_PROMPT, max_chars=dv.MAX_TEXT_CHARS)
+chat_key = view.bool_key("chat", False)
+layer_key = view.int_key("layer", 1, lo=1, hi=num_layers)
+head_key = view.int_key("head", 1, lo=1, hi=num_heads)
+step_key = view.int_key("step", 0, lo=0, hi=dv.MAX_STEPS)
+temp_key = view.float_key("temperature", 0.0, lo=0.0, hi=2.0)
+topk_key = view.int_key("top_k", 0, lo=0, hi=200)
+seed_key = view.int_key("seed", 0, lo=0, hi=2**31 - 1)
 
 if loaded.model is None:
     st.error(loaded.error, icon=":material/cloud_off:")

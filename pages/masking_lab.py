@@ -32,12 +32,12 @@ view.show_notices()
 # -- the controls: they define the example, so every section below follows them -------------------
 
 size_column, kind_column = st.columns([1, 3])
-n = size_column.slider("Tokens", 2, len(SENTENCE), key=view.int("n", 6, lo=2, hi=len(SENTENCE)))
+n = size_column.slider("Tokens", 2, len(SENTENCE), key=view.int_key("n", 6, lo=2, hi=len(SENTENCE)))
 seed = size_column.number_input(
     "Seed for Q, K, V",
     0,
     9999,
-    key=view.int("seed", 0, lo=0, hi=9999),
+    key=view.int_key("seed", 0, lo=0, hi=9999),
     help=f"Q, K and V are random {n}×{mv.D_K} matrices drawn from this seed.",
 )
 kinds = kind_column.multiselect(
@@ -60,14 +60,14 @@ if "window" in kinds:
         "Window width w (each query sees itself and the w − 1 keys before it)",
         1,
         n,
-        key=view.int("window", 2, lo=1, hi=n),
+        key=view.int_key("window", 2, lo=1, hi=n),
     )
 if "prefix" in kinds:
     prefix_len = kind_column.slider(
         "Prefix length (seen by every token; causal after it)",
         0,
         n,
-        key=view.int("prefix", 2, lo=0, hi=n),
+        key=view.int_key("prefix", 2, lo=0, hi=n),
     )
 pad_index = [p - 1 for p in padding]
 options = {"padding": pad_index, "window": window, "prefix_len": prefix_len}

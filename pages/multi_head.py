@@ -35,17 +35,17 @@ with tokens_col:
     q_tokens = mv.token_input(view, source, mv.QUERY_TOKENS)
 with sizes_col:
     d_model = st.select_slider(
-        "d_model (features per token)", mv.D_MODELS, key=view.choice("d_model", 8, mv.D_MODELS)
+        "d_model (features per token)", mv.D_MODELS, key=view.choice_key("d_model", 8, mv.D_MODELS)
     )
     head_options = mv.head_counts(d_model)
     mv.keep_heads_valid(view, "heads", head_options)
     num_heads = st.select_slider(
         "Number of heads (divisors of d_model)",
         head_options,
-        key=view.choice("heads", 4, head_options),
+        key=view.choice_key("heads", 4, head_options),
     )
     seed = st.number_input(
-        "Seed (embeddings and weights)", 0, mv.MAX_SEED, step=1, key=view.int("seed", 0, lo=0,
+        "Seed (embeddings and weights)", 0, mv.MAX_SEED, step=1, key=view.int_key("seed", 0, lo=0,
         hi=mv.MAX_SEED),
     )  # fmt: skip
 with options_col:
@@ -54,7 +54,7 @@ with options_col:
     kv_tokens = mv.token_input(view, source, mv.KV_TOKENS) if cross else q_tokens
     causal = st.toggle(
         "Causal mask",
-        key=view.bool("causal", False),
+        key=view.bool_key("causal", False),
         help="Aligned to the top-left corner, as torch's is_causal=True, also when the number "
         "of keys differs: query i sees keys 1..i.",
     )
@@ -147,7 +147,7 @@ def split_into_heads(view: PageState, steps, q_tokens: list[str], kv_tokens: lis
         "Show the split of",
         ("Q", "K", "V"),
         horizontal=True,
-        key=view.choice("split", "Q", ("Q", "K", "V")),
+        key=view.choice_key("split", "Q", ("Q", "K", "V")),
     )
     matrix, heads, tokens = {
         "Q": (steps.q, steps.q_heads, q_tokens),
@@ -188,7 +188,7 @@ def each_head(view: PageState, steps, q_tokens: list[str], kv_tokens: list[str])
         "Zoom into head",
         heads,
         format_func=lambda h: f"head {h}",
-        key=view.choice("head", 1, heads),
+        key=view.choice_key("head", 1, heads),
     )
     pattern = charts.cached(
         mv.pattern_grid, weights, query_labels=q_tokens, key_labels=kv_tokens, highlight=zoom - 1

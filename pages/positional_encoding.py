@@ -30,7 +30,7 @@ def order_blindness(tokens: tuple[str, ...], order_kind: str, width: int, seed: 
     encoding = st.segmented_control(
         "Positions added to the embeddings",
         SENTENCE_ENCODINGS,
-        key=view.choice("family", "none", SENTENCE_ENCODINGS),
+        key=view.choice_key("family", "none", SENTENCE_ENCODINGS),
         required=True,
     )
     example = (tokens, order_kind, width, encoding, seed, 10000.0)
@@ -83,10 +83,10 @@ st.markdown(
 )
 left, right = st.columns([5, 3])
 sentence = left.text_input(
-    "Sentence", key=view.text("sentence", pv.DEFAULT_SENTENCE, max_chars=200), max_chars=200
+    "Sentence", key=view.text_key("sentence", pv.DEFAULT_SENTENCE, max_chars=200), max_chars=200
 )
 order_kind = right.selectbox(
-    "Reorder it", PERMUTATIONS, key=view.choice("order", "reverse", PERMUTATIONS)
+    "Reorder it", PERMUTATIONS, key=view.choice_key("order", "reverse", PERMUTATIONS)
 )
 tokens, sentence_error = pv.sentence_words(sentence)
 if sentence_error:
@@ -97,14 +97,14 @@ width = width_column.slider(
     2,
     16,
     step=2,
-    key=view.int("width", 4, lo=2, hi=16),
+    key=view.int_key("width", 4, lo=2, hi=16),
     help="Kept small so every number fits; the sliders below go up to 1024.",
 )
 seed = seed_column.number_input(
     "Random seed (embeddings, attention weights, learned table)",
     min_value=0,
     max_value=999,
-    key=view.int("seed", 0, lo=0, hi=999),
+    key=view.int_key("seed", 0, lo=0, hi=999),
 )
 order_blindness(tokens, order_kind, width, seed)
 
@@ -147,9 +147,9 @@ st.markdown(
 d_key = pv.even_d_model_key(view)
 a, b, c = st.columns(3)
 d_model = a.slider("d_model (dimensions)", 2, 1024, step=2, key=d_key)
-n = b.slider("Positions", 2, 2048, key=view.int("positions", 128, lo=2, hi=2048))
+n = b.slider("Positions", 2, 2048, key=view.int_key("positions", 128, lo=2, hi=2048))
 base = c.select_slider(
-    "Base", BASES, key=view.choice("base", 10000, BASES), help="10000 in the original paper."
+    "Base", BASES, key=view.choice_key("base", 10000, BASES), help="10000 in the original paper."
 )
 pv.show(pv.pe_figure, n, d_model, base, filename=f"sinusoidal-pe-{n}x{d_model}")
 if max(n, d_model) > charts.MAX_SIDE:
@@ -168,7 +168,7 @@ def position_and_rotation(n: int, d_model: int, base: float) -> None:
     # One fragment: the rotation below starts from the position p chosen here.
     st.subheader("The exact values at one position")
     position = st.slider(
-        "Position p", 0, n - 1, key=pv.keep(view.int("position", 1, lo=0, hi=n - 1))
+        "Position p", 0, n - 1, key=pv.keep(view.int_key("position", 1, lo=0, hi=n - 1))
     )
     st.markdown(
         "Check a hand calculation: with d_model = 4 and p = 1 the row is "
@@ -201,8 +201,8 @@ def position_and_rotation(n: int, d_model: int, base: float) -> None:
         "“k tokens back”."
     )
     a, b = st.columns(2)
-    offset = a.slider("Offset k", 0, n - 1, key=pv.keep(view.int("offset", 4, lo=0, hi=n - 1)))
-    pair_key = pv.keep(view.int("pair", 0, lo=0, hi=d_model // 2 - 1))
+    offset = a.slider("Offset k", 0, n - 1, key=pv.keep(view.int_key("offset", 4, lo=0, hi=n - 1)))
+    pair_key = pv.keep(view.int_key("pair", 0, lo=0, hi=d_model // 2 - 1))
     if d_model > 2:
         pair = b.slider("Frequency pair i", 0, d_model // 2 - 1, key=pair_key)
     else:

@@ -4,7 +4,7 @@ import streamlit as st
 
 from attention_core import AttentionInputError
 from attention_core.models import MODEL_DIR_ENV_VAR
-from ui import charts, steps
+from ui import charts, step_views
 from ui import model_figures as mf
 from ui import model_views as rv
 from ui.layout import page_intro, what_to_try
@@ -29,13 +29,13 @@ num_heads = config.num_attention_heads if config else 12
 max_tokens = config.max_position_embeddings if config else rv.MAX_TOKENS
 
 # Every part of the view is bound first, so a link keeps its state even when there is no model.
-text_key = view.text("text", rv.DEFAULT_TEXT, max_chars=rv.MAX_TEXT_CHARS)
-layer_key = view.int("layer", rv.DEFAULT_LAYER, lo=1, hi=num_layers)
-head_key = view.int("head", rv.DEFAULT_HEAD, lo=1, hi=num_heads)
-token_key = view.int("token", rv.DEFAULT_QUERY, lo=1, hi=max_tokens)
-view_key = view.choice("view", "head", list(rv.VIEWS))
-only_key = view.bool("only", False)
-pipeline_key = view.bool("steps", False)
+text_key = view.text_key("text", rv.DEFAULT_TEXT, max_chars=rv.MAX_TEXT_CHARS)
+layer_key = view.int_key("layer", rv.DEFAULT_LAYER, lo=1, hi=num_layers)
+head_key = view.int_key("head", rv.DEFAULT_HEAD, lo=1, hi=num_heads)
+token_key = view.int_key("token", rv.DEFAULT_QUERY, lo=1, hi=max_tokens)
+view_key = view.choice_key("view", "head", list(rv.VIEWS))
+only_key = view.bool_key("only", False)
+pipeline_key = view.bool_key("steps", False)
 
 if loaded.model is None:
     st.error(loaded.error, icon=":material/cloud_off:")
@@ -231,7 +231,7 @@ st.markdown(
     f"them gives {agreement}; here is every step for the query “{query_token}”."
 )
 if n <= rv.MAX_WRITTEN_KEYS:
-    steps.explain_row(one, query, q=q, k=k, v=v, query_labels=tokens, key_labels=tokens)
+    step_views.explain_row(one, query, q=q, k=k, v=v, query_labels=tokens, key_labels=tokens)
 else:
     st.caption(
         f"{n} keys are too many to write out one by one: the row of query {query + 1} "
@@ -252,7 +252,7 @@ else:
 def step_heatmaps(layer: int, head: int) -> None:
     if st.toggle("Show every step as a heatmap", key=pipeline_key):
         if n <= rv.MAX_PIPELINE_TOKENS:
-            steps.show_pipeline(
+            step_views.show_pipeline(
                 one,
                 q=q,
                 k=k,

@@ -13,7 +13,7 @@ from attention_core.examples import (
     preset_sizes,
     sentence_tokens,
 )
-from ui import exports, steps
+from ui import exports, step_views
 from ui.editors import qkv_editors
 from ui.formulas import SCORING_TEXT
 from ui.layout import page_intro, stale_notice, what_to_try
@@ -65,14 +65,14 @@ preset = st.selectbox(
     "Preset",
     list(PRESETS),
     format_func=PRESET_TITLES.get,
-    key=view.choice("preset", "three_token", list(PRESETS)),
+    key=view.choice_key("preset", "three_token", list(PRESETS)),
     on_change=use_preset_sizes,
 )
 sentence, seed, sharp = DEFAULT_SENTENCE, 0, True
 if preset == "sentence":
     sentence = st.text_input(
         "Sentence (up to 8 words)",
-        key=view.text("sentence", DEFAULT_SENTENCE, max_chars=80),
+        key=view.text_key("sentence", DEFAULT_SENTENCE, max_chars=80),
         on_change=use_preset_sizes,
     )
     try:
@@ -82,7 +82,7 @@ if preset == "sentence":
         sentence = DEFAULT_SENTENCE
 if preset in ("sentence", "random"):
     seed = st.number_input(
-        "Seed", min_value=0, max_value=9999, step=1, key=view.int("seed", 0, lo=0, hi=9999),
+        "Seed", min_value=0, max_value=9999, step=1, key=view.int_key("seed", 0, lo=0, hi=9999),
         on_change=hand.drop, help="The same seed always gives the same numbers.",
     )  # fmt: skip
 if preset == "sharp_flat":
@@ -90,7 +90,7 @@ if preset == "sharp_flat":
         st.segmented_control(
             "Edit which of the pair",
             ["flat", "sharp"],
-            key=view.choice("pair", "sharp", ["flat", "sharp"]),
+            key=view.choice_key("pair", "sharp", ["flat", "sharp"]),
             required=True,
             on_change=hand.drop,
         )
@@ -99,7 +99,8 @@ if preset == "sharp_flat":
 
 size_columns = st.columns(4)
 n_q, n_k, d_k, d_v = (
-    column.slider(label, 1, MAX_EXAMPLE_SIZE, key=view.int(name, size, lo=1, hi=MAX_EXAMPLE_SIZE))
+    column.slider(label, 1, MAX_EXAMPLE_SIZE,
+                  key=view.int_key(name, size, lo=1, hi=MAX_EXAMPLE_SIZE))
     for column, name, label, size in zip(
         size_columns,
         SIZES,
@@ -174,23 +175,25 @@ def settings_and_steps(current: Example, preset: str, sizes: tuple[int, int, int
         "Scoring function",
         list(SCORING_TITLES),
         format_func=SCORING_TITLES.get,
-        key=view.choice("scoring", "dot_product", list(SCORING_TITLES)),
+        key=view.choice_key("scoring", "dot_product", list(SCORING_TITLES)),
     )
     dot_family = scoring_choice == "dot_product"
     scaling = middle.toggle(
         "Divide by √d_k",
-        key=view.bool("scaling", True),
+        key=view.bool_key("scaling", True),
         disabled=not dot_family,
         help="Only the dot product is scaled by √d_k; cosine and additive scores are bounded.",
     )
     causal = middle.toggle(
-        "Causal mask", key=view.bool("causal", False), help="Query i may only look at keys 1..i."
+        "Causal mask",
+        key=view.bool_key("causal", False),
+        help="Query i may only look at keys 1..i.",
     )
     tau = right.slider(
         "Temperature τ (divides the scores)",
         *TAU_RANGE,
         step=0.05,
-        key=view.float("tau", 1.0, lo=TAU_RANGE[0], hi=TAU_RANGE[1]),
+        key=view.float_key("tau", 1.0, lo=TAU_RANGE[0], hi=TAU_RANGE[1]),
         disabled=scoring_choice == "additive",
         help="τ < 1 sharpens the softmax, τ > 1 flattens it. Additive scores do not use it.",
     )
@@ -214,7 +217,7 @@ def settings_and_steps(current: Example, preset: str, sizes: tuple[int, int, int
     exports.download_example(current, settings=settings, steps=result, filename="sdpa-example",
                              key="sdpa.download.json")  # fmt: skip
     if preset == "sharp_flat":
-        steps.show_sharp_vs_flat(sizes, scoring=scoring, tau=tau, causal=causal, key="sdpa")
+        step_views.show_sharp_vs_flat(sizes, scoring=scoring, tau=tau, causal=causal, key="sdpa")
     explain_one_row(result, current, scoring)
     check_my_work(result, current)
     write_url_after_fragment(view)
@@ -222,8 +225,8 @@ def settings_and_steps(current: Example, preset: str, sizes: tuple[int, int, int
 
 @st.fragment(key="sdpa.pipeline")
 def pipeline(result, current: Example, scoring: str) -> None:
-    upto = steps.presenter_steps(view)  # presenters reveal one step at a time
-    steps.show_pipeline(
+    upto = step_views.presenter_steps(view)  # presenters reveal one step at a time
+    step_views.show_pipeline(
         result, q=current.q, k=current.k, v=current.v, query_labels=current.query_labels,
         key_labels=current.key_labels, key="sdpa.pipeline", filename="sdpa", upto=upto,
         scoring=scoring,
@@ -239,9 +242,9 @@ def explain_one_row(result, current: Example, scoring: str) -> None:
         "Query",
         list(range(1, len(labels) + 1)),
         format_func=lambda i: f"{i}: {labels[i - 1]}",
-        key=view.int("row", 1, lo=1, hi=len(labels)),
+        key=view.int_key("row", 1, lo=1, hi=len(labels)),
     )
-    steps.explain_row(
+    step_views.explain_row(
         result, row - 1, q=current.q, k=current.k, v=current.v, query_labels=labels,
         key_labels=current.key_labels, scoring=scoring,
     )  # fmt: skip
@@ -252,14 +255,14 @@ def explain_one_row(result, current: Example, scoring: str) -> None:
 def check_my_work(result, current: Example) -> None:
     # Opened on demand (and from links: a teacher's exercise link can open "check my work").
     check = st.expander("Check my work", icon=":material/task_alt:",
-                        key=view.bool("check", False), on_change="rerun")  # fmt: skip
+                        key=view.bool_key("check", False), on_change="rerun")  # fmt: skip
     if check.open:
         with check:
             st.markdown(
                 "Work out the weights or the output by hand (the formulas above show how), type "
                 "them in, and see which cells are right."
             )
-            steps.check_my_work(result, key="sdpa.check", query_labels=current.query_labels,
+            step_views.check_my_work(result, key="sdpa.check", query_labels=current.query_labels,
                                 key_labels=current.key_labels)  # fmt: skip
     write_url_after_fragment(view)
 
@@ -267,10 +270,10 @@ def check_my_work(result, current: Example) -> None:
 @st.fragment(key="sdpa.why")
 def why_scale() -> None:
     why = st.expander("Why divide by √d_k?", icon=":material/functions:",
-                      key=view.bool("why", False), on_change="rerun")  # fmt: skip
+                      key=view.bool_key("why", False), on_change="rerun")  # fmt: skip
     if why.open:
         with why:
-            steps.show_scaling_experiment(key="sdpa.sqrt_dk")
+            step_views.show_scaling_experiment(key="sdpa.sqrt_dk")
     write_url_after_fragment(view)
 
 

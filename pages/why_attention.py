@@ -29,7 +29,7 @@ SENTENCE = tuple("The cat sat on the mat because it was warm".split())
 def chain_or_pairs() -> None:
     """The slider, the diagram and the counts: moving the slider reruns only this."""
     length = st.slider(
-        "Tokens in the sentence", 2, len(SENTENCE), key=view.int("n", 6, lo=2, hi=len(SENTENCE))
+        "Tokens in the sentence", 2, len(SENTENCE), key=view.int_key("n", 6, lo=2, hi=len(SENTENCE))
     )
     charts.show(charts.cached(charts.rnn_vs_attention, SENTENCE[:length]),
                 filename="rnn-vs-attention")  # fmt: skip

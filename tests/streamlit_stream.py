@@ -26,7 +26,14 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 # Chrome around every page that an audience would not touch while following a talk.
-IGNORED_LABELS = ("Presenter mode", "Chart downloads (camera button)")
+IGNORED_LABELS = (
+    "Presenter mode",
+    "Chart downloads (camera button)",
+    # Opt-in comparisons that import torch (where it is installed at all: not on Community
+    # Cloud); a room following a talk measures the pages, not a torch import.
+    "Compare with torch",
+    "Compare with torch.nn.MultiheadAttention",
+)
 FINISHED = ForwardMsg.ScriptFinishedStatus
 RUN_TIMEOUT = 120.0
 MAX_VIEWERS = 200

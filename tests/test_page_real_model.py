@@ -20,7 +20,7 @@ from tests.fragment_reruns import change_in_fragment, torch_after_a_plain_visit
 from tests.plotly_json import figures, plotly_array
 from ui import model_figures as mf
 from ui import model_views as rv
-from ui.steps import fixed
+from ui.step_views import fixed
 
 TIRED = "The animal didn't cross the street because it was too tired."
 WIDE = "The animal didn't cross the street because it was too wide."

@@ -77,7 +77,7 @@ def custom_grid_editor(
     """
     n = len(labels)
     default = encode_grid(causal_mask(n))
-    state_key = view.text(GRID_PARAM, default, max_chars=MAX_GRID_SIDE * (MAX_GRID_SIDE + 1))
+    state_key = view.text_key(GRID_PARAM, default, max_chars=MAX_GRID_SIDE * (MAX_GRID_SIDE + 1))
     raw = st.session_state[state_key]
     try:
         grid = decode_grid(raw)
@@ -283,14 +283,14 @@ def future_cannot_leak(
         pick,
         "Change the value vector of token",
         tokens,
-        view.int("change_at", min(4, n), lo=1, hi=n),
+        view.int_key("change_at", min(4, n), lo=1, hi=n),
     )
     delta = amount.slider(
         "by adding to each of its entries",
         -5.0,
         5.0,
         step=0.5,
-        key=view.float("delta", 2.0, lo=-5.0, hi=5.0),
+        key=view.float_key("delta", 2.0, lo=-5.0, hi=5.0),
     )
     masks = {"no mask": None, "causal": causal_mask(n), f"your mask ({mask_name})": mask}
     effects = {
@@ -330,10 +330,12 @@ SHORT, LONG = ("the", "cat", "sat"), ("my", "dog", "chased", "the", "ball")
 def batching_with_padding(view: PageState, seed: int) -> None:
     """“the cat sat” padded to the length of the long sentence, batched, versus run alone."""
     row1 = st.columns(3)
-    use_padding_mask = row1[0].toggle("Use the padding mask", key=view.bool("batch_mask", True))
-    causal = row1[1].toggle("Causal (decoder)", key=view.bool("batch_causal", False))
+    use_padding_mask = row1[0].toggle("Use the padding mask", key=view.bool_key("batch_mask", True))
+    causal = row1[1].toggle("Causal (decoder)", key=view.bool_key("batch_causal", False))
     side = row1[2].segmented_control(
-        "Pad on the", ["right", "left"], key=view.choice("batch_side", "right", ["right", "left"])
+        "Pad on the",
+        ["right", "left"],
+        key=view.choice_key("batch_side", "right", ["right", "left"]),
     )
     row2 = st.columns(2)
     pad_value = row2[0].slider(
@@ -341,12 +343,12 @@ def batching_with_padding(view: PageState, seed: int) -> None:
         -3.0,
         3.0,
         step=0.5,
-        key=view.float("pad_value", 1.0, lo=-3.0, hi=3.0),
+        key=view.float_key("pad_value", 1.0, lo=-3.0, hi=3.0),
     )
     dtype = row2[1].segmented_control(
         "Precision",
         ["float64", "float32"],
-        key=view.choice("batch_dtype", "float64", ["float64", "float32"]),
+        key=view.choice_key("batch_dtype", "float64", ["float64", "float32"]),
     )
     dtype = dtype or "float64"
     sentences = [
@@ -421,7 +423,7 @@ def nothing_to_attend_to(
     """Block every key of one query: the naive softmax's NaN beside this package's zeros."""
     n = len(tokens)
     empty_row = position_picker(
-        st, "Block every key of query", tokens, view.int("empty_row", n, lo=1, hi=n)
+        st, "Block every key of query", tokens, view.int_key("empty_row", n, lo=1, hi=n)
     )
     r = empty_row - 1
     grid = np.ones((n, n), bool)
@@ -472,14 +474,14 @@ def minus_infinity_versus_a_fill(view: PageState) -> None:
     """The leak demo: one query's scores plus an additive mask, for every fill, in one dtype."""
     controls = st.columns(3)
     dtype = controls[0].segmented_control(
-        "Precision", LEAK_DTYPES, key=view.choice("leak_dtype", "float16", LEAK_DTYPES)
+        "Precision", LEAK_DTYPES, key=view.choice_key("leak_dtype", "float16", LEAK_DTYPES)
     )
     dtype = dtype or "float16"
     scale = controls[1].select_slider(
-        "Score scale", SCALES, key=view.choice("scale", "1e4", SCALES)
+        "Score scale", SCALES, key=view.choice_key("scale", "1e4", SCALES)
     )
     all_blocked = controls[2].toggle(
-        "Block every key (a padding query)", key=view.bool("all_blocked", False)
+        "Block every key (a padding query)", key=view.bool_key("all_blocked", False)
     )
     allowed = np.zeros(4, bool) if all_blocked else LEAK_ALLOWED
     rows = {

@@ -34,7 +34,7 @@ from attention_core.reference import (
     compare_with_torch,
     token_embeddings,
 )
-from ui import charts, steps
+from ui import charts, step_views
 from ui.editors import MatrixInput, matrix_editor
 from ui.state import PageState, write_url_after_fragment
 
@@ -128,7 +128,7 @@ def token_input(view: PageState, source: str, spec: TokenInput) -> list[str]:
     if source == "sentence":
         sentence = st.text_input(
             spec.sentence_label,
-            key=view.text(spec.sentence_name, spec.default_sentence, max_chars=200),
+            key=view.text_key(spec.sentence_name, spec.default_sentence, max_chars=200),
             max_chars=200,
         )
         tokens, problem = tokens_from_sentence(sentence, spec.default_sentence)
@@ -137,7 +137,7 @@ def token_input(view: PageState, source: str, spec: TokenInput) -> list[str]:
             spec.count_label,
             1,
             MAX_TOKENS,
-            key=view.int(spec.count_name, spec.default_count, lo=1, hi=MAX_TOKENS),
+            key=view.int_key(spec.count_name, spec.default_count, lo=1, hi=MAX_TOKENS),
         )
         tokens, problem = numbered_tokens(count, spec.prefix), None
     if problem:
@@ -158,7 +158,7 @@ def labelled_radio(
         labels,
         format_func=labels.get,
         horizontal=True,
-        key=view.choice(name, default, list(labels)),
+        key=view.choice_key(name, default, list(labels)),
     )
 
 
@@ -879,7 +879,7 @@ def show_zoomed_head(
         f"q `{shape_text(q.shape)}`, k `{shape_text(k.shape)}`, v `{shape_text(v.shape)}`, "
         f"d_head = {q.shape[-1]}. Hover a cell to see how it was computed."
     )
-    steps.show_pipeline(
+    step_views.show_pipeline(
         one,
         q=q,
         k=k,
@@ -907,8 +907,10 @@ def explain_query(
         "Query",
         rows,
         format_func=lambda i: f"{i} · {query_labels[i - 1]}",
-        key=view.choice("row", 1, rows),
+        key=view.choice_key("row", 1, rows),
     )
     q, k, v = qkv
-    steps.explain_row(one, row - 1, q=q, k=k, v=v, query_labels=query_labels, key_labels=key_labels)
+    step_views.explain_row(
+        one, row - 1, q=q, k=k, v=v, query_labels=query_labels, key_labels=key_labels
+    )
     write_url_after_fragment(view)

@@ -83,7 +83,7 @@ def keep(key: str) -> str:
 
 def even_d_model_key(view: PageState) -> str:
     """Key of the d_model slider; an odd d_model from a link is rounded down, with a notice."""
-    key = view.int("d_model", 64, lo=2, hi=1024)
+    key = view.int_key("d_model", 64, lo=2, hi=1024)
     odd = view.value("d_model")
     if odd % 2:
         view.set("d_model", odd - 1)
@@ -527,9 +527,11 @@ def unseen_figure(train_length: int, num_positions: int, d_model: int, base: flo
 def families(view: PageState, n: int, d_model: int, seed: int, base: float) -> None:
     """Same-content scores of the four families, their tabs, and (nested) the extrapolation."""
     a, b, c = st.columns(3)
-    compare_n = a.slider("Positions to compare", 4, 64, key=view.int("compare_n", 16, lo=4, hi=64))
-    heads = b.slider("ALiBi heads", 1, 16, key=view.int("heads", 8, lo=1, hi=16))
-    head_key = keep(view.int("head", 1, lo=1, hi=heads))
+    compare_n = a.slider(
+        "Positions to compare", 4, 64, key=view.int_key("compare_n", 16, lo=4, hi=64)
+    )
+    heads = b.slider("ALiBi heads", 1, 16, key=view.int_key("heads", 8, lo=1, hi=16))
+    head_key = keep(view.int_key("head", 1, lo=1, hi=heads))
     if heads > 1:
         head = c.slider("ALiBi head shown", 1, heads, key=head_key)
     else:
@@ -602,7 +604,7 @@ def extrapolation(
         "A model trained on sequences of length L meets longer inputs. The dashed square marks "
         "the positions it was trained on."
     )
-    train = st.slider("Training length L", 4, 256, key=view.int("train", 32, lo=4, hi=256))
+    train = st.slider("Training length L", 4, 256, key=view.int_key("train", 32, lo=4, hi=256))
     columns = st.columns(2)
     for index, family in enumerate(POSITION_FAMILIES):
         setting = (family, train if family == "learned" else 2 * train, d_model, seed, base)

@@ -6,7 +6,7 @@ across page switches, and writes the view back into the URL as it changes, so a 
 reopens the same example.
 
     view = PageState("sdpa")
-    n_q = st.slider("Queries", 1, 8, key=view.int("n_q", 3, lo=1, hi=8))
+    n_q = st.slider("Queries", 1, 8, key=view.int_key("n_q", 3, lo=1, hi=8))
     ...
     view.sync_url()  # at the end of the page: writes the URL and any notices
 
@@ -62,7 +62,7 @@ class PageState:
 
     # -- typed parameters -------------------------------------------------------------------
 
-    def int(self, name: str, default: int, *, lo: int, hi: int) -> str:
+    def int_key(self, name: str, default: int, *, lo: int, hi: int) -> str:
         """Key of an integer widget in [lo, hi]."""
 
         def parse(raw: str) -> int:
@@ -76,7 +76,7 @@ class PageState:
 
         return self._bind(name, default, parse, fit, str)
 
-    def float(self, name: str, default: float, *, lo: float, hi: float) -> str:
+    def float_key(self, name: str, default: float, *, lo: float, hi: float) -> str:
         """Key of a float widget in [lo, hi]."""
 
         def parse(raw: str) -> float:
@@ -90,7 +90,7 @@ class PageState:
 
         return self._bind(name, default, parse, fit, lambda v: f"{v:g}")
 
-    def choice(self, name: str, default: Any, options: Sequence[Any]) -> str:
+    def choice_key(self, name: str, default: Any, options: Sequence[Any]) -> str:
         """Key of a selectbox/radio whose value is one of `options` (matched by str)."""
         by_text = {str(option): option for option in options}
 
@@ -123,7 +123,7 @@ class PageState:
             name, list(default), parse, fit, lambda v: ",".join(str(item) for item in v)
         )
 
-    def bool(self, name: str, default: bool) -> str:
+    def bool_key(self, name: str, default: bool) -> str:
         """Key of a checkbox or toggle: `1`/`0` in the URL."""
 
         def parse(raw: str) -> bool:
@@ -135,7 +135,7 @@ class PageState:
 
         return self._bind(name, default, parse, bool, lambda v: "1" if v else "0")
 
-    def text(self, name: str, default: str, *, max_chars: int = 300) -> str:
+    def text_key(self, name: str, default: str, *, max_chars: int = 300) -> str:
         """Key of a text input, cut to `max_chars`."""
 
         def parse(raw: str) -> str:
@@ -334,7 +334,7 @@ class HandMadeExample:
         self._current = view.key("current")
         # Token names edited by hand travel in the link with the edited numbers.
         self._token_keys = {
-            side: view.text(side, "", max_chars=self.max_link_tokens) for side in ("tq", "tk")
+            side: view.text_key(side, "", max_chars=self.max_link_tokens) for side in ("tq", "tk")
         }
 
     def read_link(self) -> None:

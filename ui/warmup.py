@@ -27,7 +27,12 @@ MODULES = (
     "ui.charts",
     "ui.editors",
     "ui.exports",
-    "ui.steps",
+    "ui.step_views",
+    "ui.mask_views",
+    "ui.multihead_views",
+    "ui.positional_views",
+    "ui.cost_views",
+    "ui.model_views",
 )
 
 

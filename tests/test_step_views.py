@@ -1,4 +1,4 @@
-"""ui.steps: the "how it was computed" text, the written-out row and the marking of answers.
+"""ui.step_views: the "how it was computed" text, the written-out row and the marking of answers.
 
 Numbers are those of the 3-token example worked by hand in tests/test_examples.py:
 Q = [[1,0],[0,1],[1,1]], K = [[1,1],[1,0],[0,1]], V = [[10,0],[0,10],[5,5]], d_k = 2.
@@ -11,7 +11,7 @@ import numpy as np
 from attention_core import scaled_dot_product_attention
 from attention_core.examples import attention_for, sharp_flat_pair, three_token_example
 from ui import charts
-from ui.steps import (
+from ui.step_views import (
     STEP_NAMES,
     cell_hover,
     fixed,

@@ -357,7 +357,7 @@ def presenter_steps(view: PageState) -> int | None:
     if not is_presenting():
         return None
     count = len(STEP_NAMES)
-    stepper_key = view.int("upto", count, lo=1, hi=count)
+    stepper_key = view.int_key("upto", count, lo=1, hi=count)
 
     def move(delta: int) -> None:
         st.session_state[stepper_key] = min(max(st.session_state[stepper_key] + delta, 1), count)
