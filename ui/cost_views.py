@@ -213,18 +213,13 @@ def time_figure(results: dict[Job, Measurement], sizes: Sequence[int]) -> go.Fig
     )
     if anchor is not None:
         series["n² reference"] = quadratic_reference(sizes, anchor.n, anchor.seconds * 1e3)
-    fig = line_plot(
-        np.asarray(sizes),
+    return _against_length(
+        sizes,
         series,
-        x_title="sequence length n (queries = keys)",
         y_title="median time (ms)",
         title="Time against n (log-log: n² has slope 2)",
-        log_x=True,
-        log_y=True,
-        dashed=["n² reference"],
-        markers=True,
+        reference="n² reference",
     )
-    return _size_ticks(fig, sizes)
 
 
 def memory_figure(results: dict[Job, Measurement], sizes: Sequence[int]) -> go.Figure:
@@ -233,15 +228,28 @@ def memory_figure(results: dict[Job, Measurement], sizes: Sequence[int]) -> go.F
         results, sizes, lambda m: np.nan if m.peak_bytes is None else m.peak_bytes / MB
     )
     series["n×n float32 matrix"] = np.array([score_matrix_bytes(n, n) / MB for n in sizes])
+    return _against_length(
+        sizes,
+        series,
+        y_title="peak memory (MB)",
+        title="Peak memory of one call against n (log-log)",
+        reference="n×n float32 matrix",
+    )
+
+
+def _against_length(
+    sizes: Sequence[int], series: dict, *, y_title: str, title: str, reference: str
+) -> go.Figure:
+    """Measured series against n on log-log axes, the dashed `reference` among them."""
     fig = line_plot(
         np.asarray(sizes),
         series,
         x_title="sequence length n (queries = keys)",
-        y_title="peak memory (MB)",
-        title="Peak memory of one call against n (log-log)",
+        y_title=y_title,
+        title=title,
         log_x=True,
         log_y=True,
-        dashed=["n×n float32 matrix"],
+        dashed=[reference],
         markers=True,
     )
     return _size_ticks(fig, sizes)

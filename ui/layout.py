@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 from urllib.parse import urlparse
 
 import streamlit as st
 
-from ui.state import FIGURE_FORMAT_KEY, PRESENT_KEY, is_presenting
+from ui.state import FIGURE_FORMAT_KEY, PRESENT_KEY, PageState, is_presenting
 
 # Projectors wash out small, faint text: presenter mode enlarges everything (Streamlit sizes in
 # rem) and shows captions at full opacity; the toolbar and deploy menu only distract an audience.
@@ -131,6 +132,26 @@ def stale_notice(what: str) -> None:
         "last valid input and are stale until it is fixed.",
         icon="⏸️",
     )
+
+
+def model_missing(
+    view: PageState, error: str, *, install: str, elsewhere: str, retry: Callable[[], None]
+) -> NoReturn:
+    """Say why a page's pretrained model is not there and how to get it, then end the page.
+
+    `install` is the command that installs it; `elsewhere` (Markdown) says where else it may be
+    found; `retry` forgets the failed attempt, for the "look again" button.
+    """
+    st.error(error, icon=":material/cloud_off:")
+    st.markdown(
+        "The other pages work without it. To run this one, install the model package into the "
+        "app's environment (it needs no torch) and restart the app:"
+    )
+    st.code(install, language="bash")
+    st.markdown(elsewhere)
+    st.button("Look for the model again", icon=":material/refresh:", on_click=retry)
+    view.sync_url()
+    st.stop()
 
 
 def what_to_try(prompts: Sequence[str]) -> None:

@@ -11,6 +11,7 @@ come from `attention_core`; this module lays them out.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -370,19 +371,10 @@ def family_scores(
     )
 
 
-@st.cache_data(**_SMALL)
-def family_spread(
-    family: str,
-    num_positions: int,
-    d_model: int,
-    seed: int,
-    base: float,
-    num_heads: int,
-    head: int,
-) -> float:
-    """The largest spread along a diagonal of `family_scores` (0 for a Toeplitz matrix)."""
-    scores = family_scores(family, num_positions, d_model, seed, base, num_heads, head)
-    return toeplitz_deviation(scores)
+def family_spread(*setting: Any) -> float:
+    """The largest spread along a diagonal of `family_scores(*setting)` (0 for a Toeplitz
+    matrix); the scores come from their cache, so this costs a pass over a small matrix."""
+    return toeplitz_deviation(family_scores(*setting))
 
 
 def family_figure(
