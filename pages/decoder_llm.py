@@ -99,14 +99,7 @@ reset_col.button("Start again", icon=":material/restart_alt:", on_click=restart)
 
 @st.fragment(run_every=dv.AUTOPLAY_SECONDS if playing and can_go else None)
 def autoplay() -> None:
-    # A timer tick reruns only this fragment: it appends a token and reruns the page to show
-    # it. That rerun calls this fragment again, which must not append a second token.
-    if st.session_state.pop("decoder.autoplay_rerun", False):
-        return
-    if playing and can_go:
-        st.session_state["decoder.autoplay_rerun"] = True
-        next_token()
-        st.rerun()
+    dv.autoplay_tick(playing and can_go, next_token)
 
 
 autoplay()

@@ -308,3 +308,20 @@ def time_next_token(model: LlamaModel, state: Continuation, token: int) -> dict[
     start = time.perf_counter()
     run_llama(model, np.asarray([*state.ids, token]))
     return {"with": cached, "without": time.perf_counter() - start}
+
+
+_AUTOPLAY_RERUN = "decoder.autoplay_rerun"
+
+
+def autoplay_tick(playing: bool, next_token) -> None:
+    """One timer tick of the autoplay fragment: append a token, then rerun the page to show it.
+
+    That page rerun runs the fragment again, which must not append a second token: the tick
+    leaves a mark in the session that the next call consumes.
+    """
+    if st.session_state.pop(_AUTOPLAY_RERUN, False):
+        return
+    if playing:
+        st.session_state[_AUTOPLAY_RERUN] = True
+        next_token()
+        st.rerun()
