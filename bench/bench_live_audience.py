@@ -9,7 +9,8 @@ message cache (`cached_message_hashes`), so unchanged figures come back as refer
 
 Two scenarios, each run against the app and against a bare Streamlit page (`bare_page.py`:
 slider, formula, dataframe, three Plotly heatmaps) in the same run, each on its own fresh
-server, one after the other:
+server, one after the other; the bare page both with this project's configuration (`bare`) and
+with Streamlit's defaults (`bare_stock`, `--targets app bare bare_stock workers`):
 
 - `arrival`: `--viewers` (50) arrive together (within `--spread` s) on a fresh server, each
   acting every `--think` s (about 5, jittered) for `--seconds`; the app's viewers are spread
@@ -52,6 +53,13 @@ from ui.pages import PAGES  # noqa: E402
 LINK_QUERIES = {"why": "n=6", "masking": "kind=causal"}
 APP_LINKS = tuple((page.url_path, LINK_QUERIES.get(page.url_path, "")) for page in PAGES)
 BARE_LINKS = (("", ""),)
+# `bare` runs with this project's .streamlit/config.toml, like the app; `bare_stock` with
+# Streamlit's defaults for the options that file changes: a typical author's page.
+STOCK_STREAMLIT = {
+    "STREAMLIT_SERVER_FILE_WATCHER_TYPE": "auto",
+    "STREAMLIT_RUNNER_POST_SCRIPT_GC": "true",
+    "STREAMLIT_RUNNER_MAGIC_ENABLED": "true",
+}
 
 
 def percentile(values: list[float], share: float) -> float | None:
@@ -87,9 +95,9 @@ def summary(logs: list[ViewerLog], elapsed: float, rss: dict) -> dict:
     }
 
 
-def scenario(script: str, links, workers: int, viewers: int, seconds: float, think: float,
-             spread: float, seed: int) -> dict:  # fmt: skip
-    with Deployment(ROOT / script, workers=workers) as deployment:
+def scenario(script: str, links, workers: int, env: dict, viewers: int, seconds: float,
+             think: float, spread: float, seed: int) -> dict:  # fmt: skip
+    with Deployment(ROOT / script, workers=workers, env=env) as deployment:
         rss_start = deployment.rss_mb()
         started = time.monotonic()
         logs = asyncio.run(audience(deployment.port, links, viewers, seconds, think, spread, seed))
@@ -134,9 +142,10 @@ def main() -> None:
         parser.error(f"viewers must be between 1 and {MAX_VIEWERS}")
 
     targets = {
-        "app": ("app.py", APP_LINKS, 1),
-        "bare": ("bench/bare_page.py", BARE_LINKS, 1),
-        "workers": ("app.py", APP_LINKS, args.workers),
+        "app": ("app.py", APP_LINKS, 1, {}),
+        "bare": ("bench/bare_page.py", BARE_LINKS, 1, {}),
+        "bare_stock": ("bench/bare_page.py", BARE_LINKS, 1, STOCK_STREAMLIT),
+        "workers": ("app.py", APP_LINKS, args.workers, {}),
     }
     report: dict = {"cpus": os.cpu_count(), "workers": args.workers}
     for name in args.scenarios:
@@ -147,13 +156,14 @@ def main() -> None:
         )
         results = {}
         for target in args.targets:
-            script, links, workers = targets[target]
+            script, links, workers, env = targets[target]
             results[target] = scenario(
-                script, links, workers, viewers, seconds, think, spread, args.seed
+                script, links, workers, env, viewers, seconds, think, spread, args.seed
             )
             print(f"{name} {target}: {json.dumps(results[target])}", file=sys.stderr)
-        if "app" in results and "bare" in results:
-            results["app_vs_bare"] = ratios(results["app"], results["bare"])
+        for bare in ("bare", "bare_stock"):
+            if "app" in results and bare in results:
+                results[f"app_vs_{bare}"] = ratios(results["app"], results[bare])
         if "app" in results and "workers" in results:
             results["workers_vs_one_process"] = ratios(results["workers"], results["app"])
         report[name] = results

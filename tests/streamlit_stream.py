@@ -44,6 +44,7 @@ class Widget:
     kind: str
     proto: object
     fragment_id: str
+    delta_path: tuple[int, ...] = ()
 
 
 @dataclass
@@ -133,13 +134,34 @@ class Viewer:
             else:
                 setattr(widget, kind, value)
         await self.socket.send(message.SerializeToString())
-        await asyncio.wait_for(self.read_until_finished(), RUN_TIMEOUT)
+        drawn = await asyncio.wait_for(self.read_until_finished(), RUN_TIMEOUT)
+        if fragment_id and drawn:
+            self.forget_undrawn(drawn)
 
-    async def read_until_finished(self) -> None:
+    def forget_undrawn(self, drawn: dict[str, tuple[int, ...]]) -> None:
+        """After a fragment run, drop the widgets of its region that it did not draw again.
+
+        The frontend clears what a fragment run did not redraw, a nested fragment that is no
+        longer called included; a widget of it would name a fragment the server has forgotten,
+        and the server ignores a rerun of a fragment it does not know.
+        """
+        paths = list(drawn.values())
+        region = paths[0]
+        for path in paths[1:]:
+            while path[: len(region)] != region:
+                region = region[:-1]
+        for widget_id, widget in list(self.widgets.items()):
+            if widget.delta_path[: len(region)] == region and widget_id not in drawn:
+                del self.widgets[widget_id]
+
+    async def read_until_finished(self) -> dict[str, tuple[int, ...]]:
+        """Read the run's messages; return where each element it drew landed, by widget id."""
+        drawn: dict[str, tuple[int, ...]] = {}
         while True:
             raw = await self.socket.recv()
             msg = ForwardMsg()
             msg.ParseFromString(raw)
+            path = tuple(msg.metadata.delta_path)
             kind = msg.WhichOneof("type")
             if kind == "ref_hash":
                 msg.ParseFromString(self.cache[msg.ref_hash])
@@ -151,32 +173,34 @@ class Viewer:
             elif kind == "navigation":
                 self.page_hash = msg.navigation.page_script_hash or self.page_hash
             elif kind == "delta":
-                self.read_delta(msg.delta)
+                drawn[self.read_delta(msg.delta, path) or f"element at {path}"] = path
             elif kind == "script_finished":
                 if msg.script_finished != FINISHED.FINISHED_EARLY_FOR_RERUN:
                     self.log.runs += 1
-                    return
+                    return drawn
 
-    def read_delta(self, delta) -> None:
+    def read_delta(self, delta, path: tuple[int, ...]) -> str | None:
+        """Note an exception or a widget the delta draws; return the widget's id, if any."""
         if delta.WhichOneof("type") != "new_element":
-            return
+            return None
         element = delta.new_element
         kind = element.WhichOneof("type")
         if kind == "exception":
             error = element.exception
             where = f" at {error.stack_trace[-2].strip()}" if len(error.stack_trace) > 1 else ""
             self.log.exceptions.append(f"{error.type}: {error.message}{where}")
-            return
+            return None
         if kind not in {"slider", "selectbox", "radio", "checkbox", "button_group", "number_input"}:
-            return
+            return None
         proto = getattr(element, kind)
         if proto.label in IGNORED_LABELS or proto.disabled:
-            return
-        self.widgets[proto.id] = Widget(kind, proto, delta.fragment_id)
+            return None
+        self.widgets[proto.id] = Widget(kind, proto, delta.fragment_id, path)
         if proto.id not in self.values or getattr(proto, "set_value", False):
             current = current_value(kind, proto)
             if current is not None:
                 self.values[proto.id] = current
+        return proto.id
 
     def pick_widget(self) -> str | None:
         choices = [w for w in self.widgets if w in self.values]
