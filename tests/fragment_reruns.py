@@ -46,10 +46,10 @@ class RecordingViewer(Viewer):
         self.runs.append(Run())
         await super().rerun(changed)
 
-    def read_delta(self, delta) -> None:
-        super().read_delta(delta)
+    def read_delta(self, delta, path: tuple[int, ...]) -> str | None:
+        widget_id = super().read_delta(delta, path)
         if delta.WhichOneof("type") != "new_element":
-            return
+            return widget_id
         run = self.runs[-1]
         run.elements += 1
         element = delta.new_element
@@ -60,10 +60,12 @@ class RecordingViewer(Viewer):
             run.texts.append(f"{element.metric.label}: {element.metric.body}")
         elif kind == "plotly_chart":
             chart = element.plotly_chart
-            if chart.id:  # a chart that reports selections is a widget
-                self.widgets[chart.id] = Widget(kind, chart, delta.fragment_id)
             title = json.loads(chart.spec or "{}").get("layout", {}).get("title") or {}
             run.texts.append(f"chart: {title.get('text', '')}")
+            if chart.id:  # a chart that reports selections is a widget
+                self.widgets[chart.id] = Widget(kind, chart, delta.fragment_id, path)
+                return chart.id
+        return widget_id
 
     def widget(self, label: str) -> str:
         """The id of the widget labelled `label` (as last drawn)."""
