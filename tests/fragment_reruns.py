@@ -13,7 +13,6 @@ torch got imported: a plain visit must not pay its 190 MB and seconds.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import subprocess
@@ -24,7 +23,7 @@ import websockets
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from deploy.serve import ROOT, Deployment
-from tests.streamlit_stream import Viewer, Widget
+from tests.streamlit_stream import Viewer, Widget, run_to_end
 
 
 @dataclass
@@ -115,7 +114,7 @@ def change_in_fragment(page: str, query: str, label: str, value: tuple[str, obje
         return viewer.runs[0], viewer.runs[1], fragment_id
 
     with Deployment(ROOT / "app.py") as server:
-        return asyncio.run(visit(server.port))
+        return run_to_end(visit(server.port))
 
 
 def torch_after_a_plain_visit(page_file: str) -> bool:

@@ -15,6 +15,7 @@ Shared by the load benchmark (bench/bench_live_audience.py) and the serving test
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import random
 import time
@@ -37,6 +38,16 @@ IGNORED_LABELS = (
 FINISHED = ForwardMsg.ScriptFinishedStatus
 RUN_TIMEOUT = 120.0
 MAX_VIEWERS = 200
+
+
+def run_to_end(coroutine):
+    """Run `coroutine` in an event loop of its own thread and return its result.
+
+    Playwright's sync API keeps a loop running in the test thread for the whole browser session,
+    and `asyncio.run` refuses to start inside a running loop.
+    """
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as thread:
+        return thread.submit(asyncio.run, coroutine).result()
 
 
 @dataclass

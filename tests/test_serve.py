@@ -8,7 +8,6 @@ bench/bench_live_audience.py.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import pytest
 import websockets
 
 from deploy.serve import ROOT, Deployment, haproxy_config
-from tests.streamlit_stream import Viewer, audience, worker_cookie
+from tests.streamlit_stream import Viewer, audience, run_to_end, worker_cookie
 from ui.pages import PAGES
 
 # Every registered page, as a speaker's link would open it.
@@ -37,7 +36,7 @@ def test_a_burst_on_a_fresh_server_sees_every_page_without_an_exception(error_de
     # Three viewers per page arrive at the same instant on a server that has run nothing yet:
     # the first-import races (a half-imported pandas or torch) showed up exactly here.
     with Deployment(ROOT / "app.py") as server:
-        logs = asyncio.run(
+        logs = run_to_end(
             audience(server.port, PAGE_LINKS, 3 * len(PAGE_LINKS), 0, 0.2, 0.0, min_actions=3)
         )
     assert [log.exceptions for log in logs if log.exceptions] == []
@@ -80,7 +79,7 @@ def test_two_workers_behind_haproxy_keep_each_tab_on_its_worker(error_details):
             return worker, log.exceptions, len(log.actions)
 
         for cookie in ("AE_WORKER=w1", "AE_WORKER=w2"):
-            worker, exceptions, actions = asyncio.run(tab(cookie))
+            worker, exceptions, actions = run_to_end(tab(cookie))
             # The websocket upgrade carries the cookie too, so the tab's session and its page
             # runs stay on the worker that served its page.
             assert worker == cookie.split("=")[1]
