@@ -11,7 +11,7 @@ come from `attention_core`; this module lays them out.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -356,46 +356,43 @@ def blindness_figure(
 # -- the families ---------------------------------------------------------------------------------
 
 
+class FamilySetting(NamedTuple):
+    """What one family's same-content score matrix depends on (a cache key)."""
+
+    family: str
+    num_positions: int
+    d_model: int
+    seed: int
+    base: float
+    num_heads: int = 1
+    head: int = 0
+
+
 @st.cache_data(**_SMALL)
-def family_scores(
-    family: str,
-    num_positions: int,
-    d_model: int,
-    seed: int,
-    base: float,
-    num_heads: int,
-    head: int,
-) -> np.ndarray:
+def family_scores(setting: FamilySetting) -> np.ndarray:
+    family, num_positions, d_model, seed, base, num_heads, head = setting
     return same_content_scores(
         family, num_positions, d_model, seed=seed, base=base, num_heads=num_heads, head=head
     )
 
 
-def family_spread(*setting: Any) -> float:
-    """The largest spread along a diagonal of `family_scores(*setting)` (0 for a Toeplitz
-    matrix); the scores come from their cache, so this costs a pass over a small matrix."""
-    return toeplitz_deviation(family_scores(*setting))
+def family_spread(setting: FamilySetting) -> float:
+    """The largest spread along a diagonal of the setting's scores (0 for a Toeplitz matrix);
+    the scores come from their cache, so this costs a pass over a small matrix."""
+    return toeplitz_deviation(family_scores(setting))
 
 
-def family_figure(
-    family: str,
-    num_positions: int,
-    d_model: int,
-    seed: int,
-    base: float,
-    num_heads: int,
-    head: int,
-    train_length: int | None = None,
-) -> go.Figure:
+def family_figure(setting: FamilySetting, train_length: int | None = None) -> go.Figure:
     """Same-content scores of one family; with `train_length`, the trained square outlined."""
-    scores = family_scores(family, num_positions, d_model, seed, base, num_heads, head)
+    scores = family_scores(setting)
+    num_positions = setting.num_positions
     labels = _labels(num_positions)
     fig = charts.heatmap(
         scores,
         row_labels=labels,
         col_labels=labels,
         kind="scores",
-        title=FAMILY_TITLES[family],
+        title=FAMILY_TITLES[setting.family],
         row_title="query position",
         col_title="key position",
         annotate=False,
@@ -424,7 +421,7 @@ def family_figure(
 
 def rope_profile_figure(num_positions: int, d_model: int, seed: int, base: float) -> go.Figure:
     """Mean, smallest and largest RoPE score at each offset, for identical content."""
-    scores = family_scores("rotary", num_positions, d_model, seed, base, 1, 0)
+    scores = family_scores(FamilySetting("rotary", num_positions, d_model, seed, base))
     return profile_figure(
         offset_profile(scores),
         title="RoPE score by offset: one line, whatever the positions",
@@ -531,14 +528,14 @@ def families(view: PageState, n: int, d_model: int, seed: int, base: float) -> N
         c.caption("One head: its slope is 2⁻⁸.")
     columns = st.columns(2)
     for index, family in enumerate(POSITION_FAMILIES):
-        setting = (family, compare_n, d_model, seed, base, heads, head - 1)
+        setting = FamilySetting(family, compare_n, d_model, seed, base, heads, head - 1)
         with columns[index % 2]:
             try:
-                spread = family_spread(*setting)
+                spread = family_spread(setting)
             except AttentionInputError as error:
                 st.error(str(error))
                 continue
-            show(family_figure, *setting, filename=f"same-content-{family}")
+            show(family_figure, setting, filename=f"same-content-{family}")
             st.metric(f"{FAMILY_TITLES[family]}: largest spread along a diagonal", f"{spread:.1e}")
     st.caption(
         "Sinusoidal and learned: (c + P[m])·(c + P[n]) contains c·P[n], which depends on where "
@@ -599,21 +596,15 @@ def extrapolation(
     train = st.slider("Training length L", 4, 256, key=view.int_key("train", 32, lo=4, hi=256))
     columns = st.columns(2)
     for index, family in enumerate(POSITION_FAMILIES):
-        setting = (family, train if family == "learned" else 2 * train, d_model, seed, base)
+        length = train if family == "learned" else 2 * train
+        setting = FamilySetting(family, length, d_model, seed, base, heads, head - 1)
         with columns[index % 2]:
             try:
-                family_spread(*setting, heads, head - 1)
+                family_spread(setting)
             except AttentionInputError as error:
                 st.error(str(error))
                 continue
-            show(
-                family_figure,
-                *setting,
-                heads,
-                head - 1,
-                train,
-                filename=f"extrapolation-{family}",
-            )
+            show(family_figure, setting, train, filename=f"extrapolation-{family}")
             if family == "learned":
                 st.caption(
                     f"The table has {train} rows: position {train} has no vector at all, so the "
