@@ -539,10 +539,12 @@ def run_bert(model: BertModel, text: str) -> BertTrace:
     return _forward(model, tokenized.input_ids, tokenized.tokens, tokenized)
 
 
-def run_bert_ids(model: BertModel, input_ids: object) -> BertTrace:
+def run_bert_ids(model: BertModel, input_ids: object, *, attend: object = None) -> BertTrace:
     """Run the encoder on explicit vocabulary ids `(q_pos,)` (e.g. for benchmarks and tests).
 
-    The ids are used as given: add [CLS]/[SEP] yourself if you want them.
+    The ids are used as given: add [CLS]/[SEP] yourself if you want them. ``attend`` `(q_pos,)`
+    boolean (True = may be attended to) hides keys from every query in every layer, like
+    Hugging Face's ``attention_mask`` (a padding mask); None lets every token see every token.
     """
     ids = np.asarray(input_ids)
     if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
@@ -556,8 +558,15 @@ def run_bert_ids(model: BertModel, input_ids: object) -> BertTrace:
             f"values from {ids.min()} to {ids.max()}."
         )
     ids = ids.astype(np.int64)
+    if attend is not None:
+        attend = np.asarray(attend)
+        if attend.shape != ids.shape or attend.dtype != bool or not attend.any():
+            raise AttentionInputError(
+                f"attend must be {ids.shape[0]} booleans, one per token, at least one True; got "
+                f"shape {attend.shape} and dtype {attend.dtype}."
+            )
     tokens = tuple(model.tokenizer.id_to_token(int(i)) or "[UNK]" for i in ids)
-    return _forward(model, ids, tokens, None)
+    return _forward(model, ids, tokens, None, attend)
 
 
 def _forward(
@@ -565,6 +574,7 @@ def _forward(
     ids: np.ndarray,
     tokens: tuple[str, ...],
     tokenized: TokenizedText | None,
+    attend: np.ndarray | None = None,
 ) -> BertTrace:
     config, weights = model.config, model.weights
     n = ids.shape[0]
@@ -580,12 +590,14 @@ def _forward(
     hidden = layer_norm(summed, emb.layer_norm, eps)
     embeddings = hidden
 
+    key_mask = None if attend is None else np.broadcast_to(attend, (n, n))  # (q_pos, k_pos)
     layers = []
     for layer in weights.layers:
         x = hidden
-        # Every token is a query over all tokens of the text: no mask, since there is no padding.
+        # Every token is a query over all tokens of the text: no mask, since there is no padding
+        # (unless `attend` hides some keys: the same `(q_pos, k_pos)` mask for every head).
         attention = multi_head_attention(
-            x, params=layer.attention, num_heads=config.num_attention_heads
+            x, params=layer.attention, num_heads=config.num_attention_heads, mask=key_mask
         )
         # The residual keeps the token's own vector; attention only adds what it gathered.
         attention_residual = x + attention.output

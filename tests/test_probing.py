@@ -1,0 +1,245 @@
+"""Tests for attention_core/probing.py.
+
+References, all independent of the code under test:
+- attention rollout worked out by hand on 2 layers × 2 heads × 2 tokens (the numbers below);
+- PCA by the eigenvectors of the covariance matrix (np.linalg.eigh), not the SVD the code uses,
+  and softmax written out to check that the AttentionViz scaling and shift move no weight;
+- ablation: two forward passes run here, and Hugging Face ``transformers.BertModel`` (eager) on
+  the ablated input, pooled like sentence-transformers (mean over the attention mask, then L2).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attention_core import AttentionInputError
+from attention_core.probing import (
+    ablate_token,
+    attention_rollout,
+    joint_query_key_projection,
+    sentence_embedding,
+)
+
+# -- attention rollout ---------------------------------------------------------------------------
+
+# Two layers, two heads, two tokens; every row sums to 1.
+LAYER_1 = [[[1.0, 0.0], [1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]]]
+LAYER_2 = [[[0.0, 1.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]]
+HAND_WEIGHTS = np.array([LAYER_1, LAYER_2])  # (layer 2, head 2, 2, 2)
+
+
+def test_rollout_matches_the_hand_worked_two_layer_example():
+    steps = attention_rollout(HAND_WEIGHTS)
+    # Head means:   Ā_1 = [[1, 0], [.5, .5]],           Ā_2 = [[.5, .5], [0, 1]]
+    np.testing.assert_allclose(steps.head_mean[0], [[1.0, 0.0], [0.5, 0.5]])
+    np.testing.assert_allclose(steps.head_mean[1], [[0.5, 0.5], [0.0, 1.0]])
+    # A' = ½Ā + ½I: A'_1 = [[1, 0], [.25, .75]],        A'_2 = [[.75, .25], [0, 1]]
+    np.testing.assert_allclose(steps.with_residual[0], [[1.0, 0.0], [0.25, 0.75]])
+    np.testing.assert_allclose(steps.with_residual[1], [[0.75, 0.25], [0.0, 1.0]])
+    # R = A'_2 A'_1 = [[.75·1 + .25·.25, .75·0 + .25·.75], [0·1 + 1·.25, 0·0 + 1·.75]]
+    #               = [[.8125, .1875], [.25, .75]]
+    np.testing.assert_allclose(steps.rollout, [[0.8125, 0.1875], [0.25, 0.75]])
+    np.testing.assert_allclose(steps.cumulative[0], steps.with_residual[0])
+
+
+def test_rollout_order_matters_and_newest_layer_is_on_the_left():
+    # The other order, A'_1 A'_2 = [[.75, .25], [.1875, .8125]], is not the rollout.
+    swapped = attention_rollout(HAND_WEIGHTS[::-1])
+    np.testing.assert_allclose(swapped.rollout, [[0.75, 0.25], [0.1875, 0.8125]])
+
+
+def test_rollout_follows_the_recursion_on_random_heads():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(4, 3, 5, 5))
+    weights = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    for residual in (0.0, 0.3, 0.5, 1.0):
+        steps = attention_rollout(weights, residual=residual)
+        joint = np.eye(5)
+        for layer in range(4):
+            a = (1 - residual) * weights[layer].mean(0) + residual * np.eye(5)
+            a /= a.sum(-1, keepdims=True)
+            joint = a @ joint
+            np.testing.assert_allclose(steps.cumulative[layer], joint, atol=1e-12)
+        np.testing.assert_allclose(steps.rollout.sum(-1), 1.0)
+    # No residual: the plain product of the layer means; all residual: nothing moves.
+    plain = attention_rollout(weights, residual=0.0).rollout
+    means = weights.mean(1)
+    np.testing.assert_allclose(plain, means[3] @ means[2] @ means[1] @ means[0], atol=1e-12)
+    np.testing.assert_allclose(attention_rollout(weights, residual=1.0).rollout, np.eye(5))
+
+
+@pytest.mark.parametrize(
+    ("weights", "residual"),
+    [(np.ones((2, 2)), 0.5), (np.ones((1, 1, 2, 3)), 0.5), (HAND_WEIGHTS, 1.5)],
+)
+def test_rollout_rejects_bad_input(weights, residual):
+    with pytest.raises(AttentionInputError):
+        attention_rollout(weights, residual=residual)
+
+
+# -- the joint query-key map ---------------------------------------------------------------------
+
+
+def softmax_rows(scores: np.ndarray) -> np.ndarray:
+    e = np.exp(scores - scores.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def test_scale_and_shift_worked_by_hand_and_keep_every_weight():
+    # Queries of norm 1, keys of norm 4: s = √(4 / 1) = 2, so queries double and keys halve.
+    q = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
+    k = np.array([[4.0, 0.0], [0.0, 4.0], [0.0, -4.0]])
+    p = joint_query_key_projection(q, k)
+    assert p.scale == pytest.approx(2.0)
+    # Scaled: mean(2q) = (0, 2/3), mean(k/2) = (2/3, 0); the keys move by (-2/3, 2/3).
+    np.testing.assert_allclose(p.shift, [-2 / 3, 2 / 3])
+    np.testing.assert_allclose(p.queries, 2 * q)
+    np.testing.assert_allclose(p.keys, k / 2 + [-2 / 3, 2 / 3])
+    np.testing.assert_allclose(p.queries.mean(0), p.keys.mean(0), atol=1e-12)
+    before = softmax_rows(q @ k.T / np.sqrt(2))
+    after = softmax_rows(p.queries @ p.keys.T / np.sqrt(2))
+    np.testing.assert_allclose(after, before, atol=1e-12)
+
+
+def test_pca_equals_the_eigenvectors_of_the_covariance():
+    rng = np.random.default_rng(1)
+    q = rng.normal(size=(7, 5)) @ np.diag([3.0, 2.0, 1.0, 0.5, 0.1]) + 2.0
+    k = rng.normal(size=(7, 5)) * 0.4 - 1.0
+    p = joint_query_key_projection(q, k)
+    # Independent route: the same scale and shift written out, then eigh of the covariance.
+    s = np.sqrt(np.linalg.norm(k, axis=1).mean() / np.linalg.norm(q, axis=1).mean())
+    qs, ks = q * s, k / s
+    ks = ks + qs.mean(0) - ks.mean(0)
+    x = np.vstack([qs, ks])
+    centred = x - x.mean(0)
+    eigenvalues, eigenvectors = np.linalg.eigh(centred.T @ centred)
+    order = np.argsort(eigenvalues)[::-1][:2]
+    directions = eigenvectors[:, order].T  # (2, d)
+    # Fix each sign by its largest entry, as the code promises.
+    directions *= np.sign(directions[np.arange(2), np.abs(directions).argmax(1)])[:, None]
+    np.testing.assert_allclose(p.components, directions, atol=1e-10)
+    np.testing.assert_allclose(p.query_xy, centred[:7] @ directions.T, atol=1e-10)
+    np.testing.assert_allclose(p.key_xy, centred[7:] @ directions.T, atol=1e-10)
+    np.testing.assert_allclose(p.explained, eigenvalues[order] / eigenvalues.sum(), atol=1e-12)
+    # The picture's spread along each axis is that direction's variance.
+    xy = np.vstack([p.query_xy, p.key_xy])
+    np.testing.assert_allclose((xy**2).sum(0), eigenvalues[order], rtol=1e-10)
+
+
+def test_projection_of_points_on_a_line_explains_everything():
+    q = np.array([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]])
+    p = joint_query_key_projection(q, q)
+    assert p.explained[0] == pytest.approx(1.0)
+    assert p.explained[1] == pytest.approx(0.0, abs=1e-12)
+    np.testing.assert_allclose(p.components[0], [np.sqrt(0.5), np.sqrt(0.5)])
+    # Keys identical to queries land on them.
+    np.testing.assert_allclose(p.query_xy, p.key_xy)
+
+
+def test_projection_rejects_mismatched_widths():
+    with pytest.raises(AttentionInputError, match="same width"):
+        joint_query_key_projection(np.ones((3, 4)), np.ones((3, 5)))
+
+
+def test_sentence_embedding_is_the_masked_mean_normalised():
+    hidden = np.array([[3.0, 0.0], [0.0, 4.0], [100.0, 100.0]])
+    # Tokens 1 and 2 only: mean (1.5, 2) has norm 2.5, so the embedding is (0.6, 0.8).
+    np.testing.assert_allclose(sentence_embedding(hidden, np.array([1, 1, 0])), [0.6, 0.8])
+
+
+# -- ablation on the real model ------------------------------------------------------------------
+
+TIRED = "The animal didn't cross the street because it was too tired."
+IT = 10  # "it": [CLS] the animal didn ' t cross the street because it ...
+
+
+@pytest.fixture(scope="module")
+def real():
+    from attention_core.models import load_bert
+
+    return load_bert()
+
+
+@pytest.fixture(scope="module")
+def real_hf(real):
+    from transformers import BertModel as HFBertModel
+
+    return HFBertModel.from_pretrained(str(real.location.path), attn_implementation="eager").eval()
+
+
+def hf_pass(hf_model, ids: np.ndarray, mask: np.ndarray | None = None):
+    """transformers' attentions `(layer, head, n, n)` and its sentence-transformers embedding."""
+    import torch
+
+    mask = np.ones_like(ids) if mask is None else mask.astype(np.int64)
+    with torch.inference_mode():
+        out = hf_model(
+            torch.tensor(ids)[None], attention_mask=torch.tensor(mask)[None], output_attentions=True
+        )
+    hidden = out.last_hidden_state[0]
+    m = torch.tensor(mask, dtype=hidden.dtype)[:, None]
+    pooled = (hidden * m).sum(0) / m.sum()
+    embedding = torch.nn.functional.normalize(pooled, dim=0)
+    return np.stack([a[0].numpy() for a in out.attentions]), embedding.numpy().astype(np.float64)
+
+
+@pytest.mark.slow
+def test_ablation_difference_is_two_separate_forward_passes(real):
+    from attention_core.models import run_bert_ids
+
+    ablation = ablate_token(real, TIRED, IT, "remove")
+    ids = real.tokenize(TIRED).input_ids
+    full = run_bert_ids(real, ids).attention_weights.astype(np.float64)
+    short = run_bert_ids(real, np.delete(ids, IT)).attention_weights.astype(np.float64)
+    # Positions after "it" move up one; map them back by hand and subtract.
+    old = [i for i in range(len(ids)) if i != IT]
+    for a, i in enumerate(old):
+        for b, j in enumerate(old):
+            np.testing.assert_allclose(
+                ablation.difference[:, :, i, j], short[:, :, a, b] - full[:, :, i, j], atol=1e-7
+            )
+    assert np.isnan(ablation.difference[:, :, IT, :]).all()
+    assert np.isnan(ablation.difference[:, :, :, IT]).all()
+    assert "it" not in ablation.tokens_after and len(ablation.tokens_after) == len(ids) - 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["remove", "mask", "replace"])
+def test_ablated_pass_agrees_with_transformers(real, real_hf, mode):
+    ablation = ablate_token(real, TIRED, IT, mode, replacement="dog")
+    ids = real.tokenize(TIRED).input_ids
+    n = len(ids)
+    attend = np.ones(n, dtype=bool)
+    if mode == "remove":
+        ref_ids, kept = np.delete(ids, IT), np.delete(np.arange(n), IT)
+        ref_weights, ref_embedding = hf_pass(real_hf, ref_ids)
+    elif mode == "mask":
+        attend[IT] = False
+        kept = np.arange(n)
+        ref_weights, ref_embedding = hf_pass(real_hf, ids, attend)
+        assert np.all(ablation.weights_after[:, :, :, IT] == 0)  # nobody looks at it
+    else:
+        ref_ids = ids.copy()
+        ref_ids[IT] = real.tokenizer.token_to_id("dog")
+        kept = np.arange(n)
+        ref_weights, ref_embedding = hf_pass(real_hf, ref_ids)
+        assert ablation.tokens_after[IT] == "dog"
+    np.testing.assert_allclose(
+        ablation.weights_after[:, :, kept[:, None], kept[None, :]], ref_weights, atol=1e-4
+    )
+    np.testing.assert_allclose(ablation.embedding_after, ref_embedding, atol=1e-4)
+    before_weights, before_embedding = hf_pass(real_hf, ids)
+    np.testing.assert_allclose(ablation.weights_before, before_weights, atol=1e-4)
+    np.testing.assert_allclose(ablation.embedding_before, before_embedding, atol=1e-4)
+    assert ablation.cosine == pytest.approx(float(before_embedding @ ref_embedding), abs=1e-4)
+
+
+@pytest.mark.slow
+def test_ablation_rejects_bad_position_mode_and_replacement(real):
+    with pytest.raises(AttentionInputError, match="has 16 tokens"):
+        ablate_token(real, TIRED, 16)
+    with pytest.raises(AttentionInputError, match="mode"):
+        ablate_token(real, TIRED, 1, "drop")
+    with pytest.raises(AttentionInputError, match="one word piece"):
+        ablate_token(real, TIRED, 1, "replace", replacement="two words")
