@@ -23,22 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from . import validation
 from .softmax import _stable_softmax
-from .validation import (
-    AttentionInputError,
-    array_namespace,
-    as_float_array,
-    as_mask,
-    as_matrix,
-    broadcast_batch,
-    check_int,
-    check_real,
-    check_same_width,
-    check_size,
-    device,
-    to_common,
-    to_like,
-)
+from .validation import AttentionInputError, device
 
 __all__ = [
     "SCORING_FUNCTIONS",
@@ -85,23 +72,37 @@ def _check_qkv(q: object, k: object, v: object) -> tuple[Any, Any, Any, Any]:
 
     d_k equality is checked by the caller.
     """
-    xp = array_namespace(q, k, v)
-    q = as_matrix(q, "Q (queries)", xp)
-    k = as_matrix(k, "K (keys)", xp)
-    v = as_matrix(v, "V (values)", xp)
+    xp = validation.array_namespace(q, k, v)
+    q = validation.as_matrix(q, "Q (queries)", xp)
+    k = validation.as_matrix(k, "K (keys)", xp)
+    v = validation.as_matrix(v, "V (values)", xp)
     if k.shape[-2] != v.shape[-2]:
         raise AttentionInputError(
             f"K has {k.shape[-2]} rows but V has {v.shape[-2]}: every key needs exactly one "
             "value, so K and V must have the same number of rows (key positions)."
         )
-    broadcast_batch(("Q", q.shape[:-2]), ("K", k.shape[:-2]), ("V", v.shape[:-2]))
-    return xp, *to_common(xp, q, k, v)
+    validation.broadcast_batch(("Q", q.shape[:-2]), ("K", k.shape[:-2]), ("V", v.shape[:-2]))
+    return xp, *validation.to_common(xp, q, k, v)
+
+
+def _check_dot_product(q: object, k: object, v: object) -> tuple[Any, Any, Any, Any]:
+    """`_check_qkv`, plus the width every dot-product score needs: q and k share d_k."""
+    xp, q, k, v = _check_qkv(q, k, v)
+    validation.check_same_width(
+        q, k, "Q", "K", "queries and keys must have the same width d_k (one dot product each)"
+    )
+    return xp, q, k, v
+
+
+def _scale(scale: object, d_k: int) -> float:
+    """The score scale: 1/√d_k unless the caller chose one."""
+    return 1.0 / math.sqrt(d_k) if scale is None else validation.check_real(scale, "scale")
 
 
 def _score_shape(q: Any, k: Any) -> tuple[int, ...]:
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     shape = (*batch, q.shape[-2], k.shape[-2])
-    check_size(shape, "The score matrix")
+    validation.check_size(shape, "The score matrix")
     return shape
 
 
@@ -118,8 +119,8 @@ def _finish(
         masked = scaled
         fully_masked = xp.zeros(scaled.shape[:-1], dtype=xp.bool, device=device(scaled))
     else:
-        allowed = as_mask(mask, "The mask", tuple(scaled.shape), xp)
-        check_size(np.broadcast_shapes(allowed.shape, scaled.shape), "The masked scores")
+        allowed = validation.as_mask(mask, "The mask", tuple(scaled.shape), xp)
+        validation.check_size(np.broadcast_shapes(allowed.shape, scaled.shape), "The masked scores")
         if not isinstance(scaled, np.ndarray):
             allowed = xp.asarray(allowed, device=device(scaled))  # a NumPy mask joins tensors
         # -inf makes exp() exactly 0, so a blocked key gets exactly zero weight.
@@ -147,13 +148,10 @@ def scaled_dot_product_attention(
     zero output (as recent torch SDPA does; `torch.softmax` and `nn.MultiheadAttention` give NaN)
     and is flagged in `fully_masked`.
     """
-    xp, q, k, v = _check_qkv(q, k, v)
-    check_same_width(
-        q, k, "Q", "K", "queries and keys must have the same width d_k (one dot product each)"
-    )
+    xp, q, k, v = _check_dot_product(q, k, v)
     _score_shape(q, k)
     d_k = q.shape[-1]
-    scale = 1.0 / math.sqrt(d_k) if scale is None else check_real(scale, "scale")
+    scale = _scale(scale, d_k)
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _finish
         scores = q @ k.mT  # (..., q_pos, k_pos)
         # With unit-variance entries q·k has variance d_k; 1/√d_k brings it back to 1 so the
@@ -185,9 +183,9 @@ class AdditiveParams:
     v: Any
 
     def __post_init__(self) -> None:
-        w_q = as_float_array(self.w_q, "W_q", min_ndim=2, max_ndim=2)
-        w_k = as_float_array(self.w_k, "W_k", min_ndim=2, max_ndim=2)
-        v = as_float_array(self.v, "v", min_ndim=1, max_ndim=1)
+        w_q = validation.as_float_array(self.w_q, "W_q", min_ndim=2, max_ndim=2)
+        w_k = validation.as_float_array(self.w_k, "W_k", min_ndim=2, max_ndim=2)
+        v = validation.as_float_array(self.v, "v", min_ndim=1, max_ndim=1)
         if not w_q.shape[0] == w_k.shape[0] == v.shape[0]:
             raise AttentionInputError(
                 f"W_q has {w_q.shape[0]} rows, W_k has {w_k.shape[0]} and v has {v.shape[0]} "
@@ -207,10 +205,10 @@ def init_additive_params(d_k: int, d_attn: int, seed: int = 0) -> AdditiveParams
 
     Deterministic for a given seed.
     """
-    d_k = check_int(d_k, "d_k", minimum=1)
-    d_attn = check_int(d_attn, "d_attn", minimum=1)
-    check_size((d_attn, d_k), "W_q")
-    rng = np.random.default_rng(check_int(seed, "seed", minimum=0))
+    d_k = validation.check_int(d_k, "d_k", minimum=1)
+    d_attn = validation.check_int(d_attn, "d_attn", minimum=1)
+    validation.check_size((d_attn, d_k), "W_q")
+    rng = np.random.default_rng(validation.check_int(seed, "seed", minimum=0))
     bound = math.sqrt(6.0 / (d_k + d_attn))
     w_q = rng.uniform(-bound, bound, size=(d_attn, d_k))
     w_k = rng.uniform(-bound, bound, size=(d_attn, d_k))
@@ -240,9 +238,9 @@ def additive_attention(
                 f"create the parameters with the width of {name} (init_additive_params(d_k=...))."
             )
     shape = _score_shape(q, k)
-    check_size((*shape, params.d_attn), "The additive hidden layer")
+    validation.check_size((*shape, params.d_attn), "The additive hidden layer")
     # The parameters (NumPy) follow the inputs to their namespace, device and dtype.
-    w_q, w_k, w_v = to_like(q, params.w_q, params.w_k, params.v)
+    w_q, w_k, w_v = validation.to_like(q, params.w_q, params.w_k, params.v)
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _finish
         hq = q @ w_q.T  # (..., q_pos, d_attn)
         hk = k @ w_k.T  # (..., k_pos, d_attn)
@@ -263,9 +261,11 @@ def cosine_attention(
     weights   = softmax(masked scaled),  output = weights V
     """
     xp, q, k, v = _check_qkv(q, k, v)
-    check_same_width(q, k, "Q", "K", "queries and keys must have the same width to compare them")
+    validation.check_same_width(
+        q, k, "Q", "K", "queries and keys must have the same width to compare them"
+    )
     _score_shape(q, k)
-    temperature = check_real(temperature, "temperature", positive=True)
+    temperature = validation.check_real(temperature, "temperature", positive=True)
 
     def unit(x: Any) -> Any:
         norm = xp.linalg.vector_norm(x, axis=-1, keepdims=True)

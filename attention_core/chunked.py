@@ -23,15 +23,18 @@ from typing import Any
 
 import numpy as np
 
-from .attention import AttentionSteps, _check_qkv, scaled_dot_product_attention
+from .attention import (
+    AttentionSteps,
+    _check_dot_product,
+    _scale,
+    scaled_dot_product_attention,
+)
 from .validation import (
     AttentionInputError,
     as_mask,
     as_matrix,
     broadcast_batch,
     check_int,
-    check_real,
-    check_same_width,
     check_size,
     device,
 )
@@ -127,12 +130,9 @@ def chunked_attention(
     without building it; it combines with `mask`. `return_blocks=True` keeps every block's state
     in `.blocks` for explanation (that stores all scores, so use it on small inputs only).
     """
-    xp, q, k, v = _check_qkv(q, k, v)
-    check_same_width(
-        q, k, "Q", "K", "queries and keys must have the same width d_k (one dot product each)"
-    )
+    xp, q, k, v = _check_dot_product(q, k, v)
     block_size = check_int(block_size, "block_size (keys per block)", minimum=1)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else check_real(scale, "scale")
+    scale = _scale(scale, q.shape[-1])
     q_len, k_len = q.shape[-2], k.shape[-2]
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     allowed = None
@@ -385,10 +385,7 @@ def incremental_causal_attention(
     Reproduces `scaled_dot_product_attention(q, k, v, mask=causal_mask(n))`: position t only
     ever sees keys 0..t, and those are exactly what the cache holds at step t.
     """
-    _, q, k, v = _check_qkv(q, k, v)
-    check_same_width(
-        q, k, "Q", "K", "queries and keys must have the same width d_k (one dot product each)"
-    )
+    _, q, k, v = _check_dot_product(q, k, v)
     if q.shape[-2] != k.shape[-2]:
         raise AttentionInputError(
             f"Q has {q.shape[-2]} rows but K has {k.shape[-2]}: decoding is self-attention, "

@@ -22,15 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from . import masks
 from .attention import AttentionSteps, scaled_dot_product_attention
-from .masks import (
-    causal_mask,
-    combine_masks,
-    mask_to_additive,
-    padding_mask,
-    prefix_lm_mask,
-    sliding_window_mask,
-)
 from .softmax import _stable_softmax, naive_softmax
 from .validation import (
     AttentionInputError,
@@ -89,9 +82,9 @@ def lab_mask(
         raise AttentionInputError(
             f"Unknown mask kind {unknown[0]!r}: choose from {', '.join(MASK_KINDS)}."
         )
-    masks = []
+    allowed = []
     if "causal" in kinds:
-        masks.append(causal_mask(n))
+        allowed.append(masks.causal_mask(n))
     if "padding" in kinds:
         positions = [check_int(p, "a padding position", minimum=0) for p in padding]
         outside = [p for p in positions if p >= n]
@@ -101,11 +94,11 @@ def lab_mask(
             )
         real = np.ones(n, dtype=bool)
         real[positions] = False
-        masks.append(padding_mask(real, n))
+        allowed.append(masks.padding_mask(real, n))
     if "window" in kinds:
-        masks.append(sliding_window_mask(n, window))
+        allowed.append(masks.sliding_window_mask(n, window))
     if "prefix" in kinds:
-        masks.append(prefix_lm_mask(n, prefix_len))
+        allowed.append(masks.prefix_lm_mask(n, prefix_len))
     if "custom" in kinds:
         if custom is None:
             raise AttentionInputError("The custom mask is missing: tick the cells of the grid.")
@@ -115,8 +108,8 @@ def lab_mask(
                 f"The custom mask has shape {grid.shape} but there are {n} tokens: it needs one "
                 f"row per query and one column per key, ({n}, {n})."
             )
-        masks.append(as_mask(grid, "The custom mask", (n, n)))
-    return combine_masks(*masks)
+        allowed.append(as_mask(grid, "The custom mask", (n, n)))
+    return masks.combine_masks(*allowed)
 
 
 def example_qkv(n: int, d: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -309,12 +302,12 @@ def padded_batch(
     )
     # The padding mask hides pad keys from every query: (batch, 1, L) broadcasts over queries.
     key_mask = real[:, None, :] if use_padding_mask else None
-    mask = combine_masks(key_mask, causal_mask(length) if causal else None)
+    mask = masks.combine_masks(key_mask, masks.causal_mask(length) if causal else None)
     if mask is not None:
         mask = np.broadcast_to(mask, (len(triples), length, length)).copy()
     batched = scaled_dot_product_attention(q, k, v, mask=mask)
     alone = tuple(
-        scaled_dot_product_attention(tq, tk, tv, mask=causal_mask(n) if causal else None)
+        scaled_dot_product_attention(tq, tk, tv, mask=masks.causal_mask(n) if causal else None)
         for (tq, tk, tv), n in zip(triples, lengths, strict=True)
     )
     difference = np.array(
@@ -389,7 +382,7 @@ def additive_mask_softmax(
     with np.errstate(over="ignore", invalid="ignore"):
         # Casting is where float16 rounds large scores to ±inf: the real half-precision story.
         stored = (row.astype(np.float64) * scale).astype(dtype)
-        bias = mask_to_additive(allowed, fill=fill, dtype=dtype)
+        bias = masks.mask_to_additive(allowed, fill=fill, dtype=dtype)
         stored_fill = float(np.asarray(fill, dtype=np.float64).astype(dtype))
         biased = stored + bias  # (..., k_pos), rounded to dtype at every entry
         weights = _stable_softmax(biased, axis=-1)

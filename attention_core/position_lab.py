@@ -21,18 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import positional
 from .masks import causal_mask, mask_to_additive
 from .multihead import init_multi_head_params, multi_head_attention
-from .positional import (
-    _check_base,
-    _frequencies,
-    alibi_bias,
-    learned_encoding,
-    rope_scores,
-    sinusoid_shift_matrix,
-    sinusoid_wavelengths,
-    sinusoidal_encoding,
-)
+from .positional import _check_base, _frequencies
 from .reference import token_embeddings
 from .validation import AttentionInputError, as_float_array, check_int, check_size
 
@@ -118,9 +110,9 @@ def _position_table(encoding: str, length: int, d_model: int, seed: int, base: f
     if encoding == "none":
         return np.zeros((length, d_model))
     if encoding == "sinusoidal":
-        return sinusoidal_encoding(length, d_model, base)
+        return positional.sinusoidal_encoding(length, d_model, base)
     if encoding == "learned":
-        return learned_encoding(length, d_model, seed=seed, std=LEARNED_STD)
+        return positional.learned_encoding(length, d_model, seed=seed, std=LEARNED_STD)
     raise AttentionInputError(
         f"Unknown positional encoding {encoding!r}: choose one of {', '.join(SENTENCE_ENCODINGS)}."
     )
@@ -258,11 +250,11 @@ def position_breakdown(position: int, d_model: int, base: float = 10000.0) -> Po
     """
     p = check_int(position, "position", minimum=0)
     d = check_int(d_model, "d_model", minimum=1)
-    value = sinusoidal_encoding(p + 1, d, base)[p]
+    value = positional.sinusoidal_encoding(p + 1, d, base)[p]
     dimension = np.arange(d)
     pair = dimension // 2
     frequency = _frequencies(d, base)[pair]
-    wavelength = sinusoid_wavelengths(d, base)[pair]
+    wavelength = positional.sinusoid_wavelengths(d, base)[pair]
     function = tuple("sin" if j % 2 == 0 else "cos" for j in range(d))
     return PositionBreakdown(
         p, dimension, pair, function, frequency, wavelength, p * frequency, value
@@ -364,8 +356,8 @@ def shift_check(num_positions: int, d_model: int, offset: int, base: float = 100
             f"The offset k={k} must be smaller than the number of positions ({n}): PE(p + k) "
             "must exist for at least p = 0."
         )
-    table = sinusoidal_encoding(n, d_model, base)  # (pos, d_model)
-    shift = sinusoid_shift_matrix(table.shape[1], k, base)  # (d_model, d_model)
+    table = positional.sinusoidal_encoding(n, d_model, base)  # (pos, d_model)
+    shift = positional.sinusoid_shift_matrix(table.shape[1], k, base)  # (d_model, d_model)
     # One matrix for every p: the shift is a rotation that depends on k alone.
     rebuilt = table[: n - k] @ shift.T  # (pos - k, d_model)
     exact = table.shape[1] - table.shape[1] % 2
@@ -407,9 +399,9 @@ def rotation_example(
         raise AttentionInputError(
             f"Pair {i} does not exist for d_model={d}: pairs (sin, cos) run from 0 to {d // 2 - 1}."
         )
-    table = sinusoidal_encoding(p + k + 1, d, base)
+    table = positional.sinusoidal_encoding(p + k + 1, d, base)
     dims = slice(2 * i, 2 * i + 2)
-    rotation = sinusoid_shift_matrix(d, k, base)[dims, dims]
+    rotation = positional.sinusoid_shift_matrix(d, k, base)[dims, dims]
     before = table[p, dims]
     omega = _frequencies(d, base)[i]
     return RotationExample(
@@ -423,7 +415,7 @@ def causal_alibi(num_heads: int, length: int) -> np.ndarray:
     The bias of `alibi_bias` with the causal mask applied, so the later keys (where the linear
     formula would give a bonus) are removed, as in the ALiBi paper's decoder.
     """
-    bias = alibi_bias(num_heads, length)
+    bias = positional.alibi_bias(num_heads, length)
     return bias + mask_to_additive(causal_mask(length))
 
 
@@ -458,7 +450,7 @@ def same_content_scores(
         x = content + table
         return (x @ x.T) * scale
     if family == "rotary":
-        return rope_scores(content, content, base=base) * scale
+        return positional.rope_scores(content, content, base=base) * scale
     if family == "alibi":
         h = check_int(head, "head", minimum=0)
         heads = check_int(num_heads, "num_heads", minimum=1)
