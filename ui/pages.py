@@ -88,6 +88,14 @@ PAGES: tuple[PageRecord, ...] = (
         "Every layer and head of MiniLM, computed by this app's own code.",
     ),
     PageRecord(
+        "pages/probe_model.py",
+        "Probe a real model",
+        ":material/science:",
+        "probe",
+        "In practice",
+        "Attention rollout, queries and keys in one map, and what-if token ablation.",
+    ),
+    PageRecord(
         "pages/decoder_llm.py",
         "A decoder LLM",
         ":material/forum:",

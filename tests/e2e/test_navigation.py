@@ -103,6 +103,12 @@ def _pretrained(tab) -> None:
     expect(caption).to_contain_text("): " + " · ".join(tokens))
 
 
+def _probe(tab) -> None:
+    expect_text(tab, "probe.text", "Dogs bark loudly")
+    caption = tab.locator("[data-testid='stCaptionContainer']").filter(has_text="5 tokens:")
+    expect(caption).to_contain_text("5 tokens: " + " · ".join(bert_tokens("Dogs bark loudly")))
+
+
 def _cost(tab) -> None:
     expect_slider(tab, "cost.keys", "5")
 
@@ -133,6 +139,7 @@ STATE = {
     "multi-head": LinkState("sentence=a+dog+ran+home&heads=2", _multi_head),
     "positional": LinkState("sentence=dogs+chase+cats", _positional),
     "pretrained": LinkState("text=Dogs+bark+loudly", _pretrained),
+    "probe": LinkState("text=Dogs+bark+loudly", _probe),
     "cost": LinkState("keys=5", _cost),
     "decoder": LinkState("prompt=Dogs+bark+loudly&step=1", _decoder),
 }

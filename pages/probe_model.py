@@ -1,0 +1,241 @@
+"""Probe a real model: attention rollout, a joint query-key map, and what-if token ablation."""
+
+import streamlit as st
+
+from attention_core import AttentionInputError
+from attention_core.models import MODEL_DIR_ENV_VAR
+from ui import charts
+from ui import model_views as rv
+from ui import probe_views as pv
+from ui.layout import model_missing, page_intro, what_to_try
+from ui.state import PageState, write_url_after_fragment
+
+view = PageState("probe")
+page_intro(
+    "Probe a real model",
+    f"Seeing a head is not testing an idea about it. Here {rv.MODEL_NAME} answers three "
+    "questions about your sentence: where does information come from once every layer has "
+    "mixed it (rollout)? Which keys sit near which queries (a joint map)? And what changes if "
+    "one token is taken away (ablation)?",
+    r"A'_\ell = \tfrac12\,\bar A_\ell + \tfrac12\,I,\qquad "
+    r"R = A'_L\,A'_{L-1}\cdots A'_1",
+)
+view.show_notices()
+
+loaded = rv.load_model()
+config = loaded.model.config if loaded.model else None
+num_layers = config.num_hidden_layers if config else 6
+num_heads = config.num_attention_heads if config else 12
+
+# Every part of the view is bound first, so a link keeps its state even when there is no model.
+text_key = view.text_key("text", pv.DEFAULT_TEXT, max_chars=rv.MAX_TEXT_CHARS)
+layer_key = view.int_key("layer", pv.DEFAULT_LAYER, lo=1, hi=num_layers)
+head_key = view.int_key("head", pv.DEFAULT_HEAD, lo=1, hi=num_heads)
+token_key = view.int_key("token", pv.DEFAULT_TOKEN, lo=1, hi=pv.MAX_PROBE_TOKENS)
+pairs_key = view.int_key("pairs", 12, lo=0, hi=pv.MAX_PROBE_TOKENS)
+ablate_key = view.int_key("ablate", pv.DEFAULT_ABLATE, lo=1, hi=pv.MAX_PROBE_TOKENS)
+mode_key = view.choice_key("mode", pv.DEFAULT_MODE, list(pv.MODES))
+with_key = view.text_key("with", pv.DEFAULT_REPLACEMENT, max_chars=40)
+
+if loaded.model is None:
+    model_missing(
+        view, loaded.error, install=rv.INSTALL_COMMAND, retry=rv.forget_model,
+        elsewhere=f"or set `{MODEL_DIR_ENV_VAR}` to a directory with the model's `config.json`, "
+        "`model.safetensors` and `tokenizer.json` (a copy of the Hugging Face repository "
+        f"`{rv.HUB_REPO_ID}`).",
+    )  # fmt: skip
+
+model = loaded.model
+text = st.text_area("Text", key=text_key, max_chars=rv.MAX_TEXT_CHARS, height=80)
+try:
+    trace = pv.probe_trace(model, text)
+except AttentionInputError as error:
+    st.error(str(error), icon=":material/edit_off:")
+    view.sync_url()
+    st.stop()
+
+tokens = trace.labels()
+n = trace.num_tokens
+positions, token_label = pv.token_options(tokens)
+st.caption(f"{n} tokens: " + " · ".join(rv.plain(t) for t in tokens))
+layer_col, head_col = st.columns(2)
+layer = layer_col.select_slider("Layer", list(range(1, num_layers + 1)), key=layer_key) - 1
+head = head_col.select_slider("Head", list(range(1, num_heads + 1)), key=head_key) - 1
+st.caption(
+    "The layer and head are those of the query-key map and of the ablation's heatmaps; "
+    "rollout always uses every head of every layer."
+)
+
+# -- 1. rollout ---------------------------------------------------------------------------------
+
+st.subheader(":material/stacked_line_chart: 1 · Attention rollout: all layers at once")
+st.markdown(
+    "One head's weights say where a layer looks, but the vector it looks at was already mixed "
+    "by the layers below. **Rollout** (Abnar & Zuidema, 2020) follows the mixing down to the "
+    "input: average each layer's heads, add the residual connection as ½ of the identity (each "
+    "token keeps half of itself), and multiply the layers from the first upward. Row *i* of R "
+    "then splits position *i*'s top vector among the input tokens; each row sums to 1."
+)
+
+
+@st.fragment
+def rollout_section() -> None:
+    moved = pv.fit_token(view, "token", n)
+    if moved:
+        st.warning(moved, icon=":material/link_off:")
+    token = st.selectbox("Token to follow", positions, format_func=token_label, key=token_key) - 1
+    whole_col, one_col = st.columns(2)
+    with whole_col:
+        charts.show(charts.cached(pv.rollout_figure, text), filename="probe-rollout")
+    with one_col:
+        charts.show(
+            charts.cached(pv.token_rollout_figure, text, token),
+            filename=f"probe-rollout-token-{token + 1}",
+        )
+    rollout = pv.rollout_of(text)
+    top = int(rollout.rollout[token].argmax())
+    st.caption(
+        f"Token {token + 1} “{rv.plain(tokens[token])}” traces most to token {top + 1} "
+        f"“{rv.plain(tokens[top])}” ({rollout.rollout[token, top]:.0%}), against "
+        f"{rollout.head_mean[-1, token, top]:.0%} in the last layer's own attention. The rows on "
+        "the right grow layer by layer: each multiplication spreads the mixture further."
+    )
+    write_url_after_fragment(view)
+
+
+rollout_section()
+with st.expander(":material/warning: What rollout does not mean", expanded=True):
+    st.markdown(
+        "- **Not an explanation of the output.** It tracks attention weights only. The value "
+        "vectors, W_O, the feed-forward layers and LayerNorm are left out, so a token with a "
+        "large share may still pass on little (see *attention sinks* on the real-model page).\n"
+        "- **The ½ is an assumption.** Real residual streams are not an even split; with "
+        "another share the picture changes. Averaging heads also blurs heads with different "
+        "jobs into one.\n"
+        "- **Shares, not causes.** Rollout says how weight is routed, not what would change if "
+        "a token were gone: for that, ablate it (section 3) and compare.\n"
+        "- **Mixing piles up.** After many layers the rows grow alike and lean on [CLS] and "
+        "[SEP]; that is the multiplication at work, not evidence that those tokens matter.\n"
+        "- **Attention flow**, the paper's other method, treats the layers as a network of "
+        "pipes and solves a max-flow problem for every pair of tokens. It is not computed "
+        "here: at these sizes it takes far longer than a page may, and the paper found it "
+        "agrees with rollout on the broad picture."
+    )
+
+# -- 2. the joint query-key map -----------------------------------------------------------------
+
+st.subheader(":material/scatter_plot: 2 · Queries and keys in one picture")
+st.markdown(
+    "A weight depends on how well a query lines up with a key. AttentionViz (Yeh et al., 2023) "
+    "puts one head's queries and keys into the same plane, so a query lands near the keys it "
+    "attends to. Two changes first, neither of which moves any weight: queries are scaled by "
+    "*s* and keys by 1/*s* so their mean lengths match (q·k is unchanged), and the keys are "
+    "shifted so both clouds share a centre (a shift adds the same q·c to every key of a row, "
+    "and softmax ignores that). Then PCA, computed here with NumPy's SVD, keeps the two "
+    "directions of largest spread."
+)
+
+
+@st.fragment
+def query_key_section(layer: int, head: int) -> None:
+    pairs = st.slider("Lines for the heaviest weights", 0, pv.MAX_PROBE_TOKENS, key=pairs_key)
+    charts.show(
+        charts.cached(pv.query_key_map_figure, text, layer, head, pairs),
+        filename=f"probe-query-key-map-l{layer + 1}-h{head + 1}",
+    )
+    projection = pv.projection_of(text, layer, head)
+    kept = projection.explained.sum()
+    st.caption(
+        f"Circles are queries, diamonds keys; a line joins a query to a key it gives much "
+        f"weight. Scale s = {projection.scale:.3f}. The two axes keep {kept:.0%} of the spread of "
+        f"the {2 * n} points in {projection.queries.shape[1]} dimensions: what the plane "
+        "cannot show, it squeezes, so two points that look close may not be."
+    )
+    write_url_after_fragment(view)
+
+
+query_key_section(layer, head)
+
+# -- 3. what-if ablation ------------------------------------------------------------------------
+
+st.subheader(":material/content_cut: 3 · What if a token were not there?")
+st.markdown(
+    "Run the model twice: on your text, and on it with one token removed, hidden by a mask, "
+    "or replaced by another word. The difference of the two runs is a fact about the model, "
+    "not an estimate. The sentence embedding is the model's own (mean of the last layer's "
+    "vectors, normalised, as sentence-transformers computes it)."
+)
+
+
+@st.fragment
+def ablation_section(layer: int, head: int) -> None:
+    moved = pv.fit_token(view, "ablate", n)
+    if moved:
+        st.warning(moved, icon=":material/link_off:")
+    token_col, mode_col, with_col = st.columns([2, 2, 1])
+    position = (
+        token_col.selectbox("Token to ablate", positions, format_func=token_label, key=ablate_key)
+        - 1
+    )
+    mode = mode_col.radio(
+        "How", list(pv.MODES), format_func=pv.MODES.get, horizontal=True, key=mode_key
+    )
+    replacement = with_col.text_input(
+        "Replace with", key=with_key, max_chars=40, disabled=mode != "replace"
+    )
+    replacement = replacement.strip() if mode == "replace" else ""
+    try:
+        ablation = pv.ablation_of(model, text, position, mode, replacement)
+    except AttentionInputError as error:
+        with_col.error(str(error), icon=":material/edit_off:")
+        write_url_after_fragment(view)
+        return
+    args = (text, position, mode, replacement, layer, head)
+    change, (i, j) = pv.largest_change(ablation, layer, head)
+    sim_col, weight_col = st.columns(2)
+    sim_col.metric("Sentence embeddings, cosine similarity", f"{ablation.cosine:.4f}")
+    weight_col.metric(
+        f"Largest weight change in layer {layer + 1}, head {head + 1}",
+        f"{change:+.3f}",
+        help=f"query {i + 1} “{tokens[i]}” → key {j + 1} “{tokens[j]}”",
+    )
+    before_col, after_col = st.columns(2)
+    with before_col:
+        charts.show(charts.cached(pv.ablation_figure, *args, "before"), filename="probe-before")
+    with after_col:
+        charts.show(charts.cached(pv.ablation_figure, *args, "after"), filename="probe-after")
+    charts.show(charts.cached(pv.ablation_figure, *args, "difference"), filename="probe-difference")
+    st.caption(
+        "Below zero a cell lost weight, above zero it gained some (the middle of the colour "
+        "bar is no change). "
+        + (
+            "After a removal the tokens behind it move one position forward, so some change "
+            "comes from the new positions, not only from the missing word."
+            if mode == "remove"
+            else "The positions are the same in both runs, so each cell compares like with like."
+        )
+    )
+    charts.show(
+        charts.cached(pv.token_change_figure, text, position, mode, replacement),
+        filename="probe-token-change",
+    )
+    write_url_after_fragment(view)
+
+
+ablation_section(layer, head)
+
+what_to_try(
+    [
+        "Keep the default: replacing “tired” by “wide” takes weight of “it” off “animal” in "
+        "layer 4, head 2 (look at row 11 of the difference), and “street” gains some. Try "
+        "“hungry” or “busy”.",
+        "Hide [SEP] (mask it) and see how many heads had parked their weight there, and how "
+        "little the sentence embedding moves.",
+        "Follow a token through rollout: by layer 6 most rows look alike. Compare the bottom "
+        "row (last layer alone) with the rollout row above it.",
+        "In the query-key map, move through layer 1's heads: find the head whose queries sit "
+        "next to the key of the token before them.",
+    ]
+)
+
+view.sync_url()
