@@ -1,6 +1,7 @@
 """ui.charts: the heatmap conventions every page relies on."""
 
 import numpy as np
+import pytest
 
 from ui import charts
 
@@ -39,10 +40,10 @@ def test_weights_use_the_fixed_unit_scale_and_scores_a_symmetric_one():
 def test_masked_cells_are_drawn_apart_and_written_minus_infinity():
     masked = np.array([[1.5, -np.inf], [0.25, 2.0]])
     fig = charts.heatmap(masked, row_labels="ab", col_labels="cd", kind="scores")
-    trace, layer = fig.data
+    trace, layer, numbers = fig.data
     assert np.isnan(np.asarray(trace.z, dtype=np.float64)[0, 1])
-    assert trace.text[0][1] == "−∞"
-    assert layer.text[0][1] == "−∞" and layer.text[0][0] == ""
+    assert list(numbers.text) == ["1.50", "−∞", "0.25", "2.00"]
+    assert list(np.asarray(layer.z)[0]) == [pytest.approx(np.nan, nan_ok=True), 1.0]
     assert "masked" in layer.hovertext[0][1]
 
 
@@ -55,7 +56,7 @@ def test_small_matrices_show_numbers_and_hover_explains_the_cell():
         hover=[["q·k1 = 1", "q·k2 = -0.0001"]],
     )
     trace = _main_trace(fig)
-    assert [list(row) for row in trace.text] == [["1.00", "0.00"]]  # no "-0.00"
+    assert list(fig.data[-1].text) == ["1.00", "0.00"]  # no "-0.00"
     assert "q·k2 = -0.0001" in trace.hovertext[0][1]
     assert "query 1 “q” → key 2 “k2”" in trace.hovertext[0][1]
 

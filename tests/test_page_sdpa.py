@@ -53,6 +53,13 @@ def figure(at: AppTest, key: str) -> dict:
     raise AssertionError(f"no chart {key}")
 
 
+def cell_text(spec: dict) -> list[list[str]]:
+    """The numbers written in a heatmap's cells (its "values" text layer), row by row."""
+    layer = next(t for t in spec["data"] if t.get("name") == "values")
+    cols = max(layer["x"]) + 1
+    return [layer["text"][i : i + cols] for i in range(0, len(layer["text"]), cols)]
+
+
 def z_values(spec: dict, trace: int = 0) -> np.ndarray:
     return array(spec["data"][trace]["z"])
 
@@ -96,7 +103,7 @@ def test_default_page_shows_the_hand_worked_example():
     np.testing.assert_allclose(step(at, "scores"), [[1, 1, 0], [1, 0, 1], [2, 1, 1]])
     np.testing.assert_allclose(step(at, "weights"), HAND_WEIGHTS, rtol=1e-6)  # float32 in JSON
     np.testing.assert_allclose(step(at, "output"), HAND_OUTPUT, rtol=1e-6)
-    cells = figure(at, "sdpa.pipeline.weights.chart")["data"][0]["text"]
+    cells = cell_text(figure(at, "sdpa.pipeline.weights.chart"))
     assert cells[2] == ["0.5035", "0.2483", "0.2483"]
     hover = figure(at, "sdpa.pipeline.scores.chart")["data"][0]["hovertext"]
     assert hover[0][1].endswith("q₁·k₂ = 1×1 + 0×0 = 1")
@@ -116,7 +123,7 @@ def test_editing_a_q_cell_changes_the_weights():
     expected = HAND_WEIGHTS.copy()
     expected[0] = [big / (2 * big + 1), big / (2 * big + 1), 1 / (2 * big + 1)]
     np.testing.assert_allclose(step(at, "weights"), expected, rtol=1e-6)
-    assert figure(at, "sdpa.pipeline.weights.chart")["data"][0]["text"][0] == [
+    assert cell_text(figure(at, "sdpa.pipeline.weights.chart"))[0] == [
         "0.4928", "0.4928", "0.0144",
     ]  # fmt: skip
     # The hand-edited numbers go into the link, and the link brings them back.
@@ -154,7 +161,8 @@ def test_causal_toggle_zeroes_the_upper_triangle():
     # Row 2 sees k₁, k₂ with scaled scores 1/√2 and 0: e/(e + 1) and 1/(e + 1).
     np.testing.assert_allclose(weights[1, :2], [E / (E + 1), 1 / (E + 1)], rtol=1e-6)
     masked = figure(at, "sdpa.pipeline.masked.chart")
-    assert masked["data"][1]["text"][0] == ["", "−∞", "−∞"]  # the grey "masked" layer
+    assert masked["data"][1]["name"] == "masked"  # the grey layer under the masked cells
+    assert cell_text(masked)[0][1:] == ["−∞", "−∞"]
     np.testing.assert_allclose(step(at, "output")[0], [10, 0], rtol=1e-6)
     assert at.query_params["causal"] == "1"
 

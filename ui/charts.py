@@ -18,7 +18,8 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from ui.state import FIGURE_FORMAT_KEY, is_presenting
+from ui import describe
+from ui.state import FIGURE_FORMAT_KEY, TABLES_KEY, is_presenting
 
 Kind = Literal["weights", "scores", "values", "mask", "sequential"]
 
@@ -28,22 +29,37 @@ MAX_HOVER_TEXT_CELLS = 1_024
 # A browser draws about a pixel per cell; more cells than pixels only slow the page.
 MAX_SIDE = 512
 
+# Colour scales a colour-blind reader can read too (tests/test_chart_access.py simulates
+# deuteranopia, protanopia and tritanopia and measures neighbouring steps in CIELAB).
+# Weights: cividis, dark blue to yellow, uniform in lightness and built for deuteranopia: the
+# blue-yellow axis is the one all common colour-vision deficiencies keep.
 WEIGHT_COLORS = [
-    [0.0, "#f7fbff"],
-    [0.25, "#c6dbef"],
-    [0.5, "#6baed6"],
-    [0.75, "#2171b5"],
-    [1.0, "#08306b"],
+    [0.0, "#00224e"],
+    [0.1111, "#123570"],
+    [0.2222, "#3b496c"],
+    [0.3333, "#575d6d"],
+    [0.4444, "#707173"],
+    [0.5556, "#8a8678"],
+    [0.6667, "#a59c74"],
+    [0.7778, "#c3b369"],
+    [0.8889, "#e1cc55"],
+    [1.0, "#fee838"],
 ]
+# Signed values: orange below zero, blue above, near-white at zero (not red/green).
 DIVERGING_COLORS = [
-    [0.0, "#b2182b"],
-    [0.25, "#ef8a62"],
+    [0.0, "#b35806"],
+    [0.125, "#e08214"],
+    [0.25, "#fdb863"],
+    [0.375, "#fee0b6"],
     [0.5, "#f7f7f7"],
-    [0.75, "#67a9cf"],
+    [0.625, "#d1e5f0"],
+    [0.75, "#92c5de"],
+    [0.875, "#4393c3"],
     [1.0, "#2166ac"],
 ]
 MASK_COLORS = [[0.0, "#d9d9d9"], [1.0, "#1b7837"]]
-BLOCKED_COLOR = "#9e9e9e"
+# A neutral grey lighter than cividis's greys and darker than the diverging scale's zero.
+BLOCKED_COLOR = "#bdbdbd"
 MINUS_INFINITY = "−∞"
 
 
@@ -67,9 +83,24 @@ def figure_format() -> str:
     return "svg" if st.session_state.get(FIGURE_FORMAT_KEY) == "SVG" else "png"
 
 
-def show(fig: go.Figure, *, filename: str, key: str | None = None) -> None:
-    """Draw a figure full-width with a PNG download named `filename.png`."""
-    st.plotly_chart(fig, width="stretch", config=plot_config(filename), key=key)
+def show(fig: go.Figure, *, filename: str, key: str | None = None, **options: Any) -> None:
+    """Draw a figure full-width with a PNG download named `filename.png`.
+
+    The chart's one-sentence summary becomes its accessible name (`alt`, read by screen
+    readers); with "Show chart data as tables" on, its numbers follow as a table.
+    """
+    st.plotly_chart(
+        fig,
+        width="stretch",
+        config=plot_config(filename),
+        key=key,
+        alt=describe.summary(fig),
+        **options,
+    )
+    if st.session_state.get(TABLES_KEY):
+        data = describe.table(fig)
+        if data is not None:
+            st.dataframe(data.frame(), key=None if key is None else f"{key}.table")
 
 
 def cached(build: Callable[..., go.Figure], *args: Any, **options: Any) -> go.Figure:
@@ -94,6 +125,9 @@ def _built_figure(digest: str, _build: Callable, _args: tuple, _options: dict) -
     # building it.
     figure = _build(*_args, **_options)
     if type(figure) is go.Figure:
+        # Described here, once, while the figure is still this thread's own.
+        if not getattr(figure, "_alt", None):
+            describe.attach(figure, describe.summary(figure), describe.table(figure))
         drawn = figure.to_dict()
         # The figure is new and only this cache holds it, so it can become a shared one.
         figure.__class__ = _SharedFigure
@@ -157,6 +191,10 @@ def heatmap(
         removed |= np.asarray(blocked, dtype=bool)
     rows, cols = matrix.shape
     row_labels, col_labels = list(row_labels), list(col_labels)
+    alt = describe.matrix_summary(
+        matrix, row_labels=row_labels, col_labels=col_labels, kind=kind, title=title,
+        row_title=row_title, col_title=col_title, removed=removed, decimals=decimals,
+    )  # fmt: skip
 
     step = max(1, -(-max(rows, cols) // MAX_SIDE))
     if step > 1:
@@ -183,10 +221,6 @@ def heatmap(
         "xgap": 1 if annotate else 0,
         "ygap": 1 if annotate else 0,
     }
-    if annotate:
-        heat["text"] = [[format_number(v, decimals) for v in row] for row in matrix]
-        heat["texttemplate"] = "%{text}"
-        heat["textfont"] = {"size": font_size()}
     if rows * cols <= MAX_HOVER_TEXT_CELLS:
         heat["hovertext"] = _hover_text(
             matrix, row_labels, col_labels, row_title, col_title, hover, decimals
@@ -202,6 +236,8 @@ def heatmap(
         traces.append(
             _blocked_layer(removed, annotate, row_labels, col_labels, row_title, col_title, step)
         )
+    if annotate:
+        traces.append(_cell_numbers(matrix, removed, (zmin, zmax, colors), decimals, step))
     layout = {
         "title": {"text": title, "font": {"size": font_size() + 3}, "y": 0.99, "yanchor": "top"},
         "height": height or _height(rows),
@@ -210,7 +246,11 @@ def heatmap(
         "font": {"size": font_size()},
         **_axes(row_labels, col_labels, row_title, col_title, step),
     }
-    return _figure(traces, layout)
+    table = describe.matrix_table(
+        np.where(removed, -np.inf, matrix), row_labels=row_labels, col_labels=col_labels,
+        row_title=row_title, col_title=col_title, title=title,
+    )  # fmt: skip
+    return describe.attach(_figure(traces, layout), alt, table)
 
 
 def _figure(traces: list[dict], layout: dict) -> go.Figure:
@@ -298,7 +338,12 @@ def heatmap_grid(
         margin={"l": 60, "r": 10, "t": 40, "b": 40},
         font={"size": font_size()},
     )
-    return _figure(traces, layout)
+    labels = {"titles": titles, "row_labels": row_labels, "col_labels": col_labels}
+    return describe.attach(
+        _figure(traces, layout),
+        describe.grid_summary(stack, kind=kind, **labels),
+        describe.grid_table(stack, **labels),
+    )
 
 
 def panel_domains(
@@ -361,7 +406,11 @@ def line_plot(
         legend={"orientation": "h", "y": -0.2},
         hovermode="x unified",
     )
-    return fig
+    return describe.attach(
+        fig,
+        describe.lines_summary(x, series, x_title=x_title, y_title=y_title, title=title),
+        describe.lines_table(x, series, x_title=x_title, title=title),
+    )
 
 
 def _scale(kind: Kind, values: np.ndarray) -> tuple[float, float, list]:
@@ -454,13 +503,62 @@ def _blocked_layer(
             ]
             for i in range(rows)
         ]
-    if annotate:
-        layer["text"] = [
-            [MINUS_INFINITY if removed[i, j] else "" for j in range(cols)] for i in range(rows)
-        ]
-        layer["texttemplate"] = "%{text}"
-        layer["textfont"] = {"size": font_size(), "color": "white"}
     return layer
+
+
+def _cell_numbers(
+    matrix: np.ndarray, removed: np.ndarray, scale: tuple, decimals: int, step: int = 1
+) -> dict:
+    """Each cell's number as a text layer over the heatmap, black or white per cell.
+
+    A heatmap trace takes one text colour for all its cells (or Plotly's automatic white or
+    #444, which falls to about 3:1 on mid-tone cells); a text trace takes one per cell, so each
+    number gets whichever of black and white contrasts more with its cell: at least 4.6:1
+    (WCAG AA asks 4.5:1).
+    """
+    rows, cols = matrix.shape
+    zmin, zmax, colors = scale
+    cell = _scale_rgb(np.where(removed, zmin, matrix), zmin, zmax, colors)
+    cell[removed] = _hex_rgb(BLOCKED_COLOR)
+    text = [
+        MINUS_INFINITY if removed[i, j] else format_number(matrix[i, j], decimals)
+        for i in range(rows)
+        for j in range(cols)
+    ]
+    return {
+        "type": "scatter",
+        "mode": "text",
+        "x": (np.tile(np.arange(cols), rows) * step).tolist(),
+        "y": (np.repeat(np.arange(rows), cols) * step).tolist(),
+        "text": text,
+        "textfont": {"size": font_size(), "color": text_colors(cell.reshape(-1, 3))},
+        "hoverinfo": "skip",
+        "showlegend": False,
+        "name": "values",
+    }
+
+
+def text_colors(rgb: np.ndarray) -> list[str]:
+    """Black or white for text on each `(n, 3)` sRGB colour in 0..1: whichever contrasts more.
+
+    WCAG contrast is (L1 + 0.05) / (L2 + 0.05) on relative luminance L; black wins exactly when
+    the cell's L is above √(1.05 · 0.05) − 0.05 ≈ 0.179.
+    """
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    luminance = linear @ np.array([0.2126, 0.7152, 0.0722])
+    return np.where((luminance + 0.05) ** 2 > 1.05 * 0.05, "#000000", "#ffffff").tolist()
+
+
+def _scale_rgb(values: np.ndarray, zmin: float, zmax: float, colors: list) -> np.ndarray:
+    """The colour Plotly paints each value: the scale's stops interpolated in sRGB, `(..., 3)`."""
+    where = np.clip((np.asarray(values, dtype=np.float64) - zmin) / (zmax - zmin), 0.0, 1.0)
+    stops = [position for position, _ in colors]
+    rgb = np.array([_hex_rgb(color) for _, color in colors])
+    return np.stack([np.interp(where, stops, rgb[:, c]) for c in range(3)], axis=-1)
+
+
+def _hex_rgb(color: str) -> np.ndarray:
+    return np.array([int(color[i : i + 2], 16) for i in (1, 3, 5)]) / 255.0
 
 
 def _axes(
@@ -554,4 +652,9 @@ def rnn_vs_attention(tokens: Sequence[str]) -> go.Figure:
         "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
         "font": {"size": font_size()},
     }
-    return _figure(traces, layout)
+    summary = (
+        f"Diagram of {n} tokens ({' '.join(tokens)}): an RNN reaches the last token from the "
+        f"first in {n - 1} sequential steps; attention links all {n * (n - 1) // 2} pairs "
+        "directly, in one step."
+    )
+    return describe.attach(_figure(traces, layout), summary)

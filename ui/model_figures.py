@@ -344,10 +344,9 @@ def show_model_view(view: PageState, trace: PageTrace, layer: int, head: int) ->
             view.set("layer", tile[0] + 1)
             view.set("head", tile[1] + 1)
 
-    st.plotly_chart(
+    charts.show(
         charts.cached(model_view_figure, trace.text, layer, head),
-        width="stretch",
-        config=charts.plot_config("bert-model-view"),
+        filename="bert-model-view",
         key=key,
         on_select=pick,
         selection_mode="points",

@@ -32,6 +32,7 @@ MAX_URL_MATRIX_CELLS = 64
 PRESENT_PARAM = "present"
 PRESENT_KEY = "app.present"
 FIGURE_FORMAT_KEY = "app.figure_format"
+TABLES_KEY = "app.chart_tables"  # "Show chart data as tables": a table under every chart
 _SHADOW_PREFIX = "_remembered."
 
 

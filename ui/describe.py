@@ -1,0 +1,364 @@
+"""What a chart shows, in words and as a table: its text alternative and its data.
+
+A screen reader gets nothing from a heatmap's colours, so every chart the app draws carries a
+one-sentence summary computed from the numbers it plots (`st.plotly_chart(alt=...)`, which the
+browser reads as the chart's `aria-label`) and, on request, the same numbers as a table.
+
+The builders in `ui.charts` know their labels and attach both with `attach` when they build a
+figure; `summary` and `table` fall back to reading any other figure's traces. Summaries are
+built once per figure: cached figures are described inside the cache (`ui.charts._built_figure`),
+so a rerun reads an attribute. Nothing here imports Streamlit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# A sentence, not a listing: past this many rows or series the summary names the extremes only.
+MAX_LISTED = 6
+_TAGS = re.compile(r"<[^>]+>")
+
+
+@dataclass(frozen=True)
+class ChartTable:
+    """A chart's numbers as rows × columns, labelled like its axes.
+
+    `values` is `(rows, cols)`; `rows` and `columns` label them (positions are part of the
+    label, so a repeated token never merges two rows).
+    """
+
+    values: np.ndarray
+    rows: tuple[str, ...]
+    columns: tuple[str, ...]
+    row_title: str = ""
+    title: str = ""
+
+    def frame(self):
+        """The table as a pandas DataFrame (built on demand: only when tables are switched on)."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            self.values, index=pd.Index(self.rows, name=self.row_title), columns=list(self.columns)
+        )
+
+
+def attach(figure: Any, summary: str, table: ChartTable | None = None) -> Any:
+    """Give a figure its text alternative and table; returns the figure.
+
+    Call it on a figure that is being built, never on a shared (cached) one.
+    """
+    figure._alt = summary
+    figure._table = table
+    return figure
+
+
+def summary(figure: Any) -> str:
+    """The figure's one-sentence text alternative: attached by its builder, else read off it."""
+    attached = getattr(figure, "_alt", None)
+    return attached if attached else describe_traces(figure._data, figure._layout)
+
+
+def table(figure: Any) -> ChartTable | None:
+    """The figure's data as a table, if it has one."""
+    if hasattr(figure, "_table"):
+        return figure._table
+    return traces_table(figure._data, figure._layout)
+
+
+def label(position: int, text: str) -> str:
+    """A row or column label that stays unique when tokens repeat: `1 “the”`."""
+    return f"{position + 1} “{text}”"
+
+
+def number(value: float, decimals: int = 2) -> str:
+    if np.isneginf(value):
+        return "−∞"
+    if not np.isfinite(value):
+        return str(value)
+    if value != 0 and (abs(value) >= 1e5 or abs(value) < 10 ** (-decimals)):
+        return f"{value:.2e}"
+    text = f"{value:.{decimals}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
+def short(value: float) -> str:
+    """Four significant digits: axis positions and measured values of any size."""
+    return f"{float(value):.4g}"
+
+
+def plain(text: str) -> str:
+    """Chart titles carry a little HTML (<b>, <br>): read aloud, they are plain text."""
+    return " ".join(_TAGS.sub(" ", text or "").split())
+
+
+def matrix_summary(
+    matrix: np.ndarray,
+    *,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    kind: str = "weights",
+    title: str = "",
+    row_title: str = "query",
+    col_title: str = "key",
+    removed: np.ndarray | None = None,
+    decimals: int = 2,
+) -> str:
+    """One sentence about a `(rows, cols)` heatmap.
+
+    Weights: where each query puts most of its weight (for a few rows), or the strongest pair.
+    Other kinds: the range, with the cells that hold the extremes. Masked cells are counted.
+    """
+    matrix = np.asarray(matrix, dtype=np.float64)
+    rows, cols = matrix.shape
+    blocked = ~np.isfinite(matrix) if removed is None else np.asarray(removed, bool)
+    names = {"weights": "Attention weights", "scores": "Scores", "mask": "Mask"}
+    what = plain(title) or names.get(kind, "Values")
+    head = f"{what}, {_count(rows, row_title)} × {_count(cols, col_title)}"
+
+    def cell(i: int, j: int) -> str:
+        return f"{row_title} {i + 1} “{row_labels[i]}” → {col_title} {j + 1} “{col_labels[j]}”"
+
+    if kind == "mask":
+        allowed = int((matrix > 0.5).sum())
+        return (
+            f"{head}: {allowed} of {rows * cols} pairs may attend, {rows * cols - allowed} blocked."
+        )
+    kept = np.where(blocked, np.nan, matrix)
+    if np.isnan(kept).all():
+        return f"{head}: every cell is masked."
+    parts = []
+    if kind == "weights" and rows <= MAX_LISTED:
+        tops = []
+        for i in range(rows):
+            if np.isnan(kept[i]).all():
+                tops.append(f"“{row_labels[i]}” is fully masked")
+                continue
+            j = int(np.nanargmax(kept[i]))
+            tops.append(
+                f"“{row_labels[i]}” puts {number(kept[i, j], decimals)} on “{col_labels[j]}”"
+            )
+        parts.append("; ".join(tops))
+    i, j = np.unravel_index(int(np.nanargmax(kept)), kept.shape)
+    if kind == "weights":
+        parts.append(f"the strongest weight is {number(kept[i, j], decimals)} ({cell(i, j)})")
+    else:
+        low = np.unravel_index(int(np.nanargmin(kept)), kept.shape)
+        parts.append(
+            f"values run from {number(kept[low], decimals)} ({cell(*low)}) "
+            f"to {number(kept[i, j], decimals)} ({cell(i, j)})"
+        )
+    if blocked.any():
+        parts.append(f"{int(blocked.sum())} of {rows * cols} cells are masked (−∞)")
+    return f"{head}: " + "; ".join(parts) + "."
+
+
+def matrix_table(
+    matrix: np.ndarray,
+    *,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    row_title: str = "query",
+    col_title: str = "key",
+    title: str = "",
+) -> ChartTable:
+    """A heatmap's matrix with its labels; masked cells stay −∞."""
+    return ChartTable(
+        values=np.asarray(matrix, dtype=np.float64),
+        rows=tuple(f"{row_title} {label(i, t)}" for i, t in enumerate(row_labels)),
+        columns=tuple(f"{col_title} {label(j, t)}" for j, t in enumerate(col_labels)),
+        row_title=row_title,
+        title=plain(title),
+    )
+
+
+def grid_summary(
+    stack: np.ndarray,
+    *,
+    titles: Sequence[str],
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    kind: str = "weights",
+) -> str:
+    """One sentence about `(n, rows, cols)` small multiples: each panel's strongest cell."""
+    stack = np.asarray(stack, dtype=np.float64)
+    count, rows, cols = stack.shape
+    head = f"{count} panels of {_count(rows, 'query')} × {_count(cols, 'key')}"
+    strongest = []
+    for title, matrix in zip(titles, stack, strict=True):
+        kept = np.where(np.isfinite(matrix), matrix, np.nan)
+        if np.isnan(kept).all():
+            strongest.append((plain(title), None))
+            continue
+        i, j = np.unravel_index(int(np.nanargmax(kept)), kept.shape)
+        strongest.append((plain(title), (kept[i, j], i, j)))
+    what = "strongest weight" if kind == "weights" else "largest value"
+
+    def said(name: str, best: tuple | None) -> str:
+        if best is None:
+            return f"{name}: all masked"
+        value, i, j = best
+        return f"{name}: {number(value)} (“{row_labels[i]}” → “{col_labels[j]}”)"
+
+    if count <= MAX_LISTED:
+        return f"{head}, the {what} of each: " + "; ".join(said(*s) for s in strongest) + "."
+    found = [s for s in strongest if s[1] is not None]
+    if not found:
+        return f"{head}: every cell is masked."
+    top = max(found, key=lambda s: s[1][0])
+    return f"{head} ({plain(titles[0])} to {plain(titles[-1])}); the largest is {said(*top)}."
+
+
+def grid_table(
+    stack: np.ndarray,
+    *,
+    titles: Sequence[str],
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+) -> ChartTable:
+    """Small multiples stacked into one table: a row per (panel, query)."""
+    stack = np.asarray(stack, dtype=np.float64)
+    return ChartTable(
+        values=stack.reshape(-1, stack.shape[-1]),
+        rows=tuple(
+            f"{plain(title)} · query {label(i, t)}"
+            for title in titles
+            for i, t in enumerate(row_labels)
+        ),
+        columns=tuple(f"key {label(j, t)}" for j, t in enumerate(col_labels)),
+        row_title="panel · query",
+    )
+
+
+def lines_summary(
+    x: np.ndarray, series: dict[str, np.ndarray], *, x_title: str, y_title: str, title: str = ""
+) -> str:
+    """One sentence about line plots over a shared x: where each series starts and ends."""
+    x = np.asarray(x)
+    what = plain(title) or f"{plain(y_title)} against {plain(x_title)}"
+    head = f"{what}, {_count(len(series), 'line')} over {plain(x_title)} {_span(x)}"
+    if not series or x.size == 0:
+        return f"{head}."
+    described = []
+    for name, y in list(series.items())[:MAX_LISTED]:
+        y = np.asarray(y, dtype=np.float64)
+        finite = np.isfinite(y)
+        if not finite.any():
+            described.append(f"{name}: no values")
+            continue
+        first, last = np.flatnonzero(finite)[[0, -1]]
+        described.append(
+            f"{name} goes from {short(y[first])} to {short(y[last])}"
+            f" (highest {short(np.nanmax(y))})"
+        )
+    more = len(series) - MAX_LISTED
+    tail = f"; and {more} more" if more > 0 else ""
+    return f"{head}: " + "; ".join(described) + tail + "."
+
+
+def lines_table(
+    x: np.ndarray, series: dict[str, np.ndarray], *, x_title: str, title: str = ""
+) -> ChartTable:
+    return ChartTable(
+        values=np.column_stack([np.asarray(y, dtype=np.float64) for y in series.values()])
+        if series
+        else np.zeros((len(x), 0)),
+        rows=tuple(short(v) for v in np.asarray(x, dtype=np.float64)),
+        columns=tuple(series),
+        row_title=plain(x_title),
+        title=plain(title),
+    )
+
+
+def describe_traces(data: Sequence[dict], layout: dict) -> str:
+    """A summary read off any figure's plain trace dicts: its title and what each trace holds.
+
+    For figures no builder described (hand-made diagrams, bar charts); cheap, since it reads
+    the arrays the figure already holds.
+    """
+    title = plain(_text(layout.get("title")))
+    said = []
+    for trace in data[:MAX_LISTED]:
+        kind = trace.get("type", "scatter")
+        name = plain(str(trace.get("name") or ""))
+        if kind == "heatmap" and trace.get("z") is not None:
+            z = np.asarray(trace["z"], dtype=np.float64)
+            if z.ndim == 2 and np.isfinite(z).any():
+                said.append(
+                    f"a {z.shape[0]} × {z.shape[1]} heatmap{' ' + name if name else ''} from "
+                    f"{number(np.nanmin(z))} to {number(np.nanmax(z))}"
+                )
+        elif trace.get("y") is not None and kind in ("scatter", "bar", "scattergl"):
+            y = _numbers(trace["y"])
+            if y is not None and y.size:
+                mark = "bars" if kind == "bar" else "points"
+                said.append(
+                    f"{name or kind}: {y.size} {mark} from {short(np.nanmin(y))} "
+                    f"to {short(np.nanmax(y))}"
+                )
+    x_title = plain(_text((layout.get("xaxis") or {}).get("title")))
+    y_title = plain(_text((layout.get("yaxis") or {}).get("title")))
+    axes = f" ({y_title} against {x_title})" if x_title and y_title else ""
+    head = f"{title or 'Chart'}{axes}"
+    return f"{head}: " + "; ".join(said) + "." if said else f"{head}."
+
+
+def traces_table(data: Sequence[dict], layout: dict) -> ChartTable | None:
+    """The first heatmap's matrix, or the lines/bars sharing one x axis, as a table."""
+    title = plain(_text(layout.get("title")))
+    for trace in data:
+        if trace.get("type") == "heatmap" and trace.get("z") is not None:
+            z = np.asarray(trace["z"], dtype=np.float64)
+            if z.ndim == 2:
+                rows = _ticks(layout.get("yaxis") or {}, z.shape[0])
+                cols = _ticks(layout.get("xaxis") or {}, z.shape[1])
+                return ChartTable(z, rows, cols, title=title)
+    lines = [t for t in data if t.get("x") is not None and t.get("y") is not None]
+    if not lines:
+        return None
+    x = _numbers(lines[0]["x"])
+    ys = [_numbers(t["y"]) for t in lines]
+    if x is None or any(y is None or y.shape != x.shape for y in ys):
+        return None
+    if any(_numbers(t["x"]) is None or not np.array_equal(_numbers(t["x"]), x) for t in lines):
+        return None
+    names = [plain(str(t.get("name") or f"series {i + 1}")) for i, t in enumerate(lines)]
+    x_title = plain(_text((layout.get("xaxis") or {}).get("title")))
+    return ChartTable(np.column_stack(ys), tuple(short(v) for v in x), tuple(names), x_title, title)
+
+
+def _count(n: int, noun: str) -> str:
+    plural = noun[:-1] + "ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else noun + "s"
+    return f"{n} {noun if n == 1 else plural}"
+
+
+def _span(x: np.ndarray) -> str:
+    values = _numbers(x)
+    if values is None or values.size == 0:
+        return ""
+    return f"{short(np.nanmin(values))} to {short(np.nanmax(values))}"
+
+
+def _text(title: Any) -> str:
+    if isinstance(title, dict):
+        return str(title.get("text") or "")
+    return str(title or "")
+
+
+def _numbers(values: Any) -> np.ndarray | None:
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    return array.ravel() if array.ndim >= 1 else None
+
+
+def _ticks(axis: dict, count: int) -> tuple[str, ...]:
+    text = axis.get("ticktext")
+    if text is not None and len(text) == count:
+        return tuple(label(i, plain(str(t))) for i, t in enumerate(text))
+    return tuple(str(i + 1) for i in range(count))
