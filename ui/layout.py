@@ -8,7 +8,7 @@ from urllib.parse import urlparse
 
 import streamlit as st
 
-from ui.state import FIGURE_FORMAT_KEY, PRESENT_KEY, PageState, is_presenting
+from ui.state import FIGURE_FORMAT_KEY, PRESENT_KEY, TABLES_KEY, PageState, is_presenting
 
 # Projectors wash out small, faint text: presenter mode enlarges everything (Streamlit sizes in
 # rem) and shows captions at full opacity; the toolbar and deploy menu only distract an audience.
@@ -105,6 +105,11 @@ def app_frame(page: st.Page) -> None:
             key=FIGURE_FORMAT_KEY,
             default="PNG",
             help="SVG stays sharp at any size on a slide; PNG pastes anywhere.",
+        )
+        st.toggle(
+            "Show chart data as tables",
+            key=TABLES_KEY,
+            help="A table of each chart's numbers under it, for screen readers and copying.",
         )
     st.html(BASE_CSS + (PRESENTER_CSS if presenting else ""))
 
