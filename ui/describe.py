@@ -121,7 +121,7 @@ def matrix_summary(
     head = f"{what}, {_count(rows, row_title)} × {_count(cols, col_title)}"
 
     def cell(i: int, j: int) -> str:
-        return f"{row_title} {i + 1} “{row_labels[i]}” → {col_title} {j + 1} “{col_labels[j]}”"
+        return f"{_place(row_title, i, row_labels[i])} → {_place(col_title, j, col_labels[j])}"
 
     if kind == "mask":
         allowed = int((matrix > 0.5).sum())
@@ -282,14 +282,18 @@ def describe_traces(data: Sequence[dict], layout: dict) -> str:
     """
     title = plain(_text(layout.get("title")))
     said = []
+    # Small multiples drawn by hand: each heatmap's panel title is an annotation.
+    heatmaps = [id(t) for t in data if t.get("type") == "heatmap"]
+    panels = [plain(a.get("text", "")) for a in layout.get("annotations") or ()]
+    names = dict(zip(heatmaps, panels, strict=True)) if len(panels) == len(heatmaps) else {}
     for trace in data[:MAX_LISTED]:
         kind = trace.get("type", "scatter")
-        name = plain(str(trace.get("name") or ""))
+        name = plain(str(trace.get("name") or names.get(id(trace), "")))
         if kind == "heatmap" and trace.get("z") is not None:
             z = np.asarray(trace["z"], dtype=np.float64)
             if z.ndim == 2 and np.isfinite(z).any():
                 said.append(
-                    f"a {z.shape[0]} × {z.shape[1]} heatmap{' ' + name if name else ''} from "
+                    f"{name + ': ' if name else ''}a {z.shape[0]} × {z.shape[1]} heatmap from "
                     f"{number(np.nanmin(z))} to {number(np.nanmax(z))}"
                 )
         elif trace.get("y") is not None and kind in ("scatter", "bar", "scattergl"):
@@ -332,8 +336,18 @@ def traces_table(data: Sequence[dict], layout: dict) -> ChartTable | None:
 
 
 def _count(n: int, noun: str) -> str:
-    plural = noun[:-1] + "ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else noun + "s"
-    return f"{n} {noun if n == 1 else plural}"
+    """`3 queries`, `1 key`, `16 keys (input token)`: the first word is the noun."""
+    first, _, rest = (noun or "row").partition(" ")
+    if n != 1:
+        consonant_y = first.endswith("y") and first[-2:-1] not in "aeiou"
+        first = first[:-1] + "ies" if consonant_y else first + "s"
+    return f"{n} {first}{' ' + rest if rest else ''}"
+
+
+def _place(title: str, index: int, text: str) -> str:
+    """`query 2 “cat”`; a label that already says where it is (“head 2”) is not repeated."""
+    where = f"{title} {index + 1}".strip()
+    return f"“{text}”" if str(text).startswith(where) else f"{where} “{text}”"
 
 
 def _span(x: np.ndarray) -> str:

@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from attention_core.head_patterns import head_average
-from ui import charts
+from ui import charts, describe
 from ui.model_views import PATTERN_TITLES, ROLE_TITLES, PageTrace, trace_of
 from ui.state import PageState, is_presenting
 
@@ -87,7 +87,17 @@ def head_view_figure(text: str, layer: int, head: int, query: int, only_query: b
         _query_weights_hover(trace.tokens, w, y, query),
         *_token_columns(trace.tokens, y, query),
     ]
-    return charts._figure(data, _head_view_layout(trace.num_tokens))
+    tokens = trace.tokens
+    best = int(np.argmax(w[query]))
+    summary = (
+        f"Head view of layer {layer + 1}, head {head + 1}: lines join each query token (left) to "
+        f"the keys (right) it gives at least {MIN_LINE_WEIGHT} of its weight; query "
+        f"{query + 1} “{tokens[query]}” puts {w[query, best]:.2f} on “{tokens[best]}”."
+    )
+    table = describe.matrix_table(w, row_labels=tokens, col_labels=tokens)
+    return describe.attach(
+        charts._figure(data, _head_view_layout(trace.num_tokens)), summary, table
+    )
 
 
 def _weight_lines(w: np.ndarray, y: np.ndarray, query: int, only_query: bool) -> list[dict]:
@@ -274,7 +284,17 @@ def model_view_figure(text: str, layer: int, head: int) -> go.Figure:
         "font": {"size": charts.font_size()},
         "plot_bgcolor": "white",
     }
-    return charts._figure([heat, _tile_pickers(num_layers, num_heads, side)], layout)
+    summary = (
+        f"Model view: the attention pattern of every head, {num_layers} layers (rows) × "
+        f"{num_heads} heads (columns), for {trace.num_tokens} tokens; layer {layer + 1}, head "
+        f"{head + 1} is framed. Select a tile to open that head."
+    )
+    table = describe.matrix_table(
+        trace.weights[layer, head], row_labels=trace.tokens, col_labels=trace.tokens,
+        title=f"layer {layer + 1}, head {head + 1}",
+    )  # fmt: skip
+    figure = charts._figure([heat, _tile_pickers(num_layers, num_heads, side)], layout)
+    return describe.attach(figure, summary, table)
 
 
 def _tiles_heatmap(tiles: np.ndarray, step: int) -> dict:
@@ -418,4 +438,16 @@ def roles_figure(text: str) -> go.Figure:
         "font": {"size": charts.font_size()},
         "plot_bgcolor": "white",
     }
-    return charts._figure([heat], layout)
+    roles = [str(label) for label in patterns.labels.ravel()]
+    counts = "; ".join(f"{ROLE_TITLES[name]}: {roles.count(name)}" for name in dict.fromkeys(roles))
+    summary = (
+        f"The role of each of the {trace.num_layers} × {trace.num_heads} heads (layer per row, "
+        f"head per column), written in its cell with its score; heads per role: {counts}."
+    )
+    table = describe.ChartTable(
+        values=np.asarray([[describe.plain(c) for c in row] for row in text_cells], dtype=object),
+        rows=tuple(f"layer {i + 1}" for i in range(trace.num_layers)),
+        columns=tuple(f"head {j + 1}" for j in range(trace.num_heads)),
+        row_title="layer",
+    )
+    return describe.attach(charts._figure([heat], layout), summary, table)
