@@ -229,8 +229,8 @@ what_to_try(
         "Keep the default: replacing “tired” by “wide” takes weight of “it” off “animal” in "
         "layer 4, head 2 (look at row 11 of the difference), and “street” gains some. Try "
         "“hungry” or “busy”.",
-        "Hide [SEP] (mask it) and see how many heads had parked their weight there, and how "
-        "little the sentence embedding moves.",
+        "Hide [SEP] (mask it), then step through the heads: those that parked their weight "
+        "on [SEP] must now put it elsewhere. How far does the sentence embedding move?",
         "Follow a token through rollout: by layer 6 most rows look alike. Compare the bottom "
         "row (last layer alone) with the rollout row above it.",
         "In the query-key map, move through layer 1's heads: find the head whose queries sit "

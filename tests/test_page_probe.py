@@ -281,3 +281,9 @@ def test_the_ablation_controls_rerun_only_their_fragment_and_the_link_follows(mo
 
 def test_a_plain_visit_does_not_import_torch():
     assert torch_after_a_plain_visit("pages/probe_model.py") is False
+
+
+def test_a_replaced_token_is_labelled_with_both_words():
+    at = open_page()
+    labels = figure(at, "After − before: layer 4, head 2")["layout"]["xaxis"]["ticktext"]
+    assert labels[TIRED_AT] == "tired→wide" and labels[IT] == "it"

@@ -162,8 +162,10 @@ def token_rollout_figure(text: str, token: int) -> go.Figure:
         col_labels=trace.labels(),
         kind="weights",
         title=f"Token {token + 1} “{trace.tokens[token]}”, layer by layer",
-        row_title="",
+        row_title="layer",
         col_title="key (input token)",
+        # Seven rows of numbers in half the page overlap past a few tokens; hover keeps them.
+        annotate=trace.num_tokens <= 8,
     )
 
 
@@ -243,7 +245,11 @@ def ablation_figure(
     ablation = ablation_of(rv.load_model().model, text, position, mode, replacement)
     kept = [i for i in range(len(ablation.tokens)) if mode != "remove" or i != position]
     ix = np.ix_(kept, kept)
-    before_labels = [ablation.tokens[i] for i in kept]
+    # A replaced token's row and column say both words: "tired→wide".
+    before_labels = [
+        f"{t}→{ablation.tokens_after[i]}" if mode == "replace" and i == position else t
+        for i, t in ((i, ablation.tokens[i]) for i in kept)
+    ]
     after_labels = list(ablation.tokens_after)
     options = {
         "before": (
