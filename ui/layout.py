@@ -72,11 +72,83 @@ COPY_LINK_HTML = """
 """
 
 
-# A written-out row of a real model's 32-wide head is wider than the page: let it scroll
-# sideways instead of being cut off.
+# Two repairs of what Streamlit draws, for screen readers and keyboards (axe-core checks both):
+# - A sectioned menu is <ul><div><header/><li/>...</div>...</ul>: list items whose parent is
+#   not a list (axe: `list`, `listitem`). Roles say what it is: a list of sections, each one
+#   item holding its heading and links. Roles only, no moved nodes (React owns them).
+# - A formula wider than its column scrolls sideways, and a region that scrolls must be
+#   reachable by keyboard (axe: `scrollable-region-focusable`): such a formula, and only
+#   such, becomes a tab stop, scrolled with the arrow keys.
+# Both are reapplied, once per frame at most, whenever Streamlit redraws or the window resizes.
+A11Y_JS = """
+<script>
+(() => {
+  if (window.__a11yRepairs) return;
+  window.__a11yRepairs = true;
+  const repair = () => {
+    for (const menu of document.querySelectorAll("[data-testid='stSidebarNavItems']")) {
+      for (const section of menu.children) {
+        if (section.tagName === "LI" || section.getAttribute("role") === "listitem") continue;
+        section.setAttribute("role", "listitem");
+        for (const item of section.querySelectorAll(":scope > li")) {
+          item.setAttribute("role", "none");
+        }
+      }
+    }
+    for (const formula of document.querySelectorAll(".katex-display")) {
+      const wide = formula.scrollWidth > formula.clientWidth;
+      if (wide && !formula.hasAttribute("tabindex")) {
+        formula.setAttribute("tabindex", "0");
+        formula.setAttribute("role", "group");
+        formula.setAttribute("aria-label", "Wide formula: scroll sideways with the arrow keys");
+      } else if (!wide && formula.hasAttribute("tabindex")) {
+        for (const name of ["tabindex", "role", "aria-label"]) formula.removeAttribute(name);
+      }
+    }
+  };
+  let queued = false;
+  const soon = () => {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(() => { queued = false; repair(); });
+  };
+  repair();
+  new MutationObserver(soon).observe(document.body, { childList: true, subtree: true });
+  window.addEventListener("resize", soon);
+})();
+</script>
+"""
+
+
 BASE_CSS = """
 <style>
-.katex-display { overflow-x: auto; overflow-y: hidden; padding-bottom: 0.2rem; }
+/* A display formula wraps like text at its top-level = + − signs (KaTeX draws each piece
+   between them as one unbreakable box), so fewer formulas need to scroll sideways. A piece
+   wider than its column (a written-out row of a real model's 32-wide head) still scrolls
+   rather than being cut off, and A11Y_JS makes it a tab stop. The side padding holds the
+   pixel or two a glyph reaches past KaTeX's box, which would otherwise scroll. */
+.katex-display > .katex { white-space: normal; }
+.katex-display { overflow-x: auto; overflow-y: hidden; padding: 0 0.2rem 0.2rem; }
+.katex-display:focus-visible { outline: 2px solid currentColor; outline-offset: 2px; }
+/* Text in the primary colour misses WCAG AA's 4.5:1 in one theme or the other (the selected
+   option of a segmented control on its own tint: 4.1:1 in light; a slider's value on the dark
+   background: 3.9:1), so such text takes the theme's text colour; the control's frame, tint
+   and thumb keep the primary colour. */
+[data-testid="stButtonGroup"] button[data-selected="true"]:not([data-disabled]) {
+  color: inherit;
+  font-weight: 600;
+}
+[data-testid="stSlider"] [data-testid="stSliderThumbValue"] { color: inherit; }
+/* For readers whose system asks for less motion: no fades, slides or spinners of the page
+   (Streamlit's and ours); what changes still changes, at once. */
+@media (prefers-reduced-motion: reduce) {
+  *, *::before, *::after {
+    animation-duration: 0.01ms !important;
+    animation-iteration-count: 1 !important;
+    transition-duration: 0.01ms !important;
+    scroll-behavior: auto !important;
+  }
+}
 </style>
 """
 
@@ -98,7 +170,7 @@ def app_frame(page: st.Page) -> None:
         help="Larger text and cell numbers for a projector; the link gets ?present=1.",
     )
     with st.sidebar:
-        st.html(COPY_LINK_HTML, unsafe_allow_javascript=True)
+        st.html(COPY_LINK_HTML + A11Y_JS, unsafe_allow_javascript=True)
         st.segmented_control(
             "Chart downloads (camera button)",
             ["PNG", "SVG"],
