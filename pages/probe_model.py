@@ -181,7 +181,12 @@ def ablation_section(layer: int, head: int) -> None:
         "How", list(pv.MODES), format_func=pv.MODES.get, horizontal=True, key=mode_key
     )
     replacement = with_col.text_input(
-        "Replace with", key=with_key, max_chars=40, disabled=mode != "replace"
+        "Replace with",
+        key=with_key,
+        max_chars=40,
+        disabled=mode != "replace",
+        help="One word piece of the model's vocabulary (a common lower-case word); left empty, "
+        "[MASK], the token BERT was trained to fill in.",
     )
     replacement = replacement.strip() if mode == "replace" else ""
     try:

@@ -287,3 +287,16 @@ def test_a_replaced_token_is_labelled_with_both_words():
     at = open_page()
     labels = figure(at, "After − before: layer 4, head 2")["layout"]["xaxis"]["ticktext"]
     assert labels[TIRED_AT] == "tired→wide" and labels[IT] == "it"
+
+
+def test_an_empty_replacement_is_mask(model):
+    at = open_page({"with": ""})
+    ids = model.tokenize(TIRED).input_ids.copy()
+    ids[TIRED_AT] = model.tokenizer.token_to_id("[MASK]")
+    np.testing.assert_allclose(
+        z(figure(at, "After: layer 4, head 2")),
+        run_bert_ids(model, ids).attention_weights[3, 1],
+        atol=1e-6,
+    )
+    labels = figure(at, "After − before: layer 4, head 2")["layout"]["xaxis"]["ticktext"]
+    assert labels[TIRED_AT] == "tired→[MASK]"

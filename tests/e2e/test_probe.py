@@ -1,0 +1,65 @@
+"""The probe page in a real browser: choosing another ablation reruns its part of the page, the
+link follows, and the sentence-embedding similarity shown is transformers' own.
+
+The expected similarity comes from Hugging Face transformers (eager BertModel) on the text with
+and without the token, pooled as sentence-transformers does (mean, then L2), not from the page's
+code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.streamlit_browser import (
+    exceptions,
+    key_selector,
+    open_app,
+    rerun_after,
+    wait_for_link,
+    wait_for_visible_charts,
+)
+
+TIRED = "The animal didn't cross the street because it was too tired."
+TIRED_AT = 13  # [CLS] the animal didn ' t cross the street because it was too tired . [SEP]
+
+
+def transformers_similarity(drop: int) -> float:
+    import torch
+    from transformers import BertModel, BertTokenizerFast
+
+    from attention_core.models import find_model_dir
+
+    path = str(find_model_dir().path)
+    tokenizer = BertTokenizerFast.from_pretrained(path)
+    model = BertModel.from_pretrained(path, attn_implementation="eager").eval()
+    ids = tokenizer(TIRED)["input_ids"]
+    assert tokenizer.convert_ids_to_tokens(ids[drop]) == "tired"
+
+    def embed(token_ids: list[int]) -> np.ndarray:
+        with torch.inference_mode():
+            hidden = model(torch.tensor([token_ids])).last_hidden_state[0]
+        pooled = hidden.mean(0)
+        return (pooled / pooled.norm()).numpy().astype(np.float64)
+
+    return float(embed(ids) @ embed(ids[:drop] + ids[drop + 1 :]))
+
+
+@pytest.mark.e2e
+def test_removing_a_token_shows_transformers_similarity_and_the_link_follows(server, page):
+    open_app(page, server.url, "probe")
+    wait_for_visible_charts(page)
+    expected = transformers_similarity(TIRED_AT)
+    radio = page.locator(key_selector("probe.mode"))
+    with rerun_after(page):
+        radio.get_by_text("Remove it").click()
+    wait_for_link(page, has=("mode=remove",))
+    metric = page.locator("[data-testid='stMetric']").filter(has_text="cosine similarity")
+    expect(metric.locator("[data-testid='stMetricValue']")).to_have_text(f"{expected:.4f}")
+    caption = page.locator("[data-testid='stCaptionContainer']").filter(
+        has_text="move one position forward"
+    )
+    expect(caption).to_have_count(1)
+    wait_for_visible_charts(page)
+    assert exceptions(page) == []
