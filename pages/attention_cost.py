@@ -114,7 +114,7 @@ def time_and_memory(available: list[str]) -> None:
     write_url_after_fragment(view)
 
 
-st.subheader("Time and memory against sequence length", anchor="time")
+st.header("Time and memory against sequence length", anchor="time")
 st.markdown(
     "One attention head, n queries and n keys of width d, float32, computed the **full** way: "
     "the n×n scores, their softmax, then the weighted sum of values. Measurements run when you "
@@ -170,7 +170,7 @@ def online_softmax(page_seed: int) -> None:
     write_url_after_fragment(view)
 
 
-st.subheader("The online softmax, block by block", anchor="online-softmax")
+st.header("The online softmax, block by block", anchor="online-softmax")
 st.markdown(
     "A softmax needs the largest score (for stability) and the sum of all exponentials (to "
     "normalise), which seems to require every score at once. The online softmax reads the keys "
@@ -248,7 +248,7 @@ def peak_memory(available: list[str]) -> None:
     write_url_after_fragment(view)
 
 
-st.subheader("Peak memory: full versus chunked at a long length", anchor="memory")
+st.header("Peak memory: full versus chunked at a long length", anchor="memory")
 peak_memory(available)
 
 # -- 4. decoding with a KV cache -----------------------------------------------------------------
@@ -270,7 +270,7 @@ def kv_cache(seed: int) -> None:
     write_url_after_fragment(view)
 
 
-st.subheader("Generating with a KV cache", anchor="kv-cache")
+st.header("Generating with a KV cache", anchor="kv-cache")
 st.markdown(
     "A decoder writes one token at a time. Token t only attends to tokens 0..t, and their keys "
     "and values never change, so it keeps them in a **KV cache** and computes just one new row "

@@ -58,7 +58,7 @@ def restart() -> None:
     view.set("step", 0)
 
 
-st.subheader(":material/edit_note: The prompt")
+st.header(":material/edit_note: The prompt")
 text = st.text_area("Prompt", key=prompt_key, height=80, on_change=restart)
 chat = st.toggle(
     "Chat mode (wrap the prompt in the ChatML template, as the instruct model was trained)",
@@ -116,7 +116,7 @@ st.text(model.decode(state.ids[state.prompt_length :]) or "(nothing generated ye
 
 top_col, cache_col = st.columns(2)
 with top_col:
-    st.subheader(":material/format_list_numbered: Next token")
+    st.header(":material/format_list_numbered: Next token")
     if state.ended:
         st.info("The model has finished (it produced <|im_end|>).")
     else:
@@ -127,7 +127,7 @@ with top_col:
             else "softmax(logits), T = 1 shown; greedy (T = 0) picks the first row."
         )
 with cache_col:
-    st.subheader(":material/database: The KV cache")
+    st.header(":material/database: The KV cache")
     cache = state.cache
     st.metric("Cache shape (layer, K/V, KV head, position, d_head)", str(cache.shape))
     st.metric(
@@ -145,7 +145,7 @@ with cache_col:
 # -- attention ------------------------------------------------------------------------------------
 
 trace = dv.page_trace(model, state.ids)
-st.subheader(":material/change_history: Attention on the causal triangle")
+st.header(":material/change_history: Attention on the causal triangle")
 layer_col, head_col = st.columns(2)
 layer = layer_col.select_slider("Layer", list(range(1, num_layers + 1)), key=layer_key) - 1
 head = head_col.select_slider("Head", list(range(1, num_heads + 1)), key=head_key) - 1
@@ -163,7 +163,7 @@ st.caption(
     "one KV head: its three query heads read the same keys and values, yet attend differently."
 )
 
-st.subheader(":material/anchor: Attention sinks")
+st.header(":material/anchor: Attention sinks")
 sink_col, sink_text = st.columns([3, 2])
 with sink_col:
     charts.show(charts.cached(dv.sink_figure, state.ids), filename="decoder-sinks")
@@ -176,7 +176,7 @@ sink_text.caption(
     "when nothing else is relevant: the first token works as a sink, not as a meaning."
 )
 
-st.subheader(":material/rotate_right: RoPE inside the model")
+st.header(":material/rotate_right: RoPE inside the model")
 if len(state.ids) > 1:
     charts.show(
         charts.cached(dv.rope_figure, state.ids, layer, head),
@@ -190,7 +190,7 @@ if len(state.ids) > 1:
 
 @st.fragment
 def cost_of_next_token() -> None:
-    st.subheader(":material/timer: The cost of the next token")
+    st.header(":material/timer: The cost of the next token")
     if state.ended:
         st.info("Generation has ended: there is no next token to time.")
         return
@@ -212,7 +212,7 @@ def cost_of_next_token() -> None:
 
 cost_of_next_token()
 
-st.subheader(":material/compare: Encoder vs decoder on the same text")
+st.header(":material/compare: Encoder vs decoder on the same text")
 bert = rv.load_model()
 if bert.model is None:
     st.info(f"The encoder {rv.MODEL_NAME} is not installed: {rv.INSTALL_COMMAND}")

@@ -90,14 +90,14 @@ mask_name = " + ".join(KIND_LABELS[kind] for kind in kinds) or "no mask"
 
 # -- side by side ---------------------------------------------------------------------------------
 
-st.subheader("The mask, the masked scores, and the weights without and with it")
+st.header("The mask, the masked scores, and the weights without and with it")
 st.caption(f"Mask: **{mask_name}**. Rows are queries, columns are keys.")
 mv.show_mask_effect(lab, np.ones((n, n), bool) if mask is None else mask, tokens)
 st.markdown(mv.row_sum_badges(lab, tokens))
 
 # -- encoder versus decoder -----------------------------------------------------------------------
 
-st.subheader("Encoder versus decoder")
+st.header("Encoder versus decoder")
 st.markdown(
     "An **encoder** (BERT) reads the whole input at once, so every token sees every real token "
     "in both directions: it needs only the padding mask. A **decoder** (GPT) generates one "
@@ -112,7 +112,7 @@ st.caption(
 
 # -- the future cannot leak -----------------------------------------------------------------------
 
-st.subheader("The future cannot leak")
+st.header("The future cannot leak")
 st.markdown(
     "Each output row is a weighted sum of value vectors, output_i = Σ_j w_ij v_j. Change the "
     "value vector of one token and only the rows that give it a non-zero weight can move."
@@ -121,7 +121,7 @@ mv.future_cannot_leak(view, qkv, mask, mask_name, tokens)
 
 # -- batching with padding ------------------------------------------------------------------------
 
-st.subheader("Batching with padding")
+st.header("Batching with padding")
 short, long = " ".join(mv.SHORT), " ".join(mv.LONG)
 st.markdown(
     f"A batch is one rectangular array, so “{short}” ({len(mv.SHORT)} tokens) is padded "
@@ -132,7 +132,7 @@ mv.batching_with_padding(view, seed)
 
 # -- a row with nothing to attend to --------------------------------------------------------------
 
-st.subheader("A row with nothing to attend to")
+st.header("A row with nothing to attend to")
 st.markdown(
     "If every key of a query is blocked, its scores are all −∞. The textbook softmax then "
     "computes 0/0 = **NaN**; this package defines the row's weights and output as **zero** and "
@@ -142,7 +142,7 @@ mv.nothing_to_attend_to(view, qkv, tokens)
 
 # -- additive masks: −∞ versus a large negative number --------------------------------------------
 
-st.subheader("Why −∞ and not −1e9?")
+st.header("Why −∞ and not −1e9?")
 leak_keys = zip(mv.LEAK_KEYS, mv.LEAK_SCORES, strict=True)
 st.markdown(
     "Many libraries mask by *adding* a bias: 0 for allowed keys, a large negative number for "

@@ -86,7 +86,7 @@ st.graphviz_chart(
 
 # -- 1. the input -------------------------------------------------------------------------------
 
-st.subheader(":material/input: 1 · The input X")
+st.header(":material/input: 1 · The input X")
 st.markdown(
     "One row per token, d_model numbers each: a seeded random embedding per token (a repeated "
     "word gets the same row). Untrained, so the patterns below are arbitrary, not linguistic."
@@ -121,7 +121,7 @@ except AttentionInputError as error:
     st.stop()
 # -- 2. projections -----------------------------------------------------------------------------
 
-st.subheader(":material/transform: 2 · Project: Q, K, V")
+st.header(":material/transform: 2 · Project: Q, K, V")
 st.markdown(
     f"Three learned `({d_model}, {d_model})` matrices, in torch's `nn.Linear` layout: "
     f"`Q = X W_Qᵀ + b_Q`, and the same for K and V"
@@ -161,7 +161,7 @@ def split_into_heads(view: PageState, steps, q_tokens: list[str], kv_tokens: lis
     write_url_after_fragment(view)
 
 
-st.subheader(":material/view_column: 3 · Split into heads")
+st.header(":material/view_column: 3 · Split into heads")
 st.markdown(
     f"No new numbers: `split_heads` cuts the {d_model} columns into {num_heads} groups of "
     f"{d_head}, one per head, and moves the head axis in front: "
@@ -177,7 +177,7 @@ def each_head(view: PageState, steps, q_tokens: list[str], kv_tokens: list[str])
     weights = steps.attention.weights  # (head, q_pos, k_pos)
     num_heads, _, k_len = weights.shape
     d_head = steps.q_heads.shape[-1]
-    st.subheader(":material/grid_view: 4 · Each head attends on its own")
+    st.header(":material/grid_view: 4 · Each head attends on its own")
     st.markdown(
         f"Each head runs scaled dot-product attention on its slice: scores "
         f"`{mv.shape_text(weights.shape)}` scaled by 1/√{d_head}, softmax over keys, times its "
@@ -199,7 +199,7 @@ def each_head(view: PageState, steps, q_tokens: list[str], kv_tokens: list[str])
         "(what `nn.MultiheadAttention` returns by default); section 5 says why it misleads."
     )
 
-    st.subheader(":material/analytics: 5 · What each head does, in numbers")
+    st.header(":material/analytics: 5 · What each head does, in numbers")
     table = mv.head_statistics_table(weights)
     mv.show_statistics_table(table)
     st.caption(
@@ -211,7 +211,7 @@ def each_head(view: PageState, steps, q_tokens: list[str], kv_tokens: list[str])
     entropy = charts.cached(mv.entropy_figure, weights, tokens=q_tokens)
     charts.show(entropy, filename="multi-head-entropy")
 
-    st.subheader(f":material/zoom_in: 6 · Head {zoom}, step by step")
+    st.header(f":material/zoom_in: 6 · Head {zoom}, step by step")
     mv.show_zoomed_head(view, steps, zoom - 1, query_labels=q_tokens, key_labels=kv_tokens)
     write_url_after_fragment(view)
 
@@ -220,7 +220,7 @@ each_head(view, steps, q_tokens, kv_tokens)
 
 # -- 7. concatenate and project -----------------------------------------------------------------
 
-st.subheader(":material/merge: 7 · Concatenate, then mix with W_O")
+st.header(":material/merge: 7 · Concatenate, then mix with W_O")
 st.markdown(
     f"The heads' outputs `{mv.shape_text(steps.attention.output.shape)}` are put side by side "
     f"again: concat `{mv.shape_text(steps.concat.shape)}`, each head's columns in its colour. "
@@ -260,7 +260,7 @@ charts.show(
 
 # -- 8. same as torch ---------------------------------------------------------------------------
 
-st.subheader(":material/verified: 8 · Same as torch")
+st.header(":material/verified: 8 · Same as torch")
 mv.torch_parity(view, x_q, x_kv, (d_model, num_heads, seed), causal)
 
 what_to_try(

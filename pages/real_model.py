@@ -54,7 +54,7 @@ st.caption(
 
 # -- the text -------------------------------------------------------------------------------------
 
-st.subheader(":material/edit_note: The text")
+st.header(":material/edit_note: The text")
 for column, (name, (title, _, _)) in zip(
     st.columns(len(rv.PRESETS)), rv.PRESETS.items(), strict=True
 ):
@@ -111,9 +111,7 @@ def picture(layer: int, head: int, query: int) -> None:
     )
     zoom = charts.cached(mf.zoom_figure, text, layer, head, query)
     if shown_view == "head":
-        st.subheader(
-            f":material/linear_scale: Layer {layer + 1}, head {head + 1}: who looks at whom"
-        )
+        st.header(f":material/linear_scale: Layer {layer + 1}, head {head + 1}: who looks at whom")
         too_long = n > mf.MAX_HEAD_VIEW_TOKENS
         only = st.toggle(
             f"Only the lines of the query token “{query_token}”",
@@ -140,7 +138,7 @@ def picture(layer: int, head: int, query: int) -> None:
         with heat_col:
             charts.show(zoom, filename=f"bert-weights-l{layer + 1}-h{head + 1}")
     elif shown_view == "model":
-        st.subheader(":material/grid_view: Every head at once")
+        st.header(":material/grid_view: Every head at once")
         mf.show_model_view(view, trace, layer, head)
         if (view.value("layer") - 1, view.value("head") - 1) != (layer, head):
             st.rerun()  # a click on a tile picked another head: the whole page follows it
@@ -153,7 +151,7 @@ def picture(layer: int, head: int, query: int) -> None:
         )
         charts.show(zoom, filename=f"bert-weights-l{layer + 1}-h{head + 1}")
     else:
-        st.subheader(":material/layers: Each layer, averaged over its heads")
+        st.header(":material/layers: Each layer, averaged over its heads")
         averages = charts.cached(mf.averages_figure, text, layer)
         charts.show(averages, filename="bert-layer-averages")
         st.caption(
@@ -168,7 +166,7 @@ label = rv.PATTERN_TITLES[str(trace.patterns.labels[layer, head])]
 
 # -- what the heads do ----------------------------------------------------------------------------
 
-st.subheader(":material/label: What each head does")
+st.header(":material/label: What each head does")
 st.markdown(
     "Simple detectors label each head by where its weight goes on this text: the score is the "
     f"mean over queries; a head gets a label when that share reaches "
@@ -205,7 +203,7 @@ with sink_col:
 
 # -- one row, step by step ------------------------------------------------------------------------
 
-st.subheader(
+st.header(
     f":material/calculate: Layer {layer + 1}, head {head + 1}, query “{query_token}”, step by step"
 )
 one, difference = rv.head_steps(trace, layer, head)

@@ -60,7 +60,7 @@ def use_preset_sizes() -> None:
 
 # -- the example -------------------------------------------------------------------------------
 
-st.subheader("The example")
+st.header("The example")
 preset = st.selectbox(
     "Preset",
     list(PRESETS),
@@ -169,7 +169,7 @@ for name in stale:
 @st.fragment(key="sdpa.steps")
 def settings_and_steps(current: Example, preset: str, sizes: tuple[int, int, int, int]) -> None:
     q, k, v = current.q, current.k, current.v
-    st.subheader("Settings")
+    st.header("Settings")
     left, middle, right = st.columns(3)
     scoring_choice = left.selectbox(
         "Scoring function",
@@ -210,7 +210,7 @@ def settings_and_steps(current: Example, preset: str, sizes: tuple[int, int, int
         write_url_after_fragment(view)
         return
 
-    st.subheader("The steps")
+    st.header("The steps")
     pipeline(result, current, scoring)
     settings = {"scoring": scoring_choice, "scaling": scaling, "causal": causal, "tau": tau,
                 "scoring_function": scoring, "scale": result.scale}  # fmt: skip
@@ -236,7 +236,7 @@ def pipeline(result, current: Example, scoring: str) -> None:
 
 @st.fragment(key="sdpa.row")
 def explain_one_row(result, current: Example, scoring: str) -> None:
-    st.subheader("Explain one row")
+    st.header("Explain one row")
     labels = current.query_labels
     row = st.selectbox(
         "Query",

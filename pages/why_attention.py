@@ -46,7 +46,7 @@ def chain_or_pairs() -> None:
 
 chain_or_pairs()
 
-st.subheader("The concept pages")
+st.header("The concept pages")
 for record in PAGES:
     if record.path != THIS_PAGE:
         st.page_link(record.path, label=record.link_label, icon=record.icon, help=record.help)

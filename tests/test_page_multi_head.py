@@ -141,7 +141,7 @@ def test_zooming_a_head_shows_that_heads_numbers():
     at = open_page()
     at.selectbox(key="mha.head").set_value(3).run()
     assert not at.exception
-    assert any("Head 3, step by step" in s.value for s in at.subheader)
+    assert any("Head 3, step by step" in s.value for s in at.header)
     head = expected_steps().attention
     scores = decode(chart_by_key(at, "mha.zoom.h3.scores")["data"][0]["z"])
     weights = decode(chart_by_key(at, "mha.zoom.h3.weights")["data"][0]["z"])
@@ -486,7 +486,7 @@ def test_cross_attention_keys_and_values_can_be_typed_too():
 def test_controls_inside_fragments_update_their_pictures_and_the_link():
     at = open_page()
     at.selectbox(key="mha.head").set_value(3).run()
-    assert any(s.value.endswith("6 · Head 3, step by step") for s in at.subheader)
+    assert any(s.value.endswith("6 · Head 3, step by step") for s in at.header)
     titles = annotations(next(s for s in figures(at) if "average of the heads" in annotations(s)))
     assert titles[2] == "<b>head 3</b>" and titles[0] == "head 1"
     at.radio(key="mha.split").set_value("K").run()

@@ -233,7 +233,7 @@ def model_missing(
 
 def what_to_try(prompts: Sequence[str]) -> None:
     """Close a page with experiments that lead to the next insight."""
-    st.subheader("What to try")
+    st.header("What to try")
     st.markdown("\n".join(f"- {prompt}" for prompt in prompts))
 
 
