@@ -35,6 +35,8 @@ Contents, module by module:
     mask_lab       the masking page's experiments (padding leaks, additive masks, float16)
     position_lab   the positional-encoding page's experiments (order blindness, RoPE shifts)
     head_patterns  labels heads as previous-token, self, [CLS], ... from their patterns
+    probing        attention_rollout (Abnar & Zuidema), joint_query_key_projection (AttentionViz's
+                   PCA map), ablate_token (a model run with and without one token)
     models         real checkpoints run by this code (BERT-style encoder, llama-style decoder)
 """
 
