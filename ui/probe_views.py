@@ -247,8 +247,10 @@ def ablation_figure(
     ix = np.ix_(kept, kept)
     # A replaced token's row and column say both words: "tired→wide".
     before_labels = [
-        f"{t}→{ablation.tokens_after[i]}" if mode == "replace" and i == position else t
-        for i, t in ((i, ablation.tokens[i]) for i in kept)
+        f"{ablation.tokens[i]}→{ablation.tokens_after[i]}"
+        if mode == "replace" and i == position
+        else ablation.tokens[i]
+        for i in kept
     ]
     after_labels = list(ablation.tokens_after)
     options = {
