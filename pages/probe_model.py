@@ -68,7 +68,7 @@ st.caption(
 
 # -- 1. rollout ---------------------------------------------------------------------------------
 
-st.subheader(":material/stacked_line_chart: 1 · Attention rollout: all layers at once")
+st.header(":material/stacked_line_chart: 1 · Attention rollout: all layers at once")
 st.markdown(
     "One head's weights say where a layer looks, but the vector it looks at was already mixed "
     "by the layers below. **Rollout** (Abnar & Zuidema, 2020) follows the mixing down to the "
@@ -124,7 +124,7 @@ with st.expander(":material/warning: What rollout does not mean", expanded=True)
 
 # -- 2. the joint query-key map -----------------------------------------------------------------
 
-st.subheader(":material/scatter_plot: 2 · Queries and keys in one picture")
+st.header(":material/scatter_plot: 2 · Queries and keys in one picture")
 st.markdown(
     "A weight depends on how well a query lines up with a key. AttentionViz (Yeh et al., 2023) "
     "puts one head's queries and keys into the same plane, so a query lands near the keys it "
@@ -158,7 +158,7 @@ query_key_section(layer, head)
 
 # -- 3. what-if ablation ------------------------------------------------------------------------
 
-st.subheader(":material/content_cut: 3 · What if a token were not there?")
+st.header(":material/content_cut: 3 · What if a token were not there?")
 st.markdown(
     "Run the model twice: on your text, and on it with one token removed, hidden by a mask, "
     "or replaced by another word. The difference of the two runs is a fact about the model, "
