@@ -32,6 +32,8 @@ __all__ = [
     "apply_rotary",
     "learned_encoding",
     "rope_scores",
+    "rotary_tables",
+    "rotate_half_pairs",
     "sinusoid_shift_matrix",
     "sinusoid_wavelengths",
     "sinusoidal_encoding",
@@ -150,23 +152,43 @@ def apply_rotary(x: object, positions: object = None, base: float = 10000.0) -> 
 
     Rotating q at position m and k at position n by their angles makes q·k depend on m - n only.
     Runs on NumPy arrays and torch tensors; the angles are computed in float64 either way.
+    A model that rotates many arrays at the same positions builds `rotary_tables` once and calls
+    `rotate_half_pairs` for each (what this function does for one array).
     """
     xp = array_namespace(x, positions)
     x = as_float_array(x, "x", xp=xp, min_ndim=2)
-    d = x.shape[-1]
-    if d % 2:
+    if x.shape[-1] % 2:
         raise AttentionInputError(
-            f"Rotary embeddings rotate pairs of dimensions, so the width must be even; x has {d}."
+            "Rotary embeddings rotate pairs of dimensions, so the width must be even; "
+            f"x has {x.shape[-1]}."
         )
-    base = _check_base(base)
     (x,) = to_common(xp, x)
-    pos = _rotary_positions(positions, x, xp)
-    (frequencies,) = to_like(pos, _frequencies(d, base))
-    theta = pos[..., None] * frequencies  # (..., pos, d/2)
+    cos, sin = rotary_tables(_rotary_positions(positions, x, xp), x.shape[-1], base, like=x)
+    return rotate_half_pairs(x, cos, sin)
+
+
+def rotary_tables(positions: Any, d: int, base: float = 10000.0, *, like: Any) -> tuple[Any, Any]:
+    """cos θ and sin θ `(..., pos, d)` for `apply_rotary` (θ_i repeated for i and i + d/2).
+
+    positions: float64 positions in the namespace of `like`, whose dtype and device the tables
+    take (angles in float64, then rounded once).
+    """
+    xp = array_namespace(like)
+    (frequencies,) = to_like(positions, _frequencies(d, _check_base(base)))
+    theta = positions[..., None] * frequencies  # (..., pos, d/2)
     cos, sin = to_like(
-        x, xp.concat([xp.cos(theta)] * 2, axis=-1), xp.concat([xp.sin(theta)] * 2, axis=-1)
+        like, xp.concat([xp.cos(theta)] * 2, axis=-1), xp.concat([xp.sin(theta)] * 2, axis=-1)
     )
-    half = d // 2
+    return cos, sin
+
+
+def rotate_half_pairs(x: Any, cos: Any, sin: Any) -> Any:
+    """x · cos θ + rotate_half(x) · sin θ with rotate_half(x) = (-x[d/2:], x[:d/2]).
+
+    x `(..., pos, d)`; cos, sin from `rotary_tables`, broadcasting to x.
+    """
+    xp = array_namespace(x)
+    half = x.shape[-1] // 2
     rotated_half = xp.concat([-x[..., half:], x[..., :half]], axis=-1)
     # A 2-D rotation per pair: lengths are kept, only the angle encodes the position.
     return x * cos + rotated_half * sin

