@@ -192,9 +192,13 @@ def heatmap(
     rows, cols = matrix.shape
     row_labels, col_labels = list(row_labels), list(col_labels)
     alt = describe.matrix_summary(
-        matrix, row_labels=row_labels, col_labels=col_labels, kind=kind, title=title,
-        row_title=row_title, col_title=col_title, removed=removed, decimals=decimals,
-    )  # fmt: skip
+        matrix,
+        describe.MatrixAxes(row_labels, col_labels, row_title, col_title),
+        kind=kind,
+        title=title,
+        removed=removed,
+        decimals=decimals,
+    )
 
     step = max(1, -(-max(rows, cols) // MAX_SIDE))
     if step > 1:
@@ -247,9 +251,10 @@ def heatmap(
         **_axes(row_labels, col_labels, row_title, col_title, step),
     }
     table = describe.matrix_table(
-        np.where(removed, -np.inf, matrix), row_labels=row_labels, col_labels=col_labels,
-        row_title=row_title, col_title=col_title, title=title,
-    )  # fmt: skip
+        np.where(removed, -np.inf, matrix),
+        describe.MatrixAxes(row_labels, col_labels, row_title, col_title),
+        title=title,
+    )
     return describe.attach(_figure(traces, layout), alt, table)
 
 

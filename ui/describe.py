@@ -25,6 +25,17 @@ _TAGS = re.compile(r"<[^>]+>")
 
 
 @dataclass(frozen=True)
+class MatrixAxes:
+    """What a heatmap's rows and columns are: one label per row and column, and what a row
+    and a column stand for ("query", "key")."""
+
+    rows: Sequence[str]
+    columns: Sequence[str]
+    row_title: str = "query"
+    col_title: str = "key"
+
+
+@dataclass(frozen=True)
 class ChartTable:
     """A chart's numbers as rows × columns, labelled like its axes.
 
@@ -98,13 +109,10 @@ def plain(text: str) -> str:
 
 def matrix_summary(
     matrix: np.ndarray,
+    axes: MatrixAxes,
     *,
-    row_labels: Sequence[str],
-    col_labels: Sequence[str],
     kind: str = "weights",
     title: str = "",
-    row_title: str = "query",
-    col_title: str = "key",
     removed: np.ndarray | None = None,
     decimals: int = 2,
 ) -> str:
@@ -115,6 +123,12 @@ def matrix_summary(
     """
     matrix = np.asarray(matrix, dtype=np.float64)
     rows, cols = matrix.shape
+    row_labels, col_labels, row_title, col_title = (
+        axes.rows,
+        axes.columns,
+        axes.row_title,
+        axes.col_title,
+    )
     blocked = ~np.isfinite(matrix) if removed is None else np.asarray(removed, bool)
     names = {"weights": "Attention weights", "scores": "Scores", "mask": "Mask"}
     what = plain(title) or names.get(kind, "Values")
@@ -157,21 +171,13 @@ def matrix_summary(
     return f"{head}: " + "; ".join(parts) + "."
 
 
-def matrix_table(
-    matrix: np.ndarray,
-    *,
-    row_labels: Sequence[str],
-    col_labels: Sequence[str],
-    row_title: str = "query",
-    col_title: str = "key",
-    title: str = "",
-) -> ChartTable:
+def matrix_table(matrix: np.ndarray, axes: MatrixAxes, *, title: str = "") -> ChartTable:
     """A heatmap's matrix with its labels; masked cells stay −∞."""
     return ChartTable(
         values=np.asarray(matrix, dtype=np.float64),
-        rows=tuple(f"{row_title} {label(i, t)}" for i, t in enumerate(row_labels)),
-        columns=tuple(f"{col_title} {label(j, t)}" for j, t in enumerate(col_labels)),
-        row_title=row_title,
+        rows=tuple(f"{axes.row_title} {label(i, t)}" for i, t in enumerate(axes.rows)),
+        columns=tuple(f"{axes.col_title} {label(j, t)}" for j, t in enumerate(axes.columns)),
+        row_title=axes.row_title,
         title=plain(title),
     )
 

@@ -94,7 +94,7 @@ def head_view_figure(text: str, layer: int, head: int, query: int, only_query: b
         f"the keys (right) it gives at least {MIN_LINE_WEIGHT} of its weight; query "
         f"{query + 1} “{tokens[query]}” puts {w[query, best]:.2f} on “{tokens[best]}”."
     )
-    table = describe.matrix_table(w, row_labels=tokens, col_labels=tokens)
+    table = describe.matrix_table(w, describe.MatrixAxes(tokens, tokens))
     return describe.attach(
         charts._figure(data, _head_view_layout(trace.num_tokens)), summary, table
     )
@@ -290,9 +290,10 @@ def model_view_figure(text: str, layer: int, head: int) -> go.Figure:
         f"{head + 1} is framed. Select a tile to open that head."
     )
     table = describe.matrix_table(
-        trace.weights[layer, head], row_labels=trace.tokens, col_labels=trace.tokens,
+        trace.weights[layer, head],
+        describe.MatrixAxes(trace.tokens, trace.tokens),
         title=f"layer {layer + 1}, head {head + 1}",
-    )  # fmt: skip
+    )
     figure = charts._figure([heat, _tile_pickers(num_layers, num_heads, side)], layout)
     return describe.attach(figure, summary, table)
 
