@@ -205,7 +205,7 @@ def _sdpa_check(tab, value):
     shown_right = _settled(
         tab,
         """([scope, wanted]) => {
-            const cells = [...document.querySelectorAll(scope + " g.heatmap-label text")];
+            const cells = [...document.querySelectorAll(scope + " g.textpoint text")];
             return cells.length >= 2 && cells[0].textContent === wanted[0]
                 && cells[1].textContent === wanted[1];
         }""",

@@ -42,6 +42,9 @@ PLOTLY_CHART = "[data-testid='stPlotlyChart']"
 # What Plotly puts in the SVG once a trace is drawn: a heatmap image group or a trace group.
 TRACE_DRAWN = ".main-svg g.hm, .main-svg g.trace"
 EXCEPTION = "[data-testid='stException']"
+# The numbers written in a heatmap's cells: a text trace over the heatmap (ui.charts draws each
+# number black or white for its cell's contrast), so SVG text points, row by row.
+CELL_NUMBERS = "g.textpoint text"
 
 # The websockets each tab opened (Streamlit keeps one per session), newest last.
 _SOCKETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -142,10 +145,14 @@ def launch_chromium(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
 
-def new_tab(browser, *, width: int = 1280, height: int = 900):
-    """A tab in its own context (its own Streamlit session) that counts finished runs."""
+def new_tab(browser, *, width: int = 1280, height: int = 900, **context_options):
+    """A tab in its own context (its own Streamlit session) that counts finished runs.
+
+    `context_options` go to Playwright's `new_context`: `color_scheme="dark"` (Streamlit follows
+    the system's theme), `reduced_motion="reduce"`.
+    """
     context = browser.new_context(
-        viewport={"width": width, "height": height}, accept_downloads=True
+        viewport={"width": width, "height": height}, accept_downloads=True, **context_options
     )
     tab = context.new_page()
     tab.set_default_timeout(TIMEOUT_MS)
@@ -283,7 +290,7 @@ def key_selector(key: str) -> str:
 def heatmap_cells(tab, scope: str) -> list[str]:
     """The numbers written in the cells of the first heatmap under `scope`, row by row."""
     chart = tab.locator(f"{scope} {PLOTLY_CHART}").first
-    return chart.locator("g.heatmap-label text").all_text_contents()
+    return chart.locator(CELL_NUMBERS).all_text_contents()
 
 
 def edit_cell(tab, editor_scope: str, row: int, col: int, text: str) -> None:

@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 
 from tests.e2e.streamlit_browser import (
     ARTIFACTS,
+    CELL_NUMBERS,
     exceptions,
     key_selector,
     new_tab,
@@ -28,8 +29,7 @@ STYLE_JS = """(selector) => {
 }"""
 PARAGRAPH = "[data-testid='stMain'] [data-testid='stMarkdownContainer'] p"
 CELL_TEXT = (
-    f"{key_selector('sdpa.pipeline.weights.chart')} [data-testid='stPlotlyChart'] "
-    "g.heatmap-label text"
+    f"{key_selector('sdpa.pipeline.weights.chart')} [data-testid='stPlotlyChart'] " + CELL_NUMBERS
 )
 
 

@@ -15,6 +15,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.streamlit_browser import (
+    CELL_NUMBERS,
     TIMEOUT_MS,
     edit_cell,
     exceptions,
@@ -51,7 +52,7 @@ def cell_texts(matrix: np.ndarray) -> list[str]:
 def expect_heatmap(tab, scope: str, matrix: np.ndarray) -> None:
     """Wait until the heatmap under `scope` shows `matrix`, then compare the numbers."""
     wait_for_charts(tab, scope)
-    labels = tab.locator(f"{scope} [data-testid='stPlotlyChart'] g.heatmap-label text")
+    labels = tab.locator(f"{scope} [data-testid='stPlotlyChart'] {CELL_NUMBERS}")
     expect(labels).to_have_text(cell_texts(matrix), timeout=TIMEOUT_MS)
     shown = np.array([float(t) for t in heatmap_cells(tab, scope)]).reshape(matrix.shape)
     np.testing.assert_allclose(shown, matrix, atol=5e-5)
@@ -103,7 +104,7 @@ def test_causal_toggle_masks_the_future_and_changes_the_weights(sdpa):
     masked = ["−∞" if j > i else f"{scaled[i, j]:.4f}" for i in range(3) for j in range(3)]
     labels = sdpa.locator(
         f"{key_selector('sdpa.pipeline.masked.chart')} [data-testid='stPlotlyChart'] "
-        "g.heatmap-label text"
+        + CELL_NUMBERS
     )
     expect(labels.nth(8)).to_be_attached(timeout=TIMEOUT_MS)
     assert labels.all_text_contents()[:9] == masked
