@@ -139,6 +139,15 @@ BASE_CSS = """
   font-weight: 600;
 }
 [data-testid="stSlider"] [data-testid="stSliderThumbValue"] { color: inherit; }
+/* Keyboard focus shows on every control. Streamlit draws none on the menu's links, a table's
+   toolbar buttons or a table itself (its cells are a canvas); the blue keeps 3:1 against both
+   themes' backgrounds (WCAG 2.4.7, 1.4.11). */
+[data-testid="stSidebarNavLink"]:focus-visible,
+[data-testid="stElementToolbar"] button:focus-visible,
+[data-testid="stDataFrame"]:has(:focus-visible) {
+  outline: 2px solid #1f77b4;
+  outline-offset: 1px;
+}
 /* For readers whose system asks for less motion: no fades, slides or spinners of the page
    (Streamlit's and ours); what changes still changes, at once. */
 @media (prefers-reduced-motion: reduce) {

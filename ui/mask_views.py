@@ -437,7 +437,8 @@ def nothing_to_attend_to(
     st.dataframe(
         pd.DataFrame(
             [[charts.format_number(x, 4) for x in row] for row in rows.values()],
-            index=list(rows),
+            # A named index: the header above the row names is not left empty for screen readers.
+            index=pd.Index(list(rows), name=f"query {empty_row}"),
             columns=[f"{j + 1} {token}" for j, token in enumerate(tokens)],
         ),
         width="stretch",
