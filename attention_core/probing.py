@@ -281,22 +281,26 @@ def ablate_token(
     hidden_before = before.last_hidden_state.astype(np.float64)
     embedding_before = sentence_embedding(hidden_before)
     embedding_after = sentence_embedding(hidden_after, keep)
-    token_cosine = np.sum(hidden_before * hidden_after, axis=1) / (
-        np.linalg.norm(hidden_before, axis=1) * np.linalg.norm(hidden_after, axis=1)
-    )
+    # How far each token's top vector turned: 0 unchanged, 1 orthogonal (NaN if removed).
+    token_change = 1.0 - _row_cosines(hidden_before, hidden_after)
     return Ablation(
-        position=position,
-        mode=mode,
         tokens=before.tokens,
         tokens_after=after.tokens,
+        position=position,
+        mode=mode,
         weights_before=w_before,
         weights_after=w_after,
         difference=w_after - w_before,
         embedding_before=embedding_before,
         embedding_after=embedding_after,
         cosine=float(embedding_before @ embedding_after),
-        token_change=1.0 - token_cosine,
+        token_change=token_change,
     )
+
+
+def _row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`(n,)` cosine between row i of `a` and row i of `b`, both `(n, d)`."""
+    return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
 def replacement_id(model, word: str) -> int:

@@ -12,25 +12,21 @@ from ui.state import PageState, write_url_after_fragment
 view = PageState("probe")
 page_intro(
     "Probe a real model",
-    f"Seeing a head is not testing an idea about it. Here {rv.MODEL_NAME} answers three "
-    "questions about your sentence: where does information come from once every layer has "
-    "mixed it (rollout)? Which keys sit near which queries (a joint map)? And what changes if "
-    "one token is taken away (ablation)?",
+    f"Seeing a head is not testing an idea about it. Ask {rv.MODEL_NAME} where information "
+    "comes from once every layer has mixed it (rollout), which keys sit near which queries "
+    "(a joint map), and what changes when one token is taken away (ablation).",
     r"A'_\ell = \tfrac12\,\bar A_\ell + \tfrac12\,I,\qquad "
     r"R = A'_L\,A'_{L-1}\cdots A'_1",
 )
 view.show_notices()
 
 loaded = rv.load_model()
-config = loaded.model.config if loaded.model else None
-num_layers = config.num_hidden_layers if config else 6
-num_heads = config.num_attention_heads if config else 12
+num_layers, num_heads, _ = loaded.shape
 
-# Every part of the view is bound first, so a link keeps its state even when there is no model.
-text_key = view.text_key("text", pv.DEFAULT_TEXT, max_chars=rv.MAX_TEXT_CHARS)
-layer_key = view.int_key("layer", pv.DEFAULT_LAYER, lo=1, hi=num_layers)
-head_key = view.int_key("head", pv.DEFAULT_HEAD, lo=1, hi=num_heads)
-token_key = view.int_key("token", pv.DEFAULT_TOKEN, lo=1, hi=pv.MAX_PROBE_TOKENS)
+text_key, layer_key, head_key, token_key = rv.sentence_view_keys(
+    view, loaded.shape, text=pv.DEFAULT_TEXT, layer=pv.DEFAULT_LAYER, head=pv.DEFAULT_HEAD,
+    token=pv.DEFAULT_TOKEN, max_token=pv.MAX_PROBE_TOKENS,
+)  # fmt: skip
 pairs_key = view.int_key("pairs", 12, lo=0, hi=pv.MAX_PROBE_TOKENS)
 ablate_key = view.int_key("ablate", pv.DEFAULT_ABLATE, lo=1, hi=pv.MAX_PROBE_TOKENS)
 mode_key = view.choice_key("mode", pv.DEFAULT_MODE, list(pv.MODES))

@@ -21,19 +21,16 @@ page_intro(
 view.show_notices()
 
 loaded = rv.load_model()
-config = loaded.model.config if loaded.model else None
-num_layers = config.num_hidden_layers if config else 6
-num_heads = config.num_attention_heads if config else 12
-max_tokens = config.max_position_embeddings if config else rv.MAX_TOKENS
+num_layers, num_heads, max_tokens = loaded.shape
 
 # Every part of the view is bound first, so a link keeps its state even when there is no model.
-text_key = view.text_key("text", rv.DEFAULT_TEXT, max_chars=rv.MAX_TEXT_CHARS)
-layer_key = view.int_key("layer", rv.DEFAULT_LAYER, lo=1, hi=num_layers)
-head_key = view.int_key("head", rv.DEFAULT_HEAD, lo=1, hi=num_heads)
-token_key = view.int_key("token", rv.DEFAULT_QUERY, lo=1, hi=max_tokens)
 view_key = view.choice_key("view", "head", list(rv.VIEWS))
 only_key = view.bool_key("only", False)
 pipeline_key = view.bool_key("steps", False)
+text_key, layer_key, head_key, token_key = rv.sentence_view_keys(
+    view, loaded.shape, text=rv.DEFAULT_TEXT, layer=rv.DEFAULT_LAYER, head=rv.DEFAULT_HEAD,
+    token=rv.DEFAULT_QUERY, max_token=max_tokens,
+)  # fmt: skip
 
 if loaded.model is None:
     rv.model_missing_page(view, loaded.error)
@@ -41,8 +38,8 @@ if loaded.model is None:
 model = loaded.model
 st.caption(
     f":material/memory: {rv.MODEL_NAME} from {rv.plain(loaded.source)}: {num_layers} layers, "
-    f"{num_heads} heads, d_model {config.hidden_size}, d_head {config.head_dim}, at most "
-    f"{max_tokens} tokens."
+    f"{num_heads} heads, d_model {model.config.hidden_size}, d_head {model.config.head_dim}, "
+    f"at most {max_tokens} tokens."
 )
 
 # -- the text -------------------------------------------------------------------------------------

@@ -126,6 +126,19 @@ class LoadResult:
     error: str | None = None
     source: str = ""
 
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """Layers, heads per layer and positions; MiniLM's when the model is missing, so a
+        link's layer, head and token stay bound while the page says what is wrong."""
+        if self.model is None:
+            return 6, 12, MAX_TOKENS
+        config = self.model.config
+        return (
+            config.num_hidden_layers,
+            config.num_attention_heads,
+            config.max_position_embeddings,
+        )
+
 
 def hub_reachable(host: str = HUB_HOST, port: int = 443, timeout: float = 3.0) -> bool:
     """Whether a TCP connection to `host` opens within `timeout` seconds.
@@ -156,6 +169,27 @@ def load_model() -> LoadResult:
 def forget_model() -> None:
     """Drop the cached model (or the cached failure), so the next run looks again."""
     _load.clear()
+
+
+def sentence_view_keys(
+    view: PageState,
+    shape: tuple[int, int, int],
+    *,
+    text: str,
+    layer: int,
+    head: int,
+    token: int,
+    max_token: int,
+) -> tuple[str, str, str, str]:
+    """Widget keys of the text, layer, head and token (1-based), bound to the link. Bound
+    before anything else, so a link keeps its state even when there is no model."""
+    num_layers, num_heads, _ = shape
+    return (
+        view.text_key("text", text, max_chars=MAX_TEXT_CHARS),
+        view.int_key("layer", layer, lo=1, hi=num_layers),
+        view.int_key("head", head, lo=1, hi=num_heads),
+        view.int_key("token", token, lo=1, hi=max_token),
+    )
 
 
 def model_missing_page(view: PageState, error: str) -> NoReturn:
