@@ -50,9 +50,13 @@ class RecordingViewer(Viewer):
         if delta.WhichOneof("type") != "new_element":
             return widget_id
         run = self.runs[-1]
-        run.elements += 1
         element = delta.new_element
         kind = element.WhichOneof("type")
+        if kind == "spinner":
+            # A cache's spinner appears only when its computation outlasts Streamlit's delay:
+            # on a busy machine, not otherwise. It is not part of the page.
+            return widget_id
+        run.elements += 1
         if kind == "markdown":
             run.texts.append(element.markdown.body)
         elif kind == "metric":
