@@ -7,7 +7,7 @@ Plotly heatmaps, no caching) on its own server, with N the number of charts the 
 times the same. The ratio page / bare is the figure: what our pages cost beyond Streamlit's and
 Plotly's own work for that many charts. Medians of `--trials` (3) visits, each in a new tab.
 
-    .venv/bin/python bench/bench_browser_draw.py [--trials 3]
+    .venv/bin/python bench/bench_browser_draw.py [--trials 3] [--pages multi-head positional]
 """
 
 from __future__ import annotations
@@ -77,7 +77,9 @@ def median_of(browser, url: str, trials: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--pages", nargs="*", help="url paths to time (default: every page)")
     args = parser.parse_args()
+    chosen = [(page, query) for page, query in PAGES if not args.pages or page in args.pages]
     report: dict = {"pages": {}}
     with sync_playwright() as playwright:
         browser = launch_chromium(playwright)
@@ -85,7 +87,7 @@ def main() -> None:
         try:
             pages = {
                 page: median_of(browser, f"{app.url}/{page}?{query}", args.trials)
-                for page, query in PAGES
+                for page, query in chosen
             }
         finally:
             app.close()
