@@ -18,6 +18,8 @@ from streamlit.testing.v1 import AppTest
 
 from tests.app_pages import registered_pages
 from ui import charts, describe
+from ui.multihead_views import HEAD_COLORS
+from ui.step_views import _mark_colour
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -131,6 +133,20 @@ def test_neighbouring_steps_of_each_scale_stay_apart(name, vision):
         colors = [simulate(scale_color(SCALES[name], t), vision) for t in np.linspace(0, 1, steps)]
         gaps = [delta_e(a, b) for a, b in itertools.pairwise(colors)]
         assert min(gaps) > MIN_DELTA_E, (name, vision, steps, np.round(gaps, 1))
+
+
+@pytest.mark.parametrize("vision", list(MACHADO))
+def test_every_two_head_colours_stay_apart(vision):
+    # Heads are told apart by colour in the multi-head page's frames, flow diagram and labels.
+    for a, b in itertools.combinations(HEAD_COLORS, 2):
+        seen = delta_e(simulate(rgb(a), vision), simulate(rgb(b), vision))
+        assert seen > 2 * MIN_DELTA_E, (vision, a, b, seen)
+
+
+@pytest.mark.parametrize("vision", list(MACHADO))
+def test_right_and_wrong_answers_differ_beyond_their_hue(vision):
+    right, wrong = (_mark_colour(mark).split(";")[0].split()[-1] for mark in ("✓", "✗"))
+    assert delta_e(simulate(rgb(right), vision), simulate(rgb(wrong), vision)) > 2 * MIN_DELTA_E
 
 
 @pytest.mark.parametrize("vision", list(MACHADO))

@@ -50,18 +50,18 @@ MAX_EDITABLE_D_MODEL = 8
 TOKEN_SOURCES = {"sentence": "from a sentence", "count": "a number of tokens"}
 ATTENTION_KINDS = {"self": "self-attention", "cross": "cross-attention"}
 
-# Tableau 10: distinct hues that stay apart for the common colour-vision deficiencies.
+# Okabe & Ito's palette, made to stay apart for protanopia, deuteranopia and tritanopia
+# (tests/test_chart_access.py checks every pair; Tableau 10's red and green, used before, merge
+# for deuteranopes). Its black is grey here, to show on the dark theme too.
 HEAD_COLORS = (
-    "#4e79a7",
-    "#f28e2b",
-    "#e15759",
-    "#76b7b2",
-    "#59a14f",
-    "#edc948",
-    "#b07aa1",
-    "#ff9da7",
-    "#9c755f",
-    "#bab0ac",
+    "#0072b2",
+    "#e69f00",
+    "#009e73",
+    "#cc79a7",
+    "#56b4e9",
+    "#d55e00",
+    "#f0e442",
+    "#999999",
 )
 # Beyond this many heads the flow diagram draws the first and last ones and "…" between.
 MAX_DRAWN_HEADS = 6
@@ -595,7 +595,9 @@ def _head_labels(num_heads: int, d_head: int, pos: int) -> list[dict]:
         return []
     return [
         {
-            "text": f"h{h + 1}",
+            # Yellow or sky-blue text would fail 4.5:1 on white: the colour goes in a swatch,
+            # the label in the theme's text colour.
+            "text": f"<span style='color:{head_color(h)}'>■</span> h{h + 1}",
             "x": (h + 0.5) * d_head - 0.5,
             "y": pos - 0.5,
             "xref": "x",
@@ -603,7 +605,7 @@ def _head_labels(num_heads: int, d_head: int, pos: int) -> list[dict]:
             "yanchor": "top",
             "yshift": -4,
             "showarrow": False,
-            "font": {"color": head_color(h), "size": charts.font_size()},
+            "font": {"size": charts.font_size()},
         }
         for h in range(num_heads)
     ]
