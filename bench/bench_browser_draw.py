@@ -40,6 +40,8 @@ PAGES = (
     ("multi-head", ""),
     ("positional", ""),
     ("pretrained", ""),
+    ("probe", ""),
+    ("decoder", ""),
     ("cost", ""),
 )
 
