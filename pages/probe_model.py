@@ -21,12 +21,12 @@ page_intro(
 view.show_notices()
 
 loaded = rv.load_model()
-num_layers, num_heads, _ = loaded.shape
-
+# Every part of the view is bound first, so a link keeps its state even when there is no model.
 text_key, layer_key, head_key, token_key = rv.sentence_view_keys(
     view, loaded.shape, text=pv.DEFAULT_TEXT, layer=pv.DEFAULT_LAYER, head=pv.DEFAULT_HEAD,
     token=pv.DEFAULT_TOKEN, max_token=pv.MAX_PROBE_TOKENS,
 )  # fmt: skip
+num_layers, num_heads, _ = loaded.shape
 pairs_key = view.int_key("pairs", 12, lo=0, hi=pv.MAX_PROBE_TOKENS)
 ablate_key = view.int_key("ablate", pv.DEFAULT_ABLATE, lo=1, hi=pv.MAX_PROBE_TOKENS)
 mode_key = view.choice_key("mode", pv.DEFAULT_MODE, list(pv.MODES))

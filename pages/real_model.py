@@ -24,13 +24,13 @@ loaded = rv.load_model()
 num_layers, num_heads, max_tokens = loaded.shape
 
 # Every part of the view is bound first, so a link keeps its state even when there is no model.
-view_key = view.choice_key("view", "head", list(rv.VIEWS))
-only_key = view.bool_key("only", False)
-pipeline_key = view.bool_key("steps", False)
 text_key, layer_key, head_key, token_key = rv.sentence_view_keys(
     view, loaded.shape, text=rv.DEFAULT_TEXT, layer=rv.DEFAULT_LAYER, head=rv.DEFAULT_HEAD,
     token=rv.DEFAULT_QUERY, max_token=max_tokens,
 )  # fmt: skip
+view_key = view.choice_key("view", "head", list(rv.VIEWS))
+only_key = view.bool_key("only", False)
+pipeline_key = view.bool_key("steps", False)
 
 if loaded.model is None:
     rv.model_missing_page(view, loaded.error)
