@@ -195,6 +195,9 @@ def test_sdpa_page_by_keyboard_only(server, page):
     editor.first.wait_for(state="visible")
     page.keyboard.type("3")  # the cell's editor opens with its text selected: typing replaces it
     expect(editor.first).to_have_value("3")
+    # The grid takes the typed text into its own state on the next render; an Enter before
+    # that commits the old value, which changes nothing and so reruns nothing.
+    page.evaluate(TWO_FRAMES_JS)
     with rerun_after(page):
         page.keyboard.press("Enter")
 
