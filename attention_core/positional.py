@@ -167,7 +167,7 @@ def apply_rotary(x: object, positions: object = None, base: float = 10000.0) -> 
     return rotate_half_pairs(x, cos, sin)
 
 
-def rotary_tables(positions: Any, d: int, base: float = 10000.0, *, like: Any) -> tuple[Any, Any]:
+def rotary_tables(positions: Any, d: int, base: float, *, like: Any) -> tuple[Any, Any]:
     """cos θ and sin θ `(..., pos, d)` for `apply_rotary` (θ_i repeated for i and i + d/2).
 
     positions: float64 positions in the namespace of `like`, whose dtype and device the tables
