@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from attention_core.models import llama_files
 from attention_core.models.llama import load_llama, run_llama
-from tests.app_pages import ROOT
+from tests.app_pages import open_model_page
 from tests.plotly_json import figures, plotly_array
 from ui import decoder_views as dv
 
@@ -31,12 +31,7 @@ def offline_package(monkeypatch):
 
 
 def open_page(params: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240).run()
-    for name, value in (params or {}).items():
-        at.query_params[name] = value
-    at.switch_page("pages/decoder_llm.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return open_model_page("pages/decoder_llm.py", params, timeout=240)
 
 
 def metric(at: AppTest, label_start: str) -> str:

@@ -15,7 +15,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attention_core.models import MODEL_DIR_ENV_VAR, find_model_dir, load_bert
-from tests.app_pages import ROOT
+from tests.app_pages import ROOT, open_model_page
 from tests.fragment_reruns import change_in_fragment, torch_after_a_plain_visit
 from tests.plotly_json import figures, plotly_array
 from ui import model_figures as mf
@@ -38,12 +38,7 @@ def offline_package(monkeypatch):
 
 
 def open_page(params: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
-    for name, value in (params or {}).items():
-        at.query_params[name] = value
-    at.switch_page("pages/real_model.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return open_model_page("pages/real_model.py", params, timeout=180)
 
 
 def decode(values) -> np.ndarray:
