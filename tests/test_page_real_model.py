@@ -518,7 +518,10 @@ def test_clicking_a_tile_in_the_model_view_reruns_the_page_for_that_head(model):
         "pretrained", "view=model", "chart bert.model_view", ("string_value", json.dumps(selection))
     )
     assert fragment_id
-    assert moved.elements >= full.elements  # the whole page, not only the fragment
+    # The whole page, not only the fragment (which alone sends under a quarter of it). Not an
+    # exact count: the click's fragment run overlaps the page run it starts, and the count
+    # varied by one with timing (50 or 52 against 51).
+    assert moved.elements > full.elements / 2
     assert moved.query_string == "layer=2&head=3&view=model"
     assert any(t.startswith("chart: Layer 2, head 3") for t in moved.texts)
     assert any("**Layer 2, head 3:" in t for t in moved.texts)  # the roles table's heading
