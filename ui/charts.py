@@ -19,6 +19,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from ui import describe
+from ui.describe import MINUS_INFINITY, format_number
 from ui.state import FIGURE_FORMAT_KEY, TABLES_KEY, is_presenting
 
 Kind = Literal["weights", "scores", "values", "mask", "sequential"]
@@ -60,7 +61,6 @@ DIVERGING_COLORS = [
 MASK_COLORS = [[0.0, "#d9d9d9"], [1.0, "#1b7837"]]
 # A neutral grey lighter than cividis's greys and darker than the diverging scale's zero.
 BLOCKED_COLOR = "#bdbdbd"
-MINUS_INFINITY = "−∞"
 
 
 def font_size() -> int:
@@ -148,19 +148,6 @@ class _SharedFigure(go.Figure):
 
     def to_dict(self) -> dict:
         return self._drawn
-
-
-def format_number(value: float, decimals: int = 2) -> str:
-    """Cell text: −∞ for a masked score, otherwise a fixed number of decimals."""
-    if np.isneginf(value):
-        return MINUS_INFINITY
-    if np.isposinf(value):
-        return "∞"
-    if np.isnan(value):
-        return "NaN"
-    text = f"{value:.{decimals}f}"
-    # "-0.00" reads as a sign error to a learner.
-    return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
 def heatmap(

@@ -22,6 +22,7 @@ import numpy as np
 # A sentence, not a listing: past this many rows or series the summary names the extremes only.
 MAX_LISTED = 6
 _TAGS = re.compile(r"<[^>]+>")
+MINUS_INFINITY = "−∞"
 
 
 @dataclass(frozen=True)
@@ -86,15 +87,25 @@ def label(position: int, text: str) -> str:
     return f"{position + 1} “{text}”"
 
 
-def number(value: float, decimals: int = 2) -> str:
+def format_number(value: float, decimals: int = 2) -> str:
+    """Cell text: −∞ for a masked score, otherwise a fixed number of decimals."""
     if np.isneginf(value):
-        return "−∞"
-    if not np.isfinite(value):
-        return str(value)
-    if value != 0 and (abs(value) >= 1e5 or abs(value) < 10 ** (-decimals)):
-        return f"{value:.2e}"
+        return MINUS_INFINITY
+    if np.isposinf(value):
+        return "∞"
+    if np.isnan(value):
+        return "NaN"
     text = f"{value:.{decimals}f}"
+    # "-0.00" reads as a sign error to a learner.
     return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
+def number(value: float, decimals: int = 2) -> str:
+    """A value in a sentence: the cells' text, or scientific notation where that would read
+    0.00 or run long."""
+    if np.isfinite(value) and value != 0 and (abs(value) >= 1e5 or abs(value) < 10**-decimals):
+        return f"{value:.2e}"
+    return format_number(value, decimals)
 
 
 def short(value: float) -> str:
