@@ -121,14 +121,18 @@ def change_in_fragment(page: str, query: str, label: str, value: tuple[str, obje
         return run_to_end(visit(server.port))
 
 
-def torch_after_a_plain_visit(page_file: str) -> bool:
+def torch_after_a_plain_visit(page_file: str, then: str = "") -> bool:
     """Whether opening `page_file` (e.g. "pages/real_model.py") at its defaults imports torch,
-    in a fresh interpreter (the test process has long imported torch for other tests)."""
+    in a fresh interpreter (the test process has long imported torch for other tests).
+
+    `then`: AppTest statements on `at` run after the page opened (one more plain action).
+    """
     script = (
         "import sys\n"
         "from streamlit.testing.v1 import AppTest\n"
         f"at = AppTest.from_file({str(ROOT / 'app.py')!r}, default_timeout=180)\n"
         f"at.switch_page({page_file!r}).run()\n"
+        f"{then}\n"
         "assert not at.exception, [e.value for e in at.exception]\n"
         "print('torch' in sys.modules)\n"
     )

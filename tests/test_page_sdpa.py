@@ -6,8 +6,6 @@ or from one-line NumPy formulas written here, never from the page's own code.
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 from attention_core.examples import PRESETS, random_example
 from attention_core.statistics import scaling_experiment
 from tests.app_fragments import run_fragment
+from tests.fragment_reruns import torch_after_a_plain_visit
 from tests.plotly_json import plotly_array
 from ui.editors import editor_widget_key
 from ui.exports import example_to_json
@@ -405,14 +404,5 @@ def test_a_presenter_step_reruns_only_the_pipeline_and_updates_the_link():
 
 
 def test_opening_the_page_does_not_import_torch():
-    script = (
-        "import sys; from streamlit.testing.v1 import AppTest; "
-        f"at = AppTest.from_file({str(ROOT / 'app.py')!r}, default_timeout=90); "
-        f"at.switch_page({PAGE!r}); at.run(); "
-        "at.toggle(key='sdpa.causal').set_value(True).run(); "
-        "assert not at.exception, at.exception; print('torch' in sys.modules)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=True
-    )
-    assert done.stdout.strip().splitlines()[-1] == "False"
+    then = "at.toggle(key='sdpa.causal').set_value(True).run()"
+    assert torch_after_a_plain_visit(PAGE, then=then) is False
