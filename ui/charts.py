@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
@@ -23,6 +24,15 @@ from ui.describe import MINUS_INFINITY, format_number
 from ui.state import FIGURE_FORMAT_KEY, TABLES_KEY, is_presenting
 
 Kind = Literal["weights", "scores", "values", "mask", "sequential"]
+
+# By default Plotly measures every tick label against the page, a forced layout of the whole
+# page each, to hide any label that spills past the chart: a quarter of a second of drawing on
+# a page of a dozen charts. Labels here sit in margins made for them, so the check is skipped,
+# for every figure: the template is added to Streamlit's, which is Plotly's default by now.
+pio.templates["attention_explorer"] = go.layout.Template(
+    layout={"xaxis": {"ticklabeloverflow": "allow"}, "yaxis": {"ticklabeloverflow": "allow"}}
+)
+pio.templates.default = "streamlit+attention_explorer"
 
 # Above this many cells the numbers are unreadable anyway and only cost bytes and time.
 MAX_ANNOTATED_CELLS = 144

@@ -106,15 +106,25 @@ A11Y_JS = """
       }
     }
   };
+  // Measuring a formula forces a layout of the page, so it waits for an idle moment and only
+  // for changes that can bring a menu or a formula: not for the thousands of nodes a chart
+  // adds while it draws (measured at each frame, that slowed a page's charts by ~0.2 s).
+  const watched = "[data-testid='stSidebarNavItems'], .katex-display";
+  const brings = (node) =>
+    node.nodeType === 1 && !(node instanceof SVGElement) &&
+    (node.matches(watched) || node.querySelector(watched) !== null);
   let queued = false;
   const soon = () => {
     if (queued) return;
     queued = true;
-    requestAnimationFrame(() => { queued = false; repair(); });
+    requestIdleCallback(() => { queued = false; repair(); }, { timeout: 500 });
   };
   repair();
-  new MutationObserver(soon).observe(document.body, { childList: true, subtree: true });
+  new MutationObserver((changes) => {
+    if (changes.some((change) => [...change.addedNodes].some(brings))) soon();
+  }).observe(document.body, { childList: true, subtree: true });
   window.addEventListener("resize", soon);
+  document.fonts.ready.then(soon);
 })();
 </script>
 """
