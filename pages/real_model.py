@@ -4,6 +4,7 @@ import streamlit as st
 
 from ui import charts, step_views
 from ui import model_figures as mf
+from ui import model_head as mh
 from ui import model_views as rv
 from ui.layout import page_intro, what_to_try
 from ui.state import PageState, write_url_after_fragment
@@ -85,6 +86,7 @@ query = (
     - 1
 )
 query_token = rv.plain(tokens[query])
+mh.send_link(model, text, layer, head)
 
 
 @st.fragment

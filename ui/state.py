@@ -327,8 +327,10 @@ class HandMadeExample:
     """
 
     def __init__(self, view: PageState, *, sizes: Sequence[str], max_size: int,
-                 max_token_chars: int = 40):  # fmt: skip
+                 max_width: int | None = None, max_token_chars: int = 40):  # fmt: skip
+        # max_size bounds the rows (tokens) a link may carry, max_width the columns.
         self.view, self.sizes, self.max_size = view, tuple(sizes), max_size
+        self.max_width = max_size if max_width is None else max_width
         self.max_token_chars = max_token_chars
         self.max_link_tokens = 2 * max_size * (max_token_chars + 1)
         self._custom, self._named = view.key("custom"), view.key("custom.named")
@@ -347,7 +349,7 @@ class HandMadeExample:
             return
         st.session_state[self.view.key("link_read")] = True
         linked = {
-            name: self.view.matrix_from_url(name, max_rows=self.max_size, max_cols=self.max_size)
+            name: self.view.matrix_from_url(name, max_rows=self.max_size, max_cols=self.max_width)
             for name in ("Q", "K", "V")
         }
         if any(m is None for m in linked.values()):
@@ -394,6 +396,10 @@ class HandMadeExample:
         for name, size in zip(self.sizes, sizes, strict=True):
             self.view.set(name, size)
 
+    def custom(self) -> Any:
+        """The hand-made example shown instead of the preset's, or None."""
+        return st.session_state.get(self._custom)
+
     def drop(self) -> None:
         """Back to the preset's numbers (a new preset, seed or sentence was chosen)."""
         st.session_state.pop(self._custom, None)
@@ -430,14 +436,15 @@ class HandMadeExample:
             for shown, made in zip((on_screen.q, on_screen.k, on_screen.v),
                                    (preset.q, preset.k, preset.v), strict=True)
         )  # fmt: skip
-        for name, matrix in (("Q", on_screen.q), ("K", on_screen.k), ("V", on_screen.v)):
-            self.view.put_matrix(name, matrix if hand_edited else None)
+        matrices = {"Q": on_screen.q, "K": on_screen.k, "V": on_screen.v}
+        # All three or none: a link with only some of them opens the preset.
+        linked = hand_edited and all(m.size <= MAX_URL_MATRIX_CELLS for m in matrices.values())
+        for name, matrix in matrices.items():
+            self.view.put_matrix(name, matrix if linked else None)
         for side, labels in (("tq", on_screen.query_labels), ("tk", on_screen.key_labels)):
             cut = self.max_token_chars
             tokens = ",".join(label.replace(",", " ")[:cut] for label in labels)
-            st.session_state[self._token_keys[side]] = (
-                tokens if hand_edited and renamed[side] else ""
-            )
+            st.session_state[self._token_keys[side]] = tokens if linked and renamed[side] else ""
 
     def current(self) -> Any:
         """The example last on screen."""
