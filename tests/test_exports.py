@@ -71,8 +71,8 @@ def test_csv_reader_accepts_bare_numbers_and_a_header_without_labels():
         ("1,nan\n", "finite"),
         ("1,inf\n", "finite"),
         ("1,-inf\n", "finite"),
-        ("\n".join(["1"] * 9), "at most 8 rows"),
-        (",".join(["1"] * 9), "at most 8 rows and 8 columns"),
+        ("\n".join(["1"] * 17), "at most 16 rows"),
+        (",".join(["1"] * 33), "at most 16 rows and 32 columns"),
     ],
 )
 def test_csv_reader_says_what_to_fix(text, message):
