@@ -259,6 +259,8 @@ what_to_try(
         "embedding but different positions.",
         "Count the [SEP] heads in the table, then read the note on attention sinks.",
         "Pick Over 512 tokens: the text is cut at the model's 512 positions.",
+        "Follow **Edit layer 4, head 2 in the step-by-step page** and add 3 to one number of the "
+        "query “it”: only its row of weights moves. Which key gains?",
     ]
 )
 
