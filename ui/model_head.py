@@ -30,8 +30,7 @@ PARAMS = ("source", "text", "layer", "head")
 EDITOR_PAGE = next(page.path for page in PAGES if page.url_path == "scaled-dot-product")
 # The settings under which the step-by-step page computes what the model computes.
 MODEL_SETTINGS = {"scoring": "dot_product", "scaling": True, "causal": False, "tau": 1.0}
-_LOADED = "sdpa.model_head"  # (request, Example, note) of the head on screen
-_URL_SEEN = "sdpa.model_head.url"  # the request the URL held when last read
+_LOADED = "sdpa.model_head"  # (request, Example, (text read, note)) of the head on screen
 
 
 def editor_params(text: str, layer: int, head: int) -> dict[str, str]:
@@ -118,7 +117,7 @@ def bring_head(view: PageState, hand: HandMadeExample) -> None:
     """
     for name in PARAMS:
         view.text_key(name, "", max_chars=rv.MAX_TEXT_CHARS)
-    _follow_url(view)
+    view.follow_link(PARAMS)  # a link from the real-model page, on a later visit
     wanted = tuple(view.value(name) for name in PARAMS)
     if not any(wanted):
         st.session_state.pop(_LOADED, None)
@@ -157,18 +156,6 @@ def bring_head(view: PageState, hand: HandMadeExample) -> None:
             view.set(name, value)
     st.session_state[_LOADED] = (wanted, example, (cut, note))
     _arrival_notice(example, (cut, note))
-
-
-def _follow_url(view: PageState) -> None:
-    # PageState reads a parameter from the URL on the page's first visit only; a link followed
-    # later in the session (from the real-model page) brings a request the URL did not hold
-    # when last read. A URL that merely lags behind a forgotten head is not a new request.
-    in_url = tuple(st.query_params.get(name, "") for name in PARAMS)
-    if any(in_url) and in_url != st.session_state.get(_URL_SEEN):
-        for name, value in zip(PARAMS, in_url, strict=True):
-            if len(value) <= rv.MAX_TEXT_CHARS:
-                view.set(name, value)
-    st.session_state[_URL_SEEN] = in_url
 
 
 def _forget(view: PageState) -> None:

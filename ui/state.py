@@ -46,6 +46,7 @@ class _Param:
     key: str
     default: Any
     encode: Callable[[Any], str]
+    parse: Callable[[str], Any]
 
 
 class PageState:
@@ -155,6 +156,33 @@ class PageState:
         st.session_state[self.key(name)] = value
         st.session_state[_SHADOW_PREFIX + self.key(name)] = value
 
+    def follow_link(self, names: Sequence[str]) -> None:
+        """Take the bound parameters `names` from the URL again if it holds new values for them.
+
+        A parameter is read from the URL when the page first binds it in a session; a link
+        followed later in the session (an `st.page_link` on another page) brings values the URL
+        did not hold when last read, and those replace the bound ones (checked like any link).
+        A URL that only lags behind the page (a run that ended before `sync_url`) is not new.
+        """
+        in_url = tuple(st.query_params.get(name) for name in names)
+        seen = _SHADOW_PREFIX + self.key("link:" + ",".join(names))
+        # The first time, binding has just read the URL: only remember what it held.
+        new = seen in st.session_state and in_url != st.session_state[seen]
+        if new and any(raw is not None for raw in in_url):
+            for name, raw in zip(names, in_url, strict=True):
+                param = self._params[name]
+                if raw is None:
+                    self.set(name, param.default)
+                    continue
+                try:
+                    if len(raw) > MAX_PARAM_CHARS:
+                        raise ValueError(f"is longer than {MAX_PARAM_CHARS:,} characters")
+                    self.set(name, param.parse(raw))
+                except (TypeError, ValueError) as error:
+                    self.notices.append(f"The link's `{name}` was ignored: it {error}.")
+                    self.set(name, param.default)
+        st.session_state[seen] = in_url
+
     # -- matrices in the URL ----------------------------------------------------------------
 
     def matrix_from_url(self, name: str, *, max_rows: int, max_cols: int) -> np.ndarray | None:
@@ -223,7 +251,7 @@ class PageState:
         encode: Callable[[Any], str],
     ) -> str:
         key = self.key(name)
-        self._params[name] = _Param(key, default, encode)
+        self._params[name] = _Param(key, default, encode, parse)
         if key in st.session_state:
             try:
                 fitted = fit(st.session_state[key])
