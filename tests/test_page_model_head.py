@@ -149,7 +149,9 @@ def test_a_long_text_is_cut_to_the_editor_with_a_notice(model):
     # A hand-written link with the whole text is cut the same way, and says so.
     follow(at, {**params, "text": BANK})
     (notice,) = [i.value for i in at.info]
-    assert f"has {len(model.tokenize(BANK).tokens)} tokens" in notice
+    # i sat on the bank of the river , then went to the bank to pay in a che ##que . = 21
+    # word pieces, with [CLS] and [SEP] 23.
+    assert "The link's text has 23 tokens and these tables hold 16" in notice
     numbers, labels = editor(at, "k")
     reference = run_bert(model, cut)
     assert labels == list(reference.tokens)

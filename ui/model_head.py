@@ -145,7 +145,7 @@ def bring_head(view: PageState, hand: HandMadeExample) -> None:
         return
     note = ""
     if cut != text:
-        n = len(result.model.tokenize(text).tokens)
+        n = result.model.tokenize(text).num_input_tokens
         note = (
             f" The link's text has {n} tokens and these tables hold {MAX_EXAMPLE_TOKENS}, so "
             "the model was run on its start only."
