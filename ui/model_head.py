@@ -171,8 +171,8 @@ def _arrival_notice(example: Example, cut_note: tuple[str, str]) -> None:
         f"**{rv.MODEL_NAME}, {example.title.removeprefix('of ')}**, on “{rv.plain(cut)}”. "
         f"Q, K and V below are the rows this head computed, one per token, after the model's "
         f"projections (q = x W_Qᵀ + b_Q, cut to the head's {d_head} columns). Divided by "
-        f"√d_k = √{d_head}, as the model does, the weights are the model's own: change one "
-        f"number and see what moves.{note} The link reopens the model's numbers, not your "
-        "edits (the JSON download under the tables keeps those).",
+        f"√d_k = √{d_head}, as the model does, the weights are the model's own (to float32 "
+        f"rounding): change one number and see what moves.{note} The link reopens the model's "
+        "numbers, not your edits (the JSON download under the tables keeps those).",
         icon=":material/smart_toy:",
     )
