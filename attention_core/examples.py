@@ -37,7 +37,10 @@ from .validation import AttentionInputError, as_matrix, check_int, check_real
 __all__ = [
     "ADDITIVE_D_ATTN",
     "MAX_EXAMPLE_SIZE",
+    "MAX_EXAMPLE_TOKENS",
+    "MAX_EXAMPLE_WIDTH",
     "PRESETS",
+    "SIZE_LIMITS",
     "Example",
     "RowBreakdown",
     "attention_for",
@@ -52,9 +55,19 @@ __all__ = [
     "three_token_example",
 ]
 
-# The step-by-step page is about reading every number: 8 tokens × 8 dimensions is the most that
-# stays readable, and it keeps a hand-edited matrix small enough for a link.
+# The step-by-step page is about reading every number: the presets stay within 8 tokens × 8
+# dimensions, which keeps a hand-edited matrix small enough for a link.
 MAX_EXAMPLE_SIZE = 8
+# A real head sent from the pretrained model is larger: MiniLM's d_head is 32 (all of it, so the
+# page's weights equal the model's), and 16 tokens hold a short sentence with [CLS] and [SEP].
+MAX_EXAMPLE_TOKENS = 16
+MAX_EXAMPLE_WIDTH = 32
+SIZE_LIMITS = {
+    "n_q": MAX_EXAMPLE_TOKENS,
+    "n_k": MAX_EXAMPLE_TOKENS,
+    "d_k": MAX_EXAMPLE_WIDTH,
+    "d_v": MAX_EXAMPLE_WIDTH,
+}
 ADDITIVE_D_ATTN = 8
 DEFAULT_SENTENCE = "the cat sat on the mat"
 # One entry per preset: its natural (n_q, n_k, d_k, d_v); the sentence's rows follow its words.
@@ -204,9 +217,9 @@ def _check_sizes(n_q: object, n_k: object, d_k: object, d_v: object) -> tuple[in
     sizes = []
     for value, name in ((n_q, "n_q"), (n_k, "n_k"), (d_k, "d_k"), (d_v, "d_v")):
         size = check_int(value, name, minimum=1)
-        if size > MAX_EXAMPLE_SIZE:
+        if size > SIZE_LIMITS[name]:
             raise AttentionInputError(
-                f"{name} is {size}; the step-by-step examples have at most {MAX_EXAMPLE_SIZE}."
+                f"{name} is {size}; the step-by-step examples have at most {SIZE_LIMITS[name]}."
             )
         sizes.append(size)
     return tuple(sizes)

@@ -4,6 +4,7 @@ import streamlit as st
 
 from ui import charts, step_views
 from ui import model_figures as mf
+from ui import model_head as mh
 from ui import model_views as rv
 from ui.layout import page_intro, what_to_try
 from ui.state import PageState, write_url_after_fragment
@@ -85,6 +86,7 @@ query = (
     - 1
 )
 query_token = rv.plain(tokens[query])
+mh.send_link(model, text, layer, head)
 
 
 @st.fragment
@@ -257,6 +259,8 @@ what_to_try(
         "embedding but different positions.",
         "Count the [SEP] heads in the table, then read the note on attention sinks.",
         "Pick Over 512 tokens: the text is cut at the model's 512 positions.",
+        "Follow **Edit layer 4, head 2 in the step-by-step page** and add 3 to one number of the "
+        "query “it”: only its row of weights moves. Which key gains?",
     ]
 )
 

@@ -5,15 +5,15 @@ import streamlit as st
 from attention_core import AttentionInputError
 from attention_core.examples import (
     DEFAULT_SENTENCE,
-    MAX_EXAMPLE_SIZE,
     PRESETS,
+    SIZE_LIMITS,
     Example,
     attention_for,
     example_for,
     preset_sizes,
     sentence_tokens,
 )
-from ui import exports, step_views
+from ui import exports, model_head, step_views
 from ui.editors import qkv_editors
 from ui.formulas import SCORING_TEXT
 from ui.layout import page_intro, stale_notice, what_to_try
@@ -35,7 +35,7 @@ TAU_RANGE = (0.1, 5.0)
 
 view = PageState("sdpa")
 # Numbers typed by hand, or brought by a link or an upload, replace the preset's.
-hand = HandMadeExample(view, sizes=SIZES, max_size=MAX_EXAMPLE_SIZE)
+hand = HandMadeExample(view, sizes=SIZES, max_size=SIZE_LIMITS["n_q"], max_width=SIZE_LIMITS["d_k"])
 page_intro(
     "Scaled dot-product attention, step by step",
     "Every query is compared with every key; a softmax turns the scores into weights, and each "
@@ -46,6 +46,7 @@ page_intro(
 )
 view.show_notices()
 hand.read_link()
+model_head.bring_head(view, hand)  # a real head sent from the pretrained-model page
 
 
 def use_preset_sizes() -> None:
@@ -99,8 +100,8 @@ if preset == "sharp_flat":
 
 size_columns = st.columns(4)
 n_q, n_k, d_k, d_v = (
-    column.slider(label, 1, MAX_EXAMPLE_SIZE,
-                  key=view.int_key(name, size, lo=1, hi=MAX_EXAMPLE_SIZE))
+    column.slider(label, 1, SIZE_LIMITS[name],
+                  key=view.int_key(name, size, lo=1, hi=SIZE_LIMITS[name]))
     for column, name, label, size in zip(
         size_columns,
         SIZES,

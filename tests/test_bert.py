@@ -580,3 +580,40 @@ def test_real_model_short_text_is_not_truncated_or_padded(real):
     assert "[PAD]" not in tokenized.tokens
     assert tokenized.tokens[:4] == ("[CLS]", "the", "animal", "didn")
     assert tokenized.num_input_tokens == len(tokenized.tokens) == 16
+
+
+DEBATE = "The antidisestablishmentarianism debate: unbelievably long words tokenize into pieces."
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("max_tokens", "expected"),
+    [
+        # Pieces by the reference tokenizer: the | anti ##dis ##est ##ab ##lish ##ment ##arian
+        # ##ism | debate | : | un ##bel ##ie ##va ##bly | ...; a word is kept whole or not at all.
+        (3, "The"),
+        (8, "The"),
+        (16, "The antidisestablishmentarianism debate:"),
+        (100, DEBATE),
+    ],
+)
+def test_leading_words_cut_between_words(real, reference_tokenizer, max_tokens, expected):
+    full = reference_tokenizer.tokenize(DEBATE)  # word pieces, without [CLS] and [SEP]
+    assert full[:11] == ["the", "anti", "##dis", "##est", "##ab", "##lish", "##ment", "##arian",
+                         "##ism", "debate", ":"]  # fmt: skip
+    cut = real.leading_words(DEBATE, max_tokens)
+    assert cut == expected
+    pieces = reference_tokenizer.tokenize(cut)
+    assert len(pieces) + 2 <= max_tokens and pieces == full[: len(pieces)]
+
+
+@pytest.mark.slow
+def test_leading_words_cut_a_first_word_longer_than_the_budget_by_pieces(real):
+    # "anti ##dis ##est ..." keeps 2 pieces of 4 tokens: the start "Antidis" reads as anti ##dis.
+    cut = real.leading_words("Antidisestablishmentarianism rules", 4)
+    assert cut == "Antidis"
+    assert real.tokenize(cut).tokens == ("[CLS]", "anti", "##dis", "[SEP]")
+    with pytest.raises(AttentionInputError, match="no room for a word"):
+        real.leading_words("the cat", 2)
+    with pytest.raises(AttentionInputError, match="empty"):
+        real.leading_words("   ", 8)

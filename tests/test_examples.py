@@ -13,7 +13,6 @@ import torch
 from attention_core import AttentionInputError, init_additive_params, softmax
 from attention_core.examples import (
     ADDITIVE_D_ATTN,
-    MAX_EXAMPLE_SIZE,
     PRESETS,
     Example,
     attention_for,
@@ -239,8 +238,12 @@ def test_preset_choices():
     np.testing.assert_array_equal(flat.q, sharp_flat_pair()[0].q)
     with pytest.raises(AttentionInputError, match="Unknown preset"):
         example_for("nope", n_q=1, n_k=1, d_k=1, d_v=1)
-    with pytest.raises(AttentionInputError, match=f"at most {MAX_EXAMPLE_SIZE}"):
-        example_for("random", n_q=9, n_k=1, d_k=1, d_v=1)
+    # Rows up to 16 tokens and widths up to 32 (a real BERT head), one past is refused.
+    assert example_for("random", n_q=16, n_k=16, d_k=32, d_v=32).q.shape == (16, 32)
+    with pytest.raises(AttentionInputError, match=r"n_q is 17; .* at most 16"):
+        example_for("random", n_q=17, n_k=1, d_k=1, d_v=1)
+    with pytest.raises(AttentionInputError, match=r"d_v is 33; .* at most 32"):
+        example_for("random", n_q=1, n_k=1, d_k=1, d_v=33)
 
 
 def test_example_checks_its_shapes():

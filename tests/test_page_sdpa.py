@@ -280,7 +280,7 @@ def test_crafted_links_give_a_notice_and_the_defaults(params, widget, default):
     [
         ({"Q": "1,2;x,4", "K": "1,1", "V": "1"}, "`Q` was ignored"),
         ({"Q": "1,2", "K": "1,2,3", "V": "1"}, "K has 3 columns but Q has 2"),
-        ({"Q": "1;" * 20 + "1", "K": "1", "V": "1"}, "larger than 8×8"),
+        ({"Q": "1;" * 20 + "1", "K": "1", "V": "1"}, "larger than 16×32"),
         ({"Q": "1,2"}, "only some of Q, K and V"),
         ({"Q": "9" * 3000, "K": "1", "V": "1"}, "too long"),
     ],
@@ -406,3 +406,17 @@ def test_a_presenter_step_reruns_only_the_pipeline_and_updates_the_link():
 def test_opening_the_page_does_not_import_torch():
     then = "at.toggle(key='sdpa.causal').set_value(True).run()"
     assert torch_after_a_plain_visit(PAGE, then=then) is False
+
+
+def test_matrices_too_large_for_a_link_leave_all_three_out():
+    # d_v = 32 makes V 3 × 32 = 96 numbers, more than a link carries (64): Q and K, which
+    # would fit, stay out too, since a link with only some of them would open the preset.
+    at = open_page(d_v="32")
+    type_into(at, "sdpa.q", {0: {"d1": 5.0}})
+    type_into(at, "sdpa.k", {1: {"token": "dog"}})
+    assert not {"Q", "K", "V", "tq", "tk"} & set(at.query_params)
+    assert at.query_params["d_v"] == "32"
+    big = math.exp(5 / math.sqrt(2))  # q₁ = [5, 0], as in test_editing_a_q_cell_...
+    np.testing.assert_allclose(
+        step(at, "weights")[0], np.array([big, big, 1]) / (2 * big + 1), rtol=1e-6
+    )

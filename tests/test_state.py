@@ -26,3 +26,37 @@ def test_matrix_round_trips_through_the_link_exactly():
 def test_bad_matrices_in_a_link_are_refused_with_a_reason(raw, said):
     with pytest.raises(ValueError, match=said):
         decode_matrix(raw, max_rows=8, max_cols=8)
+
+
+def _linked_page():
+    import streamlit as st
+
+    from ui.state import PageState
+
+    view = PageState("t")
+    view.show_notices()
+    view.int_key("n", 1, lo=1, hi=9)
+    view.follow_link(["n"])
+    st.markdown(f"n = {view.value('n')}")
+    view.sync_url()
+
+
+def test_a_link_followed_later_in_the_session_is_read_and_a_lagging_url_is_not():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_linked_page)
+    at.query_params["n"] = "3"
+    at.run()
+    assert at.markdown[0].value == "n = 3"
+    # The page changed n, and its URL has not caught up yet: the old URL is not a new link.
+    at.session_state["t.n"] = 5
+    at.run()
+    assert at.markdown[0].value == "n = 5" and at.query_params["n"] == "5"
+    # A link followed from another page brings a new value: it replaces the bound one.
+    at.query_params["n"] = "7"
+    at.run()
+    assert at.markdown[0].value == "n = 7"
+    at.query_params["n"] = "99"
+    at.run()
+    assert at.markdown[0].value == "n = 1"
+    assert "The link's `n` was ignored: it must be between 1 and 9." in at.warning[0].value

@@ -28,7 +28,7 @@ import numpy as np
 import streamlit as st
 
 from attention_core import AttentionInputError, AttentionSteps
-from attention_core.examples import MAX_EXAMPLE_SIZE, Example
+from attention_core.examples import MAX_EXAMPLE_TOKENS, MAX_EXAMPLE_WIDTH, Example
 from ui.state import HandMadeExample
 
 JSON_FORMAT = "attention-explorer/example"
@@ -81,8 +81,8 @@ def csv_to_matrix(
     text: str,
     *,
     name: str,
-    max_rows: int = MAX_EXAMPLE_SIZE,
-    max_cols: int = MAX_EXAMPLE_SIZE,
+    max_rows: int = MAX_EXAMPLE_TOKENS,
+    max_cols: int = MAX_EXAMPLE_WIDTH,
     allow_neg_inf: bool = False,
 ) -> tuple[np.ndarray, tuple[str, ...] | None]:
     """(matrix, row labels or None) from CSV text, or AttentionInputError saying what to fix.
@@ -220,9 +220,9 @@ def _matrix_field(document: Mapping[str, Any], name: str) -> np.ndarray:
             f'The JSON file has no {name} matrix: it needs "{name}": [[...], [...]] (a list of '
             "rows, each a list of numbers)."
         )
-    if len(raw) > MAX_EXAMPLE_SIZE or any(len(row) > MAX_EXAMPLE_SIZE for row in raw):
+    if len(raw) > MAX_EXAMPLE_TOKENS or any(len(row) > MAX_EXAMPLE_WIDTH for row in raw):
         raise AttentionInputError(
-            f"{name} in the JSON file is larger than {MAX_EXAMPLE_SIZE}×{MAX_EXAMPLE_SIZE}, the "
+            f"{name} in the JSON file is larger than {MAX_EXAMPLE_TOKENS}×{MAX_EXAMPLE_WIDTH}, the "
             "most this page shows."
         )
     if len({len(row) for row in raw}) != 1 or not raw[0]:

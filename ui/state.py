@@ -46,6 +46,7 @@ class _Param:
     key: str
     default: Any
     encode: Callable[[Any], str]
+    parse: Callable[[str], Any]
 
 
 class PageState:
@@ -155,6 +156,33 @@ class PageState:
         st.session_state[self.key(name)] = value
         st.session_state[_SHADOW_PREFIX + self.key(name)] = value
 
+    def follow_link(self, names: Sequence[str]) -> None:
+        """Take the bound parameters `names` from the URL again if it holds new values for them.
+
+        A parameter is read from the URL when the page first binds it in a session; a link
+        followed later in the session (an `st.page_link` on another page) brings values the URL
+        did not hold when last read, and those replace the bound ones (checked like any link).
+        A URL that only lags behind the page (a run that ended before `sync_url`) is not new.
+        """
+        in_url = tuple(st.query_params.get(name) for name in names)
+        seen = _SHADOW_PREFIX + self.key("link:" + ",".join(names))
+        # The first time, binding has just read the URL: only remember what it held.
+        new = seen in st.session_state and in_url != st.session_state[seen]
+        if new and any(raw is not None for raw in in_url):
+            for name, raw in zip(names, in_url, strict=True):
+                param = self._params[name]
+                if raw is None:
+                    self.set(name, param.default)
+                    continue
+                try:
+                    if len(raw) > MAX_PARAM_CHARS:
+                        raise ValueError(f"is longer than {MAX_PARAM_CHARS:,} characters")
+                    self.set(name, param.parse(raw))
+                except (TypeError, ValueError) as error:
+                    self.notices.append(f"The link's `{name}` was ignored: it {error}.")
+                    self.set(name, param.default)
+        st.session_state[seen] = in_url
+
     # -- matrices in the URL ----------------------------------------------------------------
 
     def matrix_from_url(self, name: str, *, max_rows: int, max_cols: int) -> np.ndarray | None:
@@ -223,7 +251,7 @@ class PageState:
         encode: Callable[[Any], str],
     ) -> str:
         key = self.key(name)
-        self._params[name] = _Param(key, default, encode)
+        self._params[name] = _Param(key, default, encode, parse)
         if key in st.session_state:
             try:
                 fitted = fit(st.session_state[key])
@@ -327,8 +355,10 @@ class HandMadeExample:
     """
 
     def __init__(self, view: PageState, *, sizes: Sequence[str], max_size: int,
-                 max_token_chars: int = 40):  # fmt: skip
+                 max_width: int | None = None, max_token_chars: int = 40):  # fmt: skip
+        # max_size bounds the rows (tokens) a link may carry, max_width the columns.
         self.view, self.sizes, self.max_size = view, tuple(sizes), max_size
+        self.max_width = max_size if max_width is None else max_width
         self.max_token_chars = max_token_chars
         self.max_link_tokens = 2 * max_size * (max_token_chars + 1)
         self._custom, self._named = view.key("custom"), view.key("custom.named")
@@ -347,7 +377,7 @@ class HandMadeExample:
             return
         st.session_state[self.view.key("link_read")] = True
         linked = {
-            name: self.view.matrix_from_url(name, max_rows=self.max_size, max_cols=self.max_size)
+            name: self.view.matrix_from_url(name, max_rows=self.max_size, max_cols=self.max_width)
             for name in ("Q", "K", "V")
         }
         if any(m is None for m in linked.values()):
@@ -394,6 +424,10 @@ class HandMadeExample:
         for name, size in zip(self.sizes, sizes, strict=True):
             self.view.set(name, size)
 
+    def custom(self) -> Any:
+        """The hand-made example shown instead of the preset's, or None."""
+        return st.session_state.get(self._custom)
+
     def drop(self) -> None:
         """Back to the preset's numbers (a new preset, seed or sentence was chosen)."""
         st.session_state.pop(self._custom, None)
@@ -430,14 +464,15 @@ class HandMadeExample:
             for shown, made in zip((on_screen.q, on_screen.k, on_screen.v),
                                    (preset.q, preset.k, preset.v), strict=True)
         )  # fmt: skip
-        for name, matrix in (("Q", on_screen.q), ("K", on_screen.k), ("V", on_screen.v)):
-            self.view.put_matrix(name, matrix if hand_edited else None)
+        matrices = {"Q": on_screen.q, "K": on_screen.k, "V": on_screen.v}
+        # All three or none: a link with only some of them opens the preset.
+        linked = hand_edited and all(m.size <= MAX_URL_MATRIX_CELLS for m in matrices.values())
+        for name, matrix in matrices.items():
+            self.view.put_matrix(name, matrix if linked else None)
         for side, labels in (("tq", on_screen.query_labels), ("tk", on_screen.key_labels)):
             cut = self.max_token_chars
             tokens = ",".join(label.replace(",", " ")[:cut] for label in labels)
-            st.session_state[self._token_keys[side]] = (
-                tokens if hand_edited and renamed[side] else ""
-            )
+            st.session_state[self._token_keys[side]] = tokens if linked and renamed[side] else ""
 
     def current(self) -> Any:
         """The example last on screen."""

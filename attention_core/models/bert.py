@@ -492,6 +492,36 @@ class BertModel:
             num_input_tokens=int(num_input),
         )
 
+    def leading_words(self, text: str, max_tokens: int) -> str:
+        """The longest start of ``text`` that ends between words and that the model reads as
+        at most ``max_tokens`` tokens, [CLS] and [SEP] included (``text`` itself if it fits).
+
+        Cut between words because a word cut inside ("unbeliev") may split into other pieces
+        than the whole word's first ones; only a first word longer than the budget is cut
+        inside, piece by piece. Raises ``AttentionInputError`` for text ``tokenize`` refuses,
+        or if ``max_tokens`` leaves no room for a word.
+        """
+        special = self.tokenizer.num_special_tokens_to_add(False)
+        if max_tokens <= special:
+            raise AttentionInputError(
+                f"{max_tokens} tokens leave no room for a word besides [CLS] and [SEP]."
+            )
+        if len(self.tokenize(text).tokens) <= max_tokens:
+            return text
+        encoding = self.tokenizer.encode(text)
+        tokens, offsets = encoding.tokens, encoding.offsets  # tokens[0] is [CLS]
+        keep = max_tokens - special  # word pieces kept: tokens[1 : keep + 1]
+        # WordPiece marks a piece that continues the previous one with "##".
+        while keep > 1 and tokens[keep + 1].startswith("##"):
+            keep -= 1
+        if keep == 1 and tokens[2].startswith("##"):
+            keep = max_tokens - special
+        cut = text[: offsets[keep][1]]
+        while len(self.tokenize(cut).tokens) > max_tokens:  # a re-split word: one piece fewer
+            keep -= 1
+            cut = text[: offsets[keep][1]]
+        return cut
+
     def trace(self, text: str) -> BertTrace:
         """``run_bert(self, text)``."""
         return run_bert(self, text)
