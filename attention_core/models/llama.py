@@ -311,13 +311,18 @@ def rms_norm(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
     Unlike LayerNorm there is no mean to subtract and no bias: only the scale is fixed.
     """
     mean_square = np.mean(np.square(x), axis=-1, keepdims=True)
-    return x / np.sqrt(mean_square + x.dtype.type(eps)) * gain
+    normed = x / np.sqrt(mean_square + x.dtype.type(eps))
+    normed *= gain  # in place: one (n, d_model) temporary fewer, 61 norms per forward pass
+    return normed
 
 
 def silu(x: np.ndarray) -> np.ndarray:
     """SiLU(x) = x · σ(x) = x / (1 + e^(-x)) (also called swish)."""
     with np.errstate(over="ignore"):  # e^(-x) = inf for x < -88 gives x / inf = -0, correctly
-        return x / (1 + np.exp(-x))
+        # The same numbers as x / (1 + np.exp(-x)), with one (n, d_ff) temporary instead of three.
+        denominator = np.exp(-x)
+        denominator += 1
+        return np.divide(x, denominator, out=denominator)
 
 
 def _linear(x: np.ndarray, w: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
