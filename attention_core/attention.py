@@ -107,10 +107,17 @@ def _score_shape(q: Any, k: Any) -> tuple[int, ...]:
 
 
 def _finish(
-    xp: Any, scores: Any, scaled: Any, scale: float, v: Any, mask: object
+    xp: Any,
+    scores: Any,
+    scaled: Any,
+    scale: float,
+    v: Any,
+    mask: object,
+    *,
+    checked: bool = True,
 ) -> AttentionSteps:
     """Mask, softmax and weighted sum: the part every scoring function shares."""
-    if not bool(xp.all(xp.isfinite(scaled))):
+    if checked and not bool(xp.all(xp.isfinite(scaled))):
         raise AttentionInputError(
             "Some attention scores overflowed to infinity: the inputs are too large for "
             f"{scaled.dtype}. Scale Q and K down (or use float64)."
@@ -119,8 +126,12 @@ def _finish(
         masked = scaled
         fully_masked = xp.zeros(scaled.shape[:-1], dtype=xp.bool, device=device(scaled))
     else:
-        allowed = validation.as_mask(mask, "The mask", tuple(scaled.shape), xp)
-        validation.check_size(np.broadcast_shapes(allowed.shape, scaled.shape), "The masked scores")
+        allowed = mask
+        if checked:
+            allowed = validation.as_mask(mask, "The mask", tuple(scaled.shape), xp)
+            validation.check_size(
+                np.broadcast_shapes(allowed.shape, scaled.shape), "The masked scores"
+            )
         if not isinstance(scaled, np.ndarray):
             allowed = xp.asarray(allowed, device=device(scaled))  # a NumPy mask joins tensors
         # -inf makes exp() exactly 0, so a blocked key gets exactly zero weight.
@@ -150,14 +161,25 @@ def scaled_dot_product_attention(
     """
     xp, q, k, v = _check_dot_product(q, k, v)
     _score_shape(q, k)
-    d_k = q.shape[-1]
-    scale = _scale(scale, d_k)
+    return _scaled_dot_product(xp, q, k, v, mask, _scale(scale, q.shape[-1]))
+
+
+def _scaled_dot_product(
+    xp: Any, q: Any, k: Any, v: Any, mask: Any, scale: float, *, checked: bool = True
+) -> AttentionSteps:
+    """The formula of `scaled_dot_product_attention`, on q, k, v already checked.
+
+    checked=False also skips `_finish`'s checks of the scores and of the mask (which must then
+    be a boolean array that broadcasts): for a caller whose inputs are its own results, checked
+    once per call where the user's input came in (a model's forward pass, whose per-layer,
+    per-step checks would cost more than the formula).
+    """
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _finish
         scores = q @ k.mT  # (..., q_pos, k_pos)
         # With unit-variance entries q·k has variance d_k; 1/√d_k brings it back to 1 so the
         # softmax does not saturate into a one-hot with vanishing gradients.
         scaled = scores * scale
-    return _finish(xp, scores, scaled, scale, v, mask)
+    return _finish(xp, scores, scaled, scale, v, mask, checked=checked)
 
 
 def dot_product_attention(

@@ -332,6 +332,62 @@ def test_a_decode_step_by_hand():
     assert cache.length == 2 and step.cache.length == 3
 
 
+def test_kv_cache_grows_in_place_and_earlier_caches_keep_their_rows():
+    rng = np.random.default_rng(21)
+    k, v = rng.normal(size=(2, 30, 4)), rng.normal(size=(2, 30, 3))
+    caches = [KVCache(k[:, :5], v[:, :5])]
+    for t in range(5, 30):
+        caches.append(caches[-1].append(k[:, t : t + 1], v[:, t : t + 1]))
+    # Every cache of the chain still holds exactly its own prefix (the one-line reference).
+    for cache in caches:
+        n = cache.length
+        np.testing.assert_array_equal(cache.keys, k[:, :n])
+        np.testing.assert_array_equal(cache.values, v[:, :n])
+        assert cache.keys.nbytes + cache.values.nbytes == 2 * n * (4 + 3) * 8
+        assert not cache.keys.flags.writeable and not cache.values.flags.writeable
+    # 25 appends to the newest cache took 1 copy, not 25: the first buffer has 16 rows, the
+    # 17th row moves everything into one of twice the 17 rows needed.
+    buffers = {id(c._store) for c in caches}
+    assert len(buffers) == 2
+    assert caches[-1].reserved_bytes == 2 * 34 * (4 + 3) * 8
+
+
+def test_kv_cache_branching_copies_and_leaves_both_branches_right():
+    rng = np.random.default_rng(22)
+    k, v = rng.normal(size=(3, 2)), rng.normal(size=(3, 1))
+    other_k, other_v = rng.normal(size=(1, 2)), rng.normal(size=(1, 1))
+    prefix = KVCache(k[:2], v[:2])
+    first = prefix.append(k[2:], v[2:])
+    second = prefix.append(other_k, other_v)  # row 2 is taken: a copy, not an overwrite
+    np.testing.assert_array_equal(first.keys, k)
+    np.testing.assert_array_equal(second.keys, np.concatenate([k[:2], other_k]))
+    np.testing.assert_array_equal(second.values, np.concatenate([v[:2], other_v]))
+    assert first._store is prefix._store and second._store is not prefix._store
+    # A pickled cache is the same rows in a buffer of its own.
+    copy = pickle.loads(pickle.dumps(first))
+    np.testing.assert_array_equal(copy.keys, k)
+    assert copy._store is not first._store and copy.append(other_k, other_v).length == 4
+
+
+def test_unchecked_decode_step_is_the_same_formula():
+    q, k, v = random_qkv(6, 6, d_k=4, d_v=3, batch=(2,), dtype=np.float64, seed=23)
+    checked = decode_step(None, q[:, :5], k[:, :5], v[:, :5])
+    trusted = decode_step(None, q[:, :5], k[:, :5], v[:, :5], checked=False)
+    np.testing.assert_array_equal(checked.attention.weights, trusted.attention.weights)
+    step = decode_step(checked.cache, q[:, 5:], k[:, 5:], v[:, 5:], scale=0.5)
+    fast = decode_step(trusted.cache, q[:, 5:], k[:, 5:], v[:, 5:], scale=0.5, checked=False)
+    np.testing.assert_array_equal(step.attention.weights, fast.attention.weights)
+    np.testing.assert_array_equal(step.output, fast.output)
+    expected = scaled_dot_product_attention(q[:, 5:], k, v, scale=0.5)
+    np.testing.assert_allclose(fast.output, expected.output, atol=1e-15, rtol=0)
+
+
+def test_incremental_decoding_reports_overflow_once():
+    big = np.full((3, 2), 1e20, dtype=np.float32)
+    with pytest.raises(AttentionInputError, match="overflowed"):
+        incremental_causal_attention(big, big, np.ones((3, 1), dtype=np.float32))
+
+
 def test_kv_cache_errors():
     with pytest.raises(AttentionInputError, match="3 keys but 2 values"):
         KVCache(np.ones((3, 2)), np.ones((2, 2)))

@@ -256,6 +256,33 @@ def test_cached_decode_step_equals_full_forward(model):
 
 
 @pytest.mark.slow
+def test_two_continuations_of_one_prefix_share_nothing_they_should_not(model):
+    ids = _ids(model, 12)
+    prefix = run_llama(model, ids[:-1])
+    first = run_llama(model, ids[-1:], prefix.cache)  # written in place after the prefix
+    second = run_llama(model, [7], prefix.cache)  # that row is taken: copied, not overwritten
+    full = run_llama(model, ids)
+    np.testing.assert_allclose(first.next_token_logits, full.next_token_logits, atol=1e-4)
+    np.testing.assert_allclose(first.cache.keys(4), full.cache.keys(4), atol=1e-5, rtol=0)
+    alone = run_llama(model, [*ids[:-1], 7])
+    np.testing.assert_allclose(second.next_token_logits, alone.next_token_logits, atol=1e-4)
+    assert prefix.cache.length == 11 and first.cache.length == second.cache.length == 12
+    # The shape and bytes shown are the positions held; the buffer behind them has room to grow.
+    assert first.cache.bytes_used == 30 * 2 * 3 * 12 * 64 * 4
+    assert first.cache.bytes_reserved >= first.cache.bytes_used
+
+
+@pytest.mark.slow
+def test_a_cache_from_another_model_is_refused(model):
+    prefix = run_llama(model, _ids(model, 4))
+    with pytest.raises(AttentionInputError, match="LlamaCache"):
+        run_llama(model, [5], prefix.cache.layers)
+    fewer_layers = type(prefix.cache)(prefix.cache.layers[:2], 9)
+    with pytest.raises(AttentionInputError, match="another model"):
+        run_llama(model, [5], fewer_layers)
+
+
+@pytest.mark.slow
 def test_safetensors_directory_equals_gguf(model, reference, tmp_path_factory):
     hf, tokenizer = reference
     folder = tmp_path_factory.mktemp("smollm2_hf")
