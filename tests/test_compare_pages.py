@@ -1,0 +1,97 @@
+""" "Compare two views" on every page that shows a pattern, driven through AppTest.
+
+Each test opens the comparison (from a link, `cmp=1`, as a teacher's link would), reads the
+three heatmaps it drew (A, B and B − A) and checks them against the two patterns computed
+independently: one-line NumPy formulas, or the model's own forward pass.
+"""
+
+import json
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+from tests.app_pages import ROOT
+from tests.plotly_json import plotly_array
+
+A, B, DIFFERENCE = "A: ", "B: ", "B − A"
+
+
+def open_page(page: str, params: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    for name, value in (params or {}).items():
+        at.query_params[name] = value
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def compared(at: AppTest) -> dict[str, np.ndarray]:
+    """The comparison's three maps by title prefix ("A: ", "B: ", "B − A"), as drawn."""
+    out = {}
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        title = spec["layout"].get("title", {}).get("text", "")
+        for prefix in (A, B, DIFFERENCE):
+            if title.startswith(prefix):
+                trace = spec["data"][0]
+                z = plotly_array(trace["z"]).astype(np.float64)
+                out[prefix] = z.reshape(len(plotly_array(trace["y"])), -1)
+                out[prefix + "title"] = title
+    return out
+
+
+def sentence(at: AppTest) -> str:
+    return next(m.value for m in at.markdown if "What differs most" in m.value)
+
+
+def softmax_rows(scores: np.ndarray) -> np.ndarray:
+    """Row softmax with −∞ for blocked keys (no fully blocked rows in these tests)."""
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def assert_drawn(shown: dict, a: np.ndarray, b: np.ndarray, atol: float = 2e-7) -> None:
+    """A, B and B − A on the page equal the independently computed patterns (float32 drawn)."""
+    np.testing.assert_allclose(shown[A], a, atol=atol)
+    np.testing.assert_allclose(shown[B], b, atol=atol)
+    np.testing.assert_allclose(shown[DIFFERENCE], b - a, atol=2 * atol)
+
+
+def largest_cell(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
+    return np.unravel_index(np.abs(b - a).argmax(), a.shape)
+
+
+# -- masking: causal off and on ---------------------------------------------------------------
+
+MASK_PAGE = "pages/masking_lab.py"
+SENTENCE = ("the", "cat", "sat", "on", "the", "mat", "and", "slept")
+
+
+def test_masking_compares_causal_off_and_on():
+    at = open_page(MASK_PAGE)
+    assert not compared(at), "the comparison is opt-in: closed, it draws nothing"
+    at.session_state["mask.cmp"] = True
+    at.run()
+    n = 6
+    q, k, _ = np.random.default_rng(0).standard_normal((3, n, 4))
+    scores = q @ k.T / 2.0  # √d_k = √4
+    off = softmax_rows(scores)
+    on = softmax_rows(np.where(np.tril(np.ones((n, n), bool)), scores, -np.inf))
+    shown = compared(at)
+    assert_drawn(shown, off, on)
+    i, j = largest_cell(off, on)
+    assert f"query {i + 1} “{SENTENCE[i]}” → key {j + 1} “{SENTENCE[j]}”" in sentence(at)
+    assert at.query_params["cmp"] == "1"  # the link reopens it
+
+
+def test_masking_compare_keeps_the_other_kinds_in_both():
+    # Padding at position 2 in both A and B; causal only in B.
+    at = open_page(MASK_PAGE, {"kinds": "padding", "pad": "2", "n": "4", "cmp": "1"})
+    n = 4
+    q, k, _ = np.random.default_rng(0).standard_normal((3, n, 4))
+    scores = q @ k.T / 2.0
+    keep = np.ones((n, n), bool)
+    keep[:, 1] = False
+    off = softmax_rows(np.where(keep, scores, -np.inf))
+    on = softmax_rows(np.where(keep & np.tril(np.ones((n, n), bool)), scores, -np.inf))
+    assert_drawn(compared(at), off, on)
