@@ -61,7 +61,7 @@ def largest_cell(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
     return np.unravel_index(np.abs(b - a).argmax(), a.shape)
 
 
-# -- masking: causal off and on ---------------------------------------------------------------
+# -- masking: causal off and on -------------------------------------------------------------------
 
 MASK_PAGE = "pages/masking_lab.py"
 SENTENCE = ("the", "cat", "sat", "on", "the", "mat", "and", "slept")
@@ -95,3 +95,39 @@ def test_masking_compare_keeps_the_other_kinds_in_both():
     off = softmax_rows(np.where(keep, scores, -np.inf))
     on = softmax_rows(np.where(keep & np.tril(np.ones((n, n), bool)), scores, -np.inf))
     assert_drawn(compared(at), off, on)
+
+
+# -- multi-head: two heads ------------------------------------------------------------------------
+
+MHA_PAGE = "pages/multi_head.py"
+
+
+def head_weights(tokens: list[str], d_model: int, heads: int, seed: int) -> np.ndarray:
+    """Every head's weights `(head, q_pos, k_pos)` in NumPy: Q = X W_Qᵀ + b_Q, cut into heads."""
+    from attention_core import init_multi_head_params
+    from attention_core.reference import token_embeddings
+
+    x = token_embeddings(tokens, d_model, seed)
+    p = init_multi_head_params(d_model, heads, seed)
+    d_head = d_model // heads
+    q = (x @ p.w_q.T + p.b_q).reshape(len(tokens), heads, d_head).transpose(1, 0, 2)
+    k = (x @ p.w_k.T + p.b_k).reshape(len(tokens), heads, d_head).transpose(1, 0, 2)
+    return softmax_rows(q @ k.transpose(0, 2, 1) / np.sqrt(d_head))
+
+
+def test_multi_head_compares_two_heads_and_keeps_them_in_the_link():
+    tokens = "the cat sat on the mat".split()
+    at = open_page(MHA_PAGE, {"cmp": "1"})
+    weights = head_weights(tokens, 8, 4, 0)
+    assert_drawn(compared(at), weights[0], weights[1], atol=1e-6)  # heads 1 and 2 by default
+    at.selectbox(key="mha.cmp_a").set_value(4).run()
+    at.selectbox(key="mha.cmp_b").set_value(3).run()
+    shown = compared(at)
+    assert shown[A + "title"] == "A: head 4" and shown[B + "title"] == "B: head 3"
+    assert_drawn(shown, weights[3], weights[2], atol=1e-6)
+    i, j = largest_cell(weights[3], weights[2])
+    assert f"query {i + 1} “{tokens[i]}” → key {j + 1} “{tokens[j]}”" in sentence(at)
+    link = {name: at.query_params[name] for name in ("cmp", "cmp_a", "cmp_b")}
+    assert link == {"cmp": "1", "cmp_a": "4", "cmp_b": "3"}
+    # The link reopens the same comparison in a fresh session.
+    assert_drawn(compared(open_page(MHA_PAGE, link)), weights[3], weights[2], atol=1e-6)
