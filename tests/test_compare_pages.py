@@ -131,3 +131,38 @@ def test_multi_head_compares_two_heads_and_keeps_them_in_the_link():
     assert link == {"cmp": "1", "cmp_a": "4", "cmp_b": "3"}
     # The link reopens the same comparison in a fresh session.
     assert_drawn(compared(open_page(MHA_PAGE, link)), weights[3], weights[2], atol=1e-6)
+
+
+# -- positional encoding: two encodings of the same sentence --------------------------------------
+
+PE_PAGE = "pages/positional_encoding.py"
+
+
+def sentence_weights(tokens: list[str], d_model: int, seed: int, sinusoidal: bool) -> np.ndarray:
+    """One self-attention head on embeddings (+ PE_{p,2i} = sin(p/10000^(2i/d)), PE_{p,2i+1} =
+    cos(...)), in NumPy."""
+    from attention_core import init_multi_head_params
+    from attention_core.reference import token_embeddings
+
+    x = token_embeddings(tokens, d_model, seed)
+    if sinusoidal:
+        p = np.arange(len(tokens))[:, None]
+        angle = p / 10000 ** (np.arange(0, d_model, 2) / d_model)  # (pos, d_model / 2)
+        x = x + np.stack([np.sin(angle), np.cos(angle)], axis=-1).reshape(len(tokens), d_model)
+    w = init_multi_head_params(d_model, 1, seed)
+    q, k = x @ w.w_q.T + w.b_q, x @ w.w_k.T + w.b_k
+    return softmax_rows(q @ k.T / np.sqrt(d_model))
+
+
+def test_positional_compares_no_positions_with_sinusoidal():
+    tokens = ["I", "love", "AI"]
+    at = open_page(PE_PAGE, {"cmp": "1"})
+    none, sinusoidal = (sentence_weights(tokens, 4, 0, flag) for flag in (False, True))
+    shown = compared(at)
+    assert shown[A + "title"] == "A: none positions"
+    assert_drawn(shown, none, sinusoidal, atol=1e-6)
+    # The same encoding twice: nothing differs, and the sentence says so.
+    at.selectbox(key="pe.cmp_b").set_value("none").run()
+    np.testing.assert_array_equal(compared(at)[DIFFERENCE], 0)
+    assert "the same pattern" in sentence(at)
+    assert at.query_params["cmp_b"] == "none"
