@@ -41,7 +41,9 @@ def compared(at: AppTest) -> dict[str, np.ndarray]:
 
 
 def sentence(at: AppTest) -> str:
-    return next(m.value for m in at.markdown if "What differs most" in m.value)
+    """The comparison's sentence as a reader sees it (Markdown escapes removed)."""
+    shown = next(m.value for m in at.markdown if "What differs most" in m.value)
+    return shown.replace("\\", "")
 
 
 def softmax_rows(scores: np.ndarray) -> np.ndarray:
@@ -166,3 +168,37 @@ def test_positional_compares_no_positions_with_sinusoidal():
     np.testing.assert_array_equal(compared(at)[DIFFERENCE], 0)
     assert "the same pattern" in sentence(at)
     assert at.query_params["cmp_b"] == "none"
+
+
+# -- scaled dot-product: divided by √d_k or not ---------------------------------------------------
+
+SDPA_PAGE = "pages/sdpa_steps.py"
+# The hand-worked preset: Q·Kᵀ = [[1, 1, 0], [1, 0, 1], [2, 1, 1]], d_k = 2.
+THREE_TOKEN_SCORES = np.array([[1.0, 1, 0], [1, 0, 1], [2, 1, 1]])
+
+
+def test_sdpa_compares_scaled_and_unscaled():
+    at = open_page(SDPA_PAGE, {"cmp": "1"})
+    scaled, unscaled = (
+        softmax_rows(THREE_TOKEN_SCORES / np.sqrt(2)),
+        softmax_rows(THREE_TOKEN_SCORES),
+    )
+    shown = compared(at)
+    assert shown[A + "title"] == "A: divided by √2" and shown[B + "title"] == "B: not scaled"
+    assert_drawn(shown, scaled, unscaled)
+    # Query 3 "sat" scores 2 on "the" and 1 on the others: e²/(e² + 2e) = 0.5761 unscaled,
+    # e^√2/(e^√2 + 2e^(1/√2)) = 0.5035 scaled, the largest of the nine changes.
+    assert "query 3 “sat” → key 1 “the”: 0.503 in divided by √2, 0.576 in not scaled" in (
+        sentence(at)
+    )
+    # With the causal mask both sides are masked: row 1 sees only itself, in A and in B.
+    at.toggle(key="sdpa.causal").set_value(True).run()
+    causal = np.where(np.tril(np.ones((3, 3), bool)), THREE_TOKEN_SCORES, -np.inf)
+    assert_drawn(compared(at), softmax_rows(causal / np.sqrt(2)), softmax_rows(causal))
+
+
+def test_sdpa_compare_needs_the_dot_product():
+    at = open_page(SDPA_PAGE, {"cmp": "1", "scoring": "cosine"})
+    assert not compared(at)
+    assert any("Only the dot product is divided by √d_k" in info.value for info in at.info)
+    assert not at.exception
