@@ -10,7 +10,7 @@ import json
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from tests.app_pages import ROOT
+from tests.app_pages import ROOT, open_model_page
 from tests.plotly_json import plotly_array
 
 A, B, DIFFERENCE = "A: ", "B: ", "B − A"
@@ -202,3 +202,33 @@ def test_sdpa_compare_needs_the_dot_product():
     assert not compared(at)
     assert any("Only the dot product is divided by √d_k" in info.value for info in at.info)
     assert not at.exception
+
+
+# -- the real model: two heads, two layers --------------------------------------------------------
+
+TIRED = "The animal didn't cross the street because it was too tired."
+
+
+def test_real_model_compares_two_heads_of_two_layers():
+    from attention_core.models import load_bert
+
+    trace = load_bert().trace(TIRED)  # the model's own forward pass, outside the page's caches
+    weights = trace.attention_weights.astype(np.float64)  # (layer, head, n, n)
+    at = open_model_page("pages/real_model.py", {"cmp": "1"}, timeout=180)
+    shown = compared(at)
+    # A: the page's head (layer 4, head 2); B: layer 1, head 1 by default.
+    assert shown[A + "title"] == "A: layer 4 head 2"
+    assert_drawn(shown, weights[3, 1], weights[0, 0], atol=1e-6)
+    at.select_slider(key="bert.cmp_layer").set_value(6).run()
+    at.select_slider(key="bert.cmp_head").set_value(12).run()
+    a, b = weights[3, 1], weights[5, 11]
+    assert_drawn(compared(at), a, b, atol=1e-6)
+    i, j = largest_cell(a, b)
+    tokens = trace.tokens
+    assert f"query {i + 1} “{tokens[i]}” → key {j + 1} “{tokens[j]}”" in sentence(at)
+    tv = 0.5 * np.abs(b - a).sum(axis=1)
+    assert f"total variation distance of {tv.max():.3f}" in sentence(at)
+    assert {n: at.query_params[n] for n in ("cmp_layer", "cmp_head")} == {
+        "cmp_layer": "6",
+        "cmp_head": "12",
+    }
