@@ -8,6 +8,7 @@ independently: one-line NumPy formulas, or the model's own forward pass.
 import json
 
 import numpy as np
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app_pages import ROOT, open_model_page
@@ -232,3 +233,49 @@ def test_real_model_compares_two_heads_of_two_layers():
         "cmp_layer": "6",
         "cmp_head": "12",
     }
+
+
+# -- what every comparison shares -----------------------------------------------------------------
+
+
+def test_the_maps_are_described_and_the_difference_names_what_differs_most():
+    at = open_page(MHA_PAGE, {"cmp": "1"})
+    drawn = {}  # title: (figure JSON, text alternative)
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        drawn[(spec["layout"].get("title") or {}).get("text", "")] = (spec, chart.proto.alt)
+    assert drawn["A: head 1"][1].startswith("A: head 1, 6 queries × 6 keys")
+    # The difference map is read aloud with the range and the page's sentence.
+    spec, alt = drawn[DIFFERENCE]
+    assert alt.startswith("B − A, 6 queries × 6 keys: values run from")
+    assert alt.endswith(sentence(at).split("What differs most.** ")[1])
+    # Diverging, symmetric around 0: zmin = −zmax = the largest |B − A|; A and B fixed 0..1.
+    heat = spec["data"][0]
+    reach = np.abs(compared(at)[DIFFERENCE]).max()
+    assert heat["zmax"] == pytest.approx(reach, rel=1e-6) and heat["zmin"] == -heat["zmax"]
+    assert heat["colorscale"][0][1] == "#b35806"  # the orange end: weight lost
+    for name in ("A: head 1", "B: head 2"):
+        assert (drawn[name][0]["data"][0]["zmin"], drawn[name][0]["data"][0]["zmax"]) == (0, 1)
+
+
+def _compare_mismatched_shapes():
+    import numpy as np
+
+    from ui import compare
+
+    compare.show(np.eye(2), np.ones((2, 3)) / 3, names=("head 1", "head 2"),
+                 query_labels=["a", "b"], key_labels=["x", "y"], filename="bad")  # fmt: skip
+
+
+def test_patterns_that_do_not_match_give_a_clear_message_not_a_traceback():
+    at = AppTest.from_function(_compare_mismatched_shapes).run()
+    assert not at.exception
+    (error,) = at.error
+    assert "head 1 has shape (2, 2) (queries × keys) but head 2 has (2, 3)" in error.value
+    assert not at.get("plotly_chart")
+
+
+def test_a_bad_link_value_is_explained_and_the_comparison_stays_closed():
+    at = open_page(MASK_PAGE, {"cmp": "maybe"})
+    assert not compared(at)
+    assert any("`cmp=maybe` was ignored" in w.value for w in at.warning)
