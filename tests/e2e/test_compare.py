@@ -72,5 +72,28 @@ def test_masking_compare_opens_shows_the_difference_and_passes_axe(server, page)
     assert exceptions(page) == []
 
     violations = AXE.run(page, options=AXE_OPTIONS).response["violations"]
-    failing = [v for v in violations if v["impact"] in {"serious", "critical"}] or violations
-    assert not failing, "axe-core on /masking?cmp=1:\n" + violation_report(failing)
+    assert not violations, "axe-core on /masking?cmp=1:\n" + violation_report(violations)
+
+
+# Every page with a comparison, opened from its link: page key prefix and URL path.
+COMPARING_PAGES = {
+    "sdpa": "scaled-dot-product",
+    "mask": "masking",
+    "mha": "multi-head",
+    "pe": "positional",
+    "bert": "pretrained",
+}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("prefix", list(COMPARING_PAGES), ids=list(COMPARING_PAGES.values()))
+def test_an_open_comparison_passes_axe_on_every_page(server, page, prefix):
+    open_app(page, server.url, COMPARING_PAGES[prefix], "cmp=1")
+    scope = key_selector(f"{prefix}.cmp")
+    wait_for_charts(page, scope, minimum=3)
+    expect(page.locator(scope)).to_contain_text("What differs most.")
+    assert exceptions(page) == []
+    violations = AXE.run(page, options=AXE_OPTIONS).response["violations"]
+    assert not violations, f"axe-core on /{COMPARING_PAGES[prefix]}?cmp=1:\n" + violation_report(
+        violations
+    )
