@@ -279,3 +279,15 @@ def test_a_bad_link_value_is_explained_and_the_comparison_stays_closed():
     at = open_page(MASK_PAGE, {"cmp": "maybe"})
     assert not compared(at)
     assert any("`cmp=maybe` was ignored" in w.value for w in at.warning)
+
+
+def test_a_choice_in_the_comparison_reruns_only_its_fragment_and_the_link_follows():
+    from tests.fragment_reruns import change_in_fragment
+
+    full, moved, fragment_id = change_in_fragment(
+        "multi-head", "cmp=1", "Head B", ("string_value", "head 3")
+    )
+    assert fragment_id  # the choice lives in a fragment...
+    assert moved.elements < full.elements / 4  # ...so only the comparison was sent again
+    assert moved.query_string == "cmp=1&cmp_b=3"
+    assert "chart: B: head 3" in moved.texts and "chart: A: head 1" in moved.texts
