@@ -1,5 +1,5 @@
 """Two views of a pattern side by side: A, B on one fixed 0..1 scale, and B − A on a diverging
-scale centred on 0, with one sentence saying what differs most.
+scale centred on 0, beside one sentence saying what differs most.
 
 The comparison is opt-in: `opened` draws a closed expander (open in a link as `cmp=1`), and a
 page draws its choices and `show` inside it, in a fragment, so a page that nobody compares on
@@ -56,7 +56,7 @@ def show(
     key_labels: Sequence[str],
     filename: str,
 ) -> PatternComparison | None:
-    """Weights `a` and `b`, `(q_pos, k_pos)`, and b − a, in three columns, then the sentence.
+    """Weights `a` and `b`, `(q_pos, k_pos)`, side by side; below, b − a beside the sentence.
 
     Bad input (shapes that differ, say) shows its message here and returns None.
     """
@@ -66,9 +66,10 @@ def show(
     except AttentionInputError as error:
         st.error(str(error), icon=":material/error:")
         return None
-    columns = st.columns(3)
+    # Half-width maps, as the pages' other pairs: a third of the page leaves no room for the
+    # numbers in the cells.
     for column, pattern, letter, name in zip(
-        columns[:2], (comparison.a, comparison.b), "AB", names, strict=True
+        st.columns(2), (comparison.a, comparison.b), "AB", names, strict=True
     ):
         with column:
             figure = charts.cached(
@@ -80,14 +81,17 @@ def show(
                 title=f"{letter}: {name}",
             )
             charts.show(figure, filename=f"{filename}-{letter.lower()}")
-    with columns[2]:
-        figure = charts.cached(difference_figure, comparison)
-        charts.show(figure, filename=f"{filename}-difference")
-    st.markdown(f":material/compare_arrows: **What differs most.** {plain(comparison.sentence)}")
-    st.caption(
-        "A and B share the 0..1 colour scale of every weight map. In B − A, blue cells gained "
-        "weight and orange cells lost it; white is no change."
-    )
+    difference, words = st.columns(2, vertical_alignment="center")
+    with difference:
+        charts.show(charts.cached(difference_figure, comparison), filename=f"{filename}-difference")
+    with words:
+        st.markdown(
+            f":material/compare_arrows: **What differs most.** {plain(comparison.sentence)}"
+        )
+        st.caption(
+            "A and B share the 0..1 colour scale of every weight map. In B − A, blue cells gained "
+            "weight and orange cells lost it; white is no change."
+        )
     return comparison
 
 
