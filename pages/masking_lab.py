@@ -94,6 +94,7 @@ st.header("The mask, the masked scores, and the weights without and with it")
 st.caption(f"Mask: **{mask_name}**. Rows are queries, columns are keys.")
 mv.show_mask_effect(lab, np.ones((n, n), bool) if mask is None else mask, tokens)
 st.markdown(mv.row_sum_badges(lab, tokens))
+mv.compare_causal(view, qkv, kinds, tokens, custom=custom, **options)
 
 # -- encoder versus decoder -----------------------------------------------------------------------
 

@@ -217,6 +217,7 @@ def each_head(view: PageState, steps, q_tokens: list[str], kv_tokens: list[str])
 
 
 each_head(view, steps, q_tokens, kv_tokens)
+mv.compare_heads(view, steps.attention.weights, q_tokens, kv_tokens)
 
 # -- 7. concatenate and project -----------------------------------------------------------------
 

@@ -107,6 +107,7 @@ seed = seed_column.number_input(
     key=view.int_key("seed", 0, lo=0, hi=999),
 )
 order_blindness(tokens, order_kind, width, seed)
+pv.compare_encodings(view, tokens, order_kind, width, seed)
 
 # -- 2. the sinusoidal table -------------------------------------------------------------------
 

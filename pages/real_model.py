@@ -147,6 +147,7 @@ def picture(layer: int, head: int, query: int) -> None:
 
 
 picture(layer, head, query)
+mf.compare_heads(view, trace, layer, head)
 label = rv.PATTERN_TITLES[str(trace.patterns.labels[layer, head])]
 
 # -- what the heads do ----------------------------------------------------------------------------

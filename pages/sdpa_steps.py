@@ -221,6 +221,7 @@ def settings_and_steps(current: Example, preset: str, sizes: tuple[int, int, int
         step_views.show_sharp_vs_flat(sizes, scoring=scoring, tau=tau, causal=causal, key="sdpa")
     explain_one_row(result, current, scoring)
     check_my_work(result, current)
+    step_views.compare_scaling(view, current, scoring_choice, tau, causal)
     write_url_after_fragment(view)
 
 

@@ -213,6 +213,15 @@ def _asked_for(page: st.Page) -> bool:
     return path.endswith("/" + page.url_path)
 
 
+_MARKDOWN_SPECIAL = set("\\`*_{}[]()#+-.!|$<>~:")
+
+
+def plain(text: str) -> str:
+    """`text` with Markdown's special characters escaped, so a token such as `**` or `$x$`
+    shows as typed in a caption or heading instead of being formatted."""
+    return "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in text)
+
+
 def page_intro(title: str, idea: str, formula: str | None = None) -> None:
     """A page's first lines: its title, the idea in one sentence, the formula."""
     st.title(title)

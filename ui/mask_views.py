@@ -17,7 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from attention_core import AttentionInputError, causal_mask
+from attention_core import AttentionInputError, causal_mask, scaled_dot_product_attention
 from attention_core.mask_lab import (
     FLOAT16_MIN,
     MaskComparison,
@@ -29,7 +29,7 @@ from attention_core.mask_lab import (
     padded_batch,
     value_change_effect,
 )
-from ui import charts
+from ui import charts, compare
 from ui.state import PageState, write_url_after_fragment
 
 GRID_PARAM = "grid"
@@ -263,6 +263,43 @@ def position_picker(container, label: str, tokens: Sequence[str], key: str) -> i
         format_func=lambda p: f"{p} · {tokens[p - 1]}",
         key=key,
     )
+
+
+# -- causal on and off, compared ------------------------------------------------------------------
+
+
+@st.fragment
+def compare_causal(
+    view: PageState,
+    qkv: tuple[np.ndarray, np.ndarray, np.ndarray],
+    kinds: Sequence[str],
+    tokens: Sequence[str],
+    **options: object,
+) -> None:
+    """The chosen mask's weights with the causal kind off (A) and on (B); `options` are
+    `lab_mask`'s (padding, window, prefix_len, custom)."""
+    box = compare.opened(view, label="Compare: causal mask off and on")
+    if box is not None:
+        with box:
+            others = [kind for kind in kinds if kind != "causal"]
+            st.caption(
+                "The other mask kinds chosen above stay on in both: only the causal mask changes."
+                if others
+                else "No other mask kind is chosen: A has no mask at all."
+            )
+            try:
+                a, b = (
+                    scaled_dot_product_attention(
+                        *qkv, mask=lab_mask(len(tokens), chosen, **options)
+                    ).weights
+                    for chosen in (others, [*others, "causal"])
+                )
+            except AttentionInputError as error:
+                st.error(str(error), icon=":material/error:")
+            else:
+                compare.show(a, b, names=("causal off", "causal on"), query_labels=tokens,
+                             key_labels=tokens, filename="mask-causal-compare")  # fmt: skip
+    write_url_after_fragment(view)
 
 
 # -- the future cannot leak -----------------------------------------------------------------------

@@ -19,9 +19,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from attention_core.head_patterns import head_average
-from ui import charts, describe
+from ui import charts, compare, describe
 from ui.model_views import PATTERN_TITLES, ROLE_TITLES, PageTrace, trace_of
-from ui.state import PageState, is_presenting
+from ui.state import PageState, is_presenting, write_url_after_fragment
 
 # The head view draws n² lines: past this many tokens only the chosen query's lines are drawn.
 MAX_ALL_LINES_TOKENS = 48
@@ -372,6 +372,32 @@ def show_model_view(view: PageState, trace: PageTrace, layer: int, head: int) ->
         on_select=pick,
         selection_mode="points",
     )
+
+
+@st.fragment
+def compare_heads(view: PageState, trace: PageTrace, layer: int, head: int) -> None:
+    """Head (`layer`, `head`), from 0, the page's choice, as A; any other head of any layer as B."""
+    box = compare.opened(view, label="Compare with another head or layer")
+    if box is not None:
+        with box:
+            layers, heads = range(1, trace.num_layers + 1), range(1, trace.num_heads + 1)
+            first, second = st.columns(2)
+            layer_b = first.select_slider(
+                "Layer B", list(layers), key=view.int_key("cmp_layer", 1, lo=1, hi=layers[-1])
+            )
+            head_b = second.select_slider(
+                "Head B", list(heads), key=view.int_key("cmp_head", 1, lo=1, hi=heads[-1])
+            )
+            st.caption(f"A is the head chosen above: layer {layer + 1}, head {head + 1}.")
+            compare.show(
+                trace.weights[layer, head],
+                trace.weights[layer_b - 1, head_b - 1],
+                names=(f"layer {layer + 1} head {head + 1}", f"layer {layer_b} head {head_b}"),
+                query_labels=trace.labels(),
+                key_labels=trace.labels(),
+                filename=f"bert-compare-l{layer + 1}-h{head + 1}-l{layer_b}-h{head_b}",
+            )
+    write_url_after_fragment(view)
 
 
 def averages_figure(text: str, layer: int) -> go.Figure:

@@ -40,7 +40,7 @@ from attention_core.models import (
     ModelNotFoundError,
     load_bert,
 )
-from ui.layout import model_missing
+from ui.layout import model_missing, plain  # noqa: F401  (plain: the pages' rv.plain)
 from ui.state import PageState
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -354,15 +354,6 @@ def _head_steps(digest: str, layer: int, head: int, _trace: PageTrace):
     steps = scaled_dot_product_attention(q, k, v)  # scores (n, n), output (n, d_head)
     difference = float(np.max(np.abs(steps.weights - _trace.weights[layer, head])))
     return steps, difference
-
-
-_MARKDOWN_SPECIAL = set("\\`*_{}[]()#+-.!|$<>~:")
-
-
-def plain(text: str) -> str:
-    """`text` with Markdown's special characters escaped, so a token such as `**` or `$x$`
-    shows as typed in a caption or heading instead of being formatted."""
-    return "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in text)
 
 
 def focus_position(tokens: Sequence[str], word: str) -> int | None:

@@ -34,7 +34,7 @@ from attention_core.reference import (
     compare_with_torch,
     token_embeddings,
 )
-from ui import charts, step_views
+from ui import charts, compare, step_views
 from ui.editors import MatrixInput, matrix_editor
 from ui.state import PageState, write_url_after_fragment
 
@@ -804,6 +804,29 @@ def torch_comparison(
     mask = causal_mask(x_q.shape[0], k_len) if causal else None
     computed = multi_head_attention(x_q, x_kv, params=params, num_heads=num_heads, mask=mask)
     return compare_with_torch(computed, params, num_heads, mask)
+
+
+@st.fragment
+def compare_heads(
+    view: PageState, weights: np.ndarray, query_labels: Sequence[str], key_labels: Sequence[str]
+) -> None:
+    """Two heads' weights, `weights` `(head, q_pos, k_pos)`, side by side and their difference."""
+    box = compare.opened(view, label="Compare two heads")
+    if box is not None:
+        with box:
+            heads = list(range(1, weights.shape[0] + 1))
+            first, second = st.columns(2)
+            a, b = (
+                column.selectbox(
+                    f"Head {letter}", heads, format_func=lambda h: f"head {h}",
+                    key=view.choice_key(f"cmp_{letter.lower()}", min(default, len(heads)), heads),
+                )
+                for column, letter, default in ((first, "A", 1), (second, "B", 2))
+            )  # fmt: skip
+            compare.show(weights[a - 1], weights[b - 1], names=(f"head {a}", f"head {b}"),
+                          query_labels=query_labels, key_labels=key_labels,
+                          filename=f"multi-head-compare-{a}-{b}")  # fmt: skip
+    write_url_after_fragment(view)
 
 
 @st.fragment

@@ -28,6 +28,7 @@ from attention_core import (
 from attention_core.position_lab import (
     LEARNED_STD,
     POSITION_FAMILIES,
+    SENTENCE_ENCODINGS,
     OffsetProfile,
     OrderBlindness,
     PositionBreakdown,
@@ -45,7 +46,7 @@ from attention_core.position_lab import (
     toeplitz_deviation,
     unseen_angle_share,
 )
-from ui import charts
+from ui import charts, compare
 from ui.state import PageState, write_url_after_fragment
 
 # Big tables: only needed when a figure is built, and a cache hit unpickles a copy.
@@ -272,6 +273,34 @@ def blindness(
 ) -> OrderBlindness:
     order = permutation(order_kind, len(tokens))
     return order_blindness(tokens, order, width, encoding=encoding, seed=seed, base=base)
+
+
+@st.fragment
+def compare_encodings(
+    view: PageState, tokens: tuple[str, ...], order_kind: str, width: int, seed: int
+) -> None:
+    """The sentence's attention weights with two positional encodings, and their difference."""
+    box = compare.opened(view, label="Compare two positional encodings")
+    if box is not None:
+        with box:
+            first, second = st.columns(2)
+            a, b = (
+                column.selectbox(
+                    f"Encoding {letter}", SENTENCE_ENCODINGS,
+                    key=view.choice_key(f"cmp_{letter.lower()}", default, SENTENCE_ENCODINGS),
+                )
+                for column, letter, default in ((first, "A", "none"), (second, "B", "sinusoidal"))
+            )  # fmt: skip
+            try:
+                weights = [blindness(tokens, order_kind, width, encoding, seed, 10000.0).weights
+                           for encoding in (a, b)]  # fmt: skip
+            except AttentionInputError as error:
+                st.error(str(error), icon=":material/error:")
+            else:
+                compare.show(*weights, names=(f"{a} positions", f"{b} positions"),
+                             query_labels=tokens, key_labels=tokens,
+                             filename=f"positions-compare-{a}-{b}")  # fmt: skip
+    write_url_after_fragment(view)
 
 
 def _small_heatmap(

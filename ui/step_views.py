@@ -35,7 +35,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from attention_core import AttentionSteps, attention_entropy
+from attention_core import AttentionInputError, AttentionSteps, attention_entropy
 from attention_core.examples import (
     RowBreakdown,
     attention_for,
@@ -44,9 +44,9 @@ from attention_core.examples import (
     sharp_flat_pair,
 )
 from attention_core.statistics import scaling_experiment
-from ui import charts
+from ui import charts, compare
 from ui.exports import download_chooser
-from ui.state import PageState, is_presenting
+from ui.state import PageState, is_presenting, write_url_after_fragment
 
 STEP_NAMES = ("scores", "scaled", "masked", "weights", "output")
 STEP_TITLES = {
@@ -773,3 +773,35 @@ def show_scaling_experiment(*, key: str, num_keys: int = 16, seed: int = 0) -> N
         f"is {result.max_weight_unscaled[last]:.3f} without scaling against "
         f"{result.max_weight_scaled[last]:.3f} with it."
     )
+
+
+# -- scaled and unscaled, compared ----------------------------------------------------------------
+
+
+@st.fragment
+def compare_scaling(
+    view: PageState, example: Any, scoring: str, temperature: float, causal: bool
+) -> None:
+    """`example`'s weights with the dot product divided by √d_k (A) and not (B), at the page's
+    temperature and mask; `scoring` is the page's choice, which must be the dot product."""
+    box = compare.opened(view, label="Compare: scaled and unscaled")
+    if box is not None:
+        with box:
+            if scoring != "dot_product":
+                st.info("Only the dot product is divided by √d_k: choose it as the scoring "
+                        "function to compare.", icon=":material/info:")  # fmt: skip
+            else:
+                try:
+                    a, b = (
+                        attention_for(example.q, example.k, example.v, scoring=name,
+                                      temperature=temperature, causal=causal).weights
+                        for name in ("scaled_dot", "dot")
+                    )  # fmt: skip
+                except AttentionInputError as error:
+                    st.error(str(error), icon=":material/error:")
+                else:
+                    d_k = example.q.shape[1]
+                    compare.show(a, b, names=(f"divided by √{d_k}", "not scaled"),
+                                 query_labels=example.query_labels, key_labels=example.key_labels,
+                                 filename="sdpa-scaling-compare")  # fmt: skip
+    write_url_after_fragment(view)
