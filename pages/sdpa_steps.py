@@ -13,7 +13,7 @@ from attention_core.examples import (
     preset_sizes,
     sentence_tokens,
 )
-from ui import exports, step_views
+from ui import exports, quiz, step_views
 from ui.editors import qkv_editors
 from ui.formulas import SCORING_TEXT
 from ui.layout import page_intro, stale_notice, what_to_try
@@ -210,6 +210,7 @@ def settings_and_steps(current: Example, preset: str, sizes: tuple[int, int, int
         write_url_after_fragment(view)
         return
 
+    quiz.sdpa(view, result, current, causal=causal)
     st.header("The steps")
     pipeline(result, current, scoring)
     settings = {"scoring": scoring_choice, "scaling": scaling, "causal": causal, "tau": tau,
