@@ -360,7 +360,9 @@ def reorder_changes_outputs(
     """Does self-attention give each word another output when the sentence is reordered?
 
     max_abs_difference = max |Attn(PX) put back in order − Attn(X)| (position_lab.order_blindness);
-    it is rounding (≈1e-16 · output_size) exactly when the answer is no.
+    it is rounding (≈1e-16 · output_size) exactly when the answer is no. Each word is followed
+    by where it stood: in “a b a” reversed, the first “a” moves to the end, so with positions
+    its output changes although the sentence reads the same.
     """
     prompt = (
         f"With **{encoding}** positions, reorder “{' '.join(tokens)}” into "
@@ -374,10 +376,10 @@ def reorder_changes_outputs(
             "vector, so another input and another output."
         )
         return Question("pe.shuffle", prompt, CHANGE_OPTIONS, frozenset({1}), why)
-    if tuple(tokens) == tuple(reordered) and encoding != "none":
+    if encoding != "none":
         why = (
-            f"{measured} This reordering gives back the very same sequence (every position "
-            "holds the same word as before), so nothing can change, even with positions."
+            f"{measured} This reordering leaves every word where it was, so each keeps its "
+            "position vector and its output, even with positions."
         )
     else:
         why = (
