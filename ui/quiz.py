@@ -101,16 +101,13 @@ def _predict(question: Question, number: int) -> None:
     base = f"quiz.{question.id}"
     choice_key = f"{base}.choice.{_digest(question)}"
     locked = st.session_state.get(f"{base}.locked")
-    is_locked = locked is not None and locked[0] == question
-    if is_locked and choice_key not in st.session_state:
-        st.session_state[choice_key] = locked[1]  # the widget shows the locked-in choice
-    label = f"{number}. {question.prompt}"
-    choose = {"format_func": question.options.__getitem__, "key": choice_key, "disabled": is_locked}
-    if question.multiple:
-        chosen = st.pills(label, range(len(question.options)), selection_mode="multi", **choose)
-    else:
-        chosen = st.radio(label, range(len(question.options)), index=None, **choose)
-    if not is_locked:
+    if locked is None or locked[0] != question:
+        label = f"{number}. {question.prompt}"
+        choose = {"format_func": question.options.__getitem__, "key": choice_key}
+        if question.multiple:
+            chosen = st.pills(label, range(len(question.options)), selection_mode="multi", **choose)
+        else:
+            chosen = st.radio(label, range(len(question.options)), index=None, **choose)
         st.button(
             "Lock in my prediction",
             key=f"{base}.lock",
@@ -121,6 +118,8 @@ def _predict(question: Question, number: int) -> None:
             help="The answer shows once you have committed to a prediction.",
         )
         return
+    # Locked in: the question as text (a disabled control would read faintly), then the verdict.
+    st.markdown(f"**{number}.** {question.prompt}")
     chosen = locked[1]
     if question.is_right(chosen):
         st.success(f"Right: {question.answer}.", icon=":material/check_circle:")
