@@ -45,6 +45,7 @@ QUESTIONS = {
     "mask.row2": "Which keys can query 2 see?",
     "mask.sum": "What do query 2's weights add up to?",
     "mha.previous": "Which head attends most to the previous token?",
+    "bert.previous": "Which head of this layer attends most to the previous token?",
     "pe.shuffle": "Does reordering the sentence change each word's output?",
     "pe.nearest": "At which distance are two positions' encodings most alike?",
 }
@@ -52,6 +53,7 @@ PAGE_NAMES = {
     "sdpa": "scaled dot-product",
     "mask": "masking lab",
     "mha": "multi-head",
+    "bert": "pretrained-model",
     "pe": "positional encoding",
 }
 
@@ -299,18 +301,25 @@ def row_weight_sum(steps: AttentionSteps, row: int, tokens: Sequence[str]) -> Qu
 # -- multi-head -----------------------------------------------------------------------------------
 
 
-def head_attends_to_previous(weights: object, tokens: Sequence[str]) -> Question:
+def head_attends_to_previous(
+    weights: object, tokens: Sequence[str], *, layer: int | None = None
+) -> Question:
     """Which head puts the most weight on the previous token? weights `(head, pos, pos)`.
 
     previous_h = mean over queries i >= 2 of w_h[i, i-1] (head_patterns' "previous" score).
+    `layer` (0-based) names a trained model's layer: the question is then `bert.previous`.
     """
     scores = head_patterns(weights).previous  # (head,)
     heads = scores.shape[0]
+    qid = "mha.previous" if layer is None else "bert.previous"
     options = (*(f"head {h + 1}" for h in range(heads)), "Two or more heads tie")
+    shown = " ".join(tokens) if len(tokens) <= 16 else " ".join(tokens[:16]) + " …"
     prompt = (
-        f"Which of the {heads} heads puts the most weight on the **previous** token (each "
-        f"query i looking at key i − 1, in “{' '.join(tokens)}”)?"
+        ("" if layer is None else f"In layer {layer + 1}: ")
+        + f"which of the {heads} heads puts the most weight on the **previous** token (each "
+        f"query i looking at key i − 1, in “{shown}”)?"
     )
+    prompt = prompt[0].upper() + prompt[1:]
     best = _top(scores)
     listed = "; ".join(f"head {h + 1}: {x:.3f}" for h, x in enumerate(scores))
     explanation = (
@@ -320,7 +329,7 @@ def head_attends_to_previous(weights: object, tokens: Sequence[str]) -> Question
     if best.size > 1:
         tied = " and ".join(f"head {h + 1}" for h in best)
         return Question(
-            "mha.previous",
+            qid,
             prompt,
             options,
             frozenset({heads, *best.tolist()}),
@@ -332,9 +341,12 @@ def head_attends_to_previous(weights: object, tokens: Sequence[str]) -> Question
         if heads == 1
         else " These heads are untrained (random weights): a trained model has heads that do "
         "this on purpose, often with most of their weight."
+        if layer is None
+        else " A trained head that scores near 1 has learned to read the word before: the "
+        "pattern is a line just below the diagonal."
     )
     return Question(
-        "mha.previous",
+        qid,
         prompt,
         options,
         frozenset({h}),

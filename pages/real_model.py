@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import charts, step_views
+from ui import charts, quiz, step_views
 from ui import model_figures as mf
 from ui import model_views as rv
 from ui.layout import page_intro, what_to_try
@@ -145,6 +145,7 @@ def picture(layer: int, head: int, query: int) -> None:
 
 
 picture(layer, head, query)
+quiz.real_model(view, trace.weights[layer], layer, tokens)
 label = rv.PATTERN_TITLES[str(trace.patterns.labels[layer, head])]
 
 # -- what the heads do ----------------------------------------------------------------------------

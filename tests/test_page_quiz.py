@@ -181,3 +181,19 @@ def test_positional_questions_follow_the_controls():
     lock_in(at, "pe.shuffle", 1)
     assert "Right: Yes: words get different outputs." in verdicts(at)
     assert score(at) == "**2 of 3** predictions right."
+
+
+def test_real_model_previous_token_head_of_the_chosen_layer():
+    from attention_core.models import load_bert
+    from tests.app_pages import open_model_page
+
+    text = "The animal didn't cross the street because it was too tired."
+    weights = load_bert().trace(text).attention_weights.astype(np.float64)  # (layer, head, n, n)
+    at = open_model_page("pages/real_model.py", {"layer": "1"}, timeout=180)
+    previous = np.array([np.diagonal(w, offset=-1).mean() for w in weights[0]])
+    best = int(np.argmax(previous))
+    assert choice(at, 1).label.startswith("1. In layer 1: which of the 12 heads")
+    lock_in(at, "bert.previous", best)
+    assert f"Right: head {best + 1}." in verdicts(at)
+    assert f"head {best + 1}: {previous[best]:.3f}" in revealed(at)
+    assert previous[best] > 0.5  # a trained previous-token head: most of its weight goes there

@@ -242,4 +242,12 @@ def test_link_ids_keep_this_pages_and_explain_the_rest():
         "`nope` is not a question; this page asks `sdpa.winner`, `sdpa.noscale`.",
     ]
     assert parse_question_ids("", "pe") == ([], [])
-    assert all(qid.split(".")[0] in {"sdpa", "mask", "mha", "pe"} for qid in QUESTIONS)
+    assert all(qid.split(".")[0] in {"sdpa", "mask", "mha", "pe", "bert"} for qid in QUESTIONS)
+
+
+def test_a_trained_layer_asks_the_pretrained_pages_question():
+    weights = np.stack([np.full((3, 3), 1 / 3), np.eye(3, k=-1) + np.diag([1.0, 0, 0])])
+    question = head_attends_to_previous(weights, ["[CLS]", "hi", "[SEP]"], layer=2)
+    assert question.id == "bert.previous" and question.id in QUESTIONS
+    assert question.prompt.startswith("In layer 3: which of the 2 heads")
+    assert question.answer == "head 2"

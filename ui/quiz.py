@@ -236,6 +236,19 @@ def multi_head(view: PageState, steps, tokens: Sequence[str]) -> None:
     )
 
 
+def real_model(view: PageState, weights, layer: int, tokens: Sequence[str]) -> None:
+    """The pretrained-model page: the heads of the chosen layer, weights `(head, n, n)`."""
+    ask(
+        view,
+        "bert",
+        {
+            "bert.previous": lambda: questions.head_attends_to_previous(
+                np.asarray(weights), tokens, layer=layer
+            )
+        },
+    )
+
+
 def positional(view: PageState, sentence: tuple, d_model: int, base: float, positions: int) -> None:
     """The positional page: `sentence` is (tokens, order kind, width, seed) of its first section,
     whose encoding is read here, so the question follows that section's own control."""
