@@ -302,14 +302,20 @@ def row_weight_sum(steps: AttentionSteps, row: int, tokens: Sequence[str]) -> Qu
 
 
 def head_attends_to_previous(
-    weights: object, tokens: Sequence[str], *, layer: int | None = None
+    weights: object,
+    tokens: Sequence[str],
+    *,
+    layer: int | None = None,
+    previous: np.ndarray | None = None,
 ) -> Question:
     """Which head puts the most weight on the previous token? weights `(head, pos, pos)`.
 
     previous_h = mean over queries i >= 2 of w_h[i, i-1] (head_patterns' "previous" score).
     `layer` (0-based) names a trained model's layer: the question is then `bert.previous`.
+    `previous`: those `(head,)` scores, when the caller has them already (a 512-token layer
+    takes ~25 ms to score again); `weights` is then not read.
     """
-    scores = head_patterns(weights).previous  # (head,)
+    scores = head_patterns(weights).previous if previous is None else np.asarray(previous)
     heads = scores.shape[0]
     qid = "mha.previous" if layer is None else "bert.previous"
     options = (*(f"head {h + 1}" for h in range(heads)), "Two or more heads tie")

@@ -145,7 +145,7 @@ def picture(layer: int, head: int, query: int) -> None:
 
 
 picture(layer, head, query)
-quiz.real_model(view, trace.weights[layer], layer, tokens)
+quiz.real_model(view, trace, layer, tokens)
 label = rv.PATTERN_TITLES[str(trace.patterns.labels[layer, head])]
 
 # -- what the heads do ----------------------------------------------------------------------------

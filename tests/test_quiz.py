@@ -251,3 +251,12 @@ def test_a_trained_layer_asks_the_pretrained_pages_question():
     assert question.id == "bert.previous" and question.id in QUESTIONS
     assert question.prompt.startswith("In layer 3: which of the 2 heads")
     assert question.answer == "head 2"
+
+
+def test_precomputed_previous_scores_give_the_same_question():
+    rng = np.random.default_rng(5)
+    weights = np_softmax(rng.standard_normal((3, 5, 5)))
+    means = np.array([np.diagonal(w, offset=-1).mean() for w in weights])
+    direct = head_attends_to_previous(weights, labels(5, "t"), layer=0)
+    given = head_attends_to_previous(None, labels(5, "t"), layer=0, previous=means)
+    assert direct == given

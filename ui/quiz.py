@@ -236,14 +236,14 @@ def multi_head(view: PageState, steps, tokens: Sequence[str]) -> None:
     )
 
 
-def real_model(view: PageState, weights, layer: int, tokens: Sequence[str]) -> None:
-    """The pretrained-model page: the heads of the chosen layer, weights `(head, n, n)`."""
+def real_model(view: PageState, trace, layer: int, tokens: Sequence[str]) -> None:
+    """The pretrained-model page: the heads of the chosen layer, scored once with the trace."""
     ask(
         view,
         "bert",
         {
             "bert.previous": lambda: questions.head_attends_to_previous(
-                np.asarray(weights), tokens, layer=layer
+                None, tokens, layer=layer, previous=trace.patterns.previous[layer]
             )
         },
     )
