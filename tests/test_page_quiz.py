@@ -133,7 +133,7 @@ def test_presenter_shows_the_question_first_and_reveals_on_a_button():
     assert not [w for w in [*at.radio, *at.button_group] if (w.key or "").startswith("quiz.")]
     text = revealed(at)
     assert "**1.** Under the mask **Causal**, which keys can query **2 · cat**" in text
-    assert "A. 1 · the\nB. 2 · cat\nC. 3 · sat" in text
+    assert "- **A.** 1 · the\n- **B.** 2 · cat\n- **C.** 3 · sat" in text
     assert not [s for s in at.success if s.value.startswith("Answer")]
     at.button(key="quiz.mask.row2.reveal").click().run()
     assert [s.value for s in at.success if s.value.startswith("Answer")] == [

@@ -145,9 +145,11 @@ def _present(question: Question, number: int) -> None:
     revealed = st.session_state.get(f"{base}.revealed") == question
     letters = [chr(ord("A") + i) for i in range(len(question.options))]
     st.markdown(f"**{number}.** {question.prompt}")
+    # A list, one option a line, each with the letter the room calls out.
     st.markdown(
         "\n".join(
-            f"{letter}. {option}" for letter, option in zip(letters, question.options, strict=True)
+            f"- **{letter}.** {option}"
+            for letter, option in zip(letters, question.options, strict=True)
         )
     )
     if not revealed:
