@@ -6,6 +6,7 @@ import streamlit as st
 from attention_core import AttentionInputError
 from attention_core.mask_lab import MASK_KINDS, compare_mask, example_qkv, lab_mask
 from ui import mask_views as mv
+from ui import quiz
 from ui.layout import page_intro, what_to_try
 from ui.state import PageState
 
@@ -95,6 +96,7 @@ st.caption(f"Mask: **{mask_name}**. Rows are queries, columns are keys.")
 mv.show_mask_effect(lab, np.ones((n, n), bool) if mask is None else mask, tokens)
 st.markdown(mv.row_sum_badges(lab, tokens))
 mv.compare_causal(view, qkv, kinds, tokens, custom=custom, **options)
+quiz.masking(view, lab, tokens, mask_name)
 
 # -- encoder versus decoder -----------------------------------------------------------------------
 

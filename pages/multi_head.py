@@ -8,7 +8,7 @@ from attention_core import (
     init_multi_head_params,
     multi_head_attention,
 )
-from ui import charts
+from ui import charts, quiz
 from ui import multihead_views as mv
 from ui.layout import page_intro, stale_notice, what_to_try
 from ui.state import PageState, write_url_after_fragment
@@ -218,6 +218,7 @@ def each_head(view: PageState, steps, q_tokens: list[str], kv_tokens: list[str])
 
 each_head(view, steps, q_tokens, kv_tokens)
 mv.compare_heads(view, steps.attention.weights, q_tokens, kv_tokens)
+quiz.multi_head(view, steps, q_tokens)
 
 # -- 7. concatenate and project -----------------------------------------------------------------
 

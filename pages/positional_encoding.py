@@ -2,7 +2,7 @@ import streamlit as st
 
 from attention_core import AttentionInputError
 from attention_core.position_lab import PERMUTATIONS, SENTENCE_ENCODINGS
-from ui import charts
+from ui import charts, quiz
 from ui import positional_views as pv
 from ui.layout import page_intro, what_to_try
 from ui.state import PageState, write_url_after_fragment
@@ -269,6 +269,7 @@ st.markdown(
 
 
 pv.families(view, n, d_model, seed, base)
+quiz.positional(view, (tokens, order_kind, width, seed), d_model, base, n)
 
 what_to_try(
     [

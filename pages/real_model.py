@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import charts, step_views
+from ui import charts, quiz, step_views
 from ui import model_figures as mf
 from ui import model_head as mh
 from ui import model_views as rv
@@ -148,6 +148,7 @@ def picture(layer: int, head: int, query: int) -> None:
 
 picture(layer, head, query)
 mf.compare_heads(view, trace, layer, head)
+quiz.real_model(view, trace, layer, tokens)
 label = rv.PATTERN_TITLES[str(trace.patterns.labels[layer, head])]
 
 # -- what the heads do ----------------------------------------------------------------------------

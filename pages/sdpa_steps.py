@@ -13,7 +13,7 @@ from attention_core.examples import (
     preset_sizes,
     sentence_tokens,
 )
-from ui import exports, model_head, step_views
+from ui import exports, model_head, quiz, step_views
 from ui.editors import qkv_editors
 from ui.formulas import SCORING_TEXT
 from ui.layout import page_intro, stale_notice, what_to_try
@@ -211,6 +211,7 @@ def settings_and_steps(current: Example, preset: str, sizes: tuple[int, int, int
         write_url_after_fragment(view)
         return
 
+    quiz.sdpa(view, result, current, causal=causal)
     st.header("The steps")
     pipeline(result, current, scoring)
     settings = {"scoring": scoring_choice, "scaling": scaling, "causal": causal, "tau": tau,
@@ -269,18 +270,8 @@ def check_my_work(result, current: Example) -> None:
     write_url_after_fragment(view)
 
 
-@st.fragment(key="sdpa.why")
-def why_scale() -> None:
-    why = st.expander("Why divide by √d_k?", icon=":material/functions:",
-                      key=view.bool_key("why", False), on_change="rerun")  # fmt: skip
-    if why.open:
-        with why:
-            step_views.show_scaling_experiment(key="sdpa.sqrt_dk")
-    write_url_after_fragment(view)
-
-
 settings_and_steps(current, preset, (n_q, n_k, d_k, d_v))
-why_scale()
+step_views.why_scale(view, key="sdpa.sqrt_dk")
 
 what_to_try(
     [

@@ -125,6 +125,25 @@ class PageState:
             name, list(default), parse, fit, lambda v: ",".join(str(item) for item in v)
         )
 
+    def ids_key(
+        self, name: str, options: Sequence[str], read: Callable[[str], tuple[list[str], list[str]]]
+    ) -> str:
+        """Key of a multiselect of ids (`?quiz=sdpa.winner,mask.row2`) that keeps the valid ones.
+
+        `read(raw)` returns the ids to keep and one sentence for each id it dropped; a link that
+        names one bad id still opens the others, and says what it dropped.
+        """
+
+        def parse(raw: str) -> list[str]:
+            kept, problems = read(raw)
+            self.notices.extend(f"The link's `{name}`: {problem}" for problem in problems)
+            return [item for item in kept if item in options]
+
+        def fit(value: Any) -> list[str]:
+            return [str(item) for item in value if str(item) in options]
+
+        return self._bind(name, [], parse, fit, ",".join)
+
     def bool_key(self, name: str, default: bool) -> str:
         """Key of a checkbox or toggle: `1`/`0` in the URL."""
 

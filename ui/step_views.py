@@ -742,6 +742,17 @@ SCALING_PANELS = (
 )
 
 
+@st.fragment
+def why_scale(view: PageState, *, key: str) -> None:
+    """The "Why divide by √d_k?" expander; its experiment is drawn once opened (links can)."""
+    why = st.expander("Why divide by √d_k?", icon=":material/functions:",
+                      key=view.bool_key("why", False), on_change="rerun")  # fmt: skip
+    if why.open:
+        with why:
+            show_scaling_experiment(key=key)
+    write_url_after_fragment(view)
+
+
 def show_scaling_experiment(*, key: str, num_keys: int = 16, seed: int = 0) -> None:
     """Why divide by √d_k: measured Var(q·k) against d_k with the line y = d_k, and the softmax
     over `num_keys` random keys (max weight, entropy, gradient size) with and without scaling.
