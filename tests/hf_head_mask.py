@@ -36,8 +36,11 @@ def head_masked_eager(
 
 
 def use_head_mask(hf_model) -> None:
-    """Switch ``hf_model`` to ``head_masked_eager`` (registered once, globally, by name)."""
+    """Switch ``hf_model`` to ``head_masked_eager`` (registered globally, by name), with eager
+    attention's additive masks (a new name would otherwise get no causal mask at all)."""
     from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
 
     AttentionInterface.register(NAME, head_masked_eager)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, eager_mask)
     hf_model.set_attn_implementation(NAME)
