@@ -76,6 +76,20 @@ def test_rollout_follows_the_recursion_on_random_heads():
     np.testing.assert_allclose(attention_rollout(weights, residual=1.0).rollout, np.eye(5))
 
 
+def test_rollout_renormalises_rows_that_do_not_sum_to_one():
+    # A removed head's weights read as zeros (transformers 4's head_mask returned them so), so
+    # a layer's rows may sum to less than 1 and A' divides by the row sums again. By hand, one
+    # head of [[.2, .2], [0, 0]]: ½·that + ½·I = [[.6, .1], [0, .5]], rows / .7 and / .5.
+    steps = attention_rollout(np.array([[[[0.2, 0.2], [0.0, 0.0]]]]))
+    np.testing.assert_allclose(steps.with_residual[0], [[6 / 7, 1 / 7], [0.0, 1.0]])
+
+
+def test_rollout_of_one_token_is_one_and_of_no_token_an_error():
+    np.testing.assert_array_equal(attention_rollout(np.ones((2, 3, 1, 1))).rollout, [[1.0]])
+    with pytest.raises(AttentionInputError, match="shaped"):
+        attention_rollout(np.ones((1, 1, 0, 0)))
+
+
 @pytest.mark.parametrize(
     ("weights", "residual"),
     [(np.ones((2, 2)), 0.5), (np.ones((1, 1, 2, 3)), 0.5), (HAND_WEIGHTS, 1.5)],
