@@ -163,6 +163,41 @@ def test_projection_rejects_mismatched_widths():
         joint_query_key_projection(np.ones((3, 4)), np.ones((3, 5)))
 
 
+def test_projection_checks_its_sizes_and_takes_the_smallest_valid_ones():
+    for q, k in [
+        (np.ones((0, 3)), np.ones((3, 3))),  # no query at all
+        (np.ones((3, 1)), np.ones((3, 1))),  # d_head 1: no second direction
+        (np.ones((1, 2)), np.ones((1, 2))),  # two points
+    ]:
+        with pytest.raises(AttentionInputError):
+            joint_query_key_projection(q, k)
+    # Three points in two dimensions (one query, two keys) are enough.
+    p = joint_query_key_projection([[1.0, 0.0]], [[0.0, 1.0], [1.0, 1.0]])
+    assert p.query_xy.shape == (1, 2) and p.key_xy.shape == (2, 2)
+    np.testing.assert_allclose(p.explained.sum(), 1.0)
+
+
+def test_projection_scale_for_short_keys_and_for_zero_vectors():
+    # Queries of norm 4, keys of norm ¼: s = √(¼ / 4) = ¼.
+    q = np.array([[4.0, 0.0], [0.0, 4.0], [0.0, -4.0]])
+    k = np.array([[0.25, 0.0], [0.0, 0.25], [-0.25, 0.0]])
+    assert joint_query_key_projection(q, k).scale == pytest.approx(0.25)
+    # All-zero queries (or keys) have no length to balance: the scale stays 1 and all is finite.
+    for zq, zk in [(np.zeros_like(q), k), (q, np.zeros_like(k))]:
+        p = joint_query_key_projection(zq, zk)
+        assert p.scale == 1.0
+        assert np.isfinite(p.query_xy).all() and np.isfinite(p.key_xy).all()
+
+
+def test_projection_of_identical_points_explains_nothing_and_of_a_small_cloud_everything():
+    same = joint_query_key_projection(np.ones((3, 2)), np.ones((3, 2)))
+    np.testing.assert_array_equal(same.explained, [0.0, 0.0])
+    # A spread far below 1 in 2-D: the two directions still keep all of it.
+    rng = np.random.default_rng(2)
+    small = joint_query_key_projection(rng.normal(size=(4, 2)) * 1e-2, rng.normal(size=(4, 2)))
+    np.testing.assert_allclose(small.explained.sum(), 1.0)
+
+
 def test_sentence_embedding_is_the_masked_mean_normalised():
     hidden = np.array([[3.0, 0.0], [0.0, 4.0], [100.0, 100.0]])
     # Tokens 1 and 2 only: mean (1.5, 2) has norm 2.5, so the embedding is (0.6, 0.8).

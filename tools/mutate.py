@@ -140,6 +140,16 @@ EQUIVALENT: dict[str, str] = dict(
             "probing.py::attention_rollout::-1 -> -2 #3",
             "n = a.shape[-2]: the pattern was checked to be square, so both axes are n long",
         ),
+        (
+            "probing.py::joint_query_key_projection::full_matrices=False -> full_matrices=True",
+            "only U grows to (2n, 2n); the singular values and the first rows of Vᵀ are the same",
+        ),
+        (
+            "probing.py::joint_query_key_projection::components * np.sign(components[np.arange(2)"
+            ", biggest])[:, None] -> components / np.sign(components[np.arange(2), biggest])"
+            "[:, None]",
+            "the signs are ±1 (a unit row's largest entry is never 0), and x / ±1 = x · ±1",
+        ),
     ]
 )
 
