@@ -274,8 +274,7 @@ def ablate_token(
     ids = before.input_ids
     keep = np.ones(n, dtype=bool)
     if mode == "remove":
-        if n < 2:
-            raise AttentionInputError("A text of one token cannot lose it: nothing would remain.")
+        # A text always has [CLS] and [SEP] around its words, so something always remains.
         keep[position] = False
         after = run_bert_ids(model, ids[keep])
     elif mode == "mask":

@@ -25,6 +25,7 @@ from attention_core.probing import (
     kl_divergence,
     next_token_change,
     remove_head_mask,
+    replacement_id,
     sentence_embedding,
 )
 
@@ -292,6 +293,16 @@ def test_ablated_pass_agrees_with_transformers(real, real_hf, mode):
 
 
 @pytest.mark.slow
+def test_the_first_token_may_be_hidden_and_one_word_removed(real):
+    hidden = ablate_token(real, TIRED, 0, "mask")
+    assert hidden.position == 0 and np.all(hidden.weights_after[:, :, :, 0] == 0)
+    # "Hi" is [CLS] hi [SEP]: without the word, the two special tokens still run.
+    removed = ablate_token(real, "Hi", 1, "remove")
+    assert removed.tokens_after == ("[CLS]", "[SEP]")
+    assert np.isfinite(removed.cosine)
+
+
+@pytest.mark.slow
 def test_ablation_rejects_bad_position_mode_and_replacement(real):
     with pytest.raises(AttentionInputError, match="has 16 tokens"):
         ablate_token(real, TIRED, 16)
@@ -496,3 +507,12 @@ def test_next_token_change_rejects_bad_input(llm):
     # One token may still lose a head, and the last position may be ablated.
     assert next_token_change(llm, ids[:1], "head", layer=0, head=0).kl > 0
     assert next_token_change(llm, ids, "mask", position=n - 1).position == n - 1
+
+
+@pytest.mark.slow
+def test_replacement_words_are_looked_up_as_typed_then_in_lower_case(real):
+    # [MASK] exists only as typed (its lower case is no word piece); "Dog" only in lower case.
+    assert replacement_id(real, " [MASK] ") == 103
+    assert replacement_id(real, "Dog") == real.tokenizer.token_to_id("dog")
+    with pytest.raises(AttentionInputError, match=r"“\(nothing\)” is not one word piece"):
+        replacement_id(real, "   ")
