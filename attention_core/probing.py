@@ -436,7 +436,13 @@ def kl_divergence(logits_p: object, logits_q: object) -> float:
 
 
 def next_token_change(
-    model, input_ids: object, mode: str, *, position: int = 0, layer: int = 0, head: int = 0
+    model,
+    input_ids: object,
+    mode: str,
+    *,
+    position: int | None = None,
+    layer: int | None = None,
+    head: int | None = None,
 ) -> NextTokenChange:
     """Run ``model`` (a ``LlamaModel``) on ``input_ids`` `(n,)` twice, once as it is and once
     with one ablation, and compare the next-token distributions:
@@ -447,7 +453,8 @@ def next_token_change(
         head      head ``head`` of layer ``layer`` multiplied by 0 before W_o (all from 0)
 
     Both passes are plain ``run_llama`` forwards. Raises ``AttentionInputError`` for a bad mode,
-    position or head, or a text of one token (which cannot lose it).
+    position or head, or a text of one token (which cannot lose it). ``position`` is needed for
+    a token, ``layer`` and ``head`` for a head.
     """
     from attention_core.models.llama import run_llama
 
@@ -460,9 +467,13 @@ def next_token_change(
     config = model.config
     ids_after, attend, mask, where = ids, None, None, None
     if mode == "head":
+        if layer is None or head is None:
+            raise AttentionInputError("Say which head to remove: give its layer and head.")
         mask = remove_head_mask(config.num_hidden_layers, config.num_attention_heads, layer, head)
         where = (layer, head)
     else:
+        if position is None:
+            raise AttentionInputError(f"Say which token to {mode}: give its position.")
         if not 0 <= position < n:
             raise AttentionInputError(
                 f"Token {position + 1} does not exist: this text has {n} tokens (1 to {n})."

@@ -504,7 +504,16 @@ def test_next_token_change_rejects_bad_input(llm):
         next_token_change(llm, ids, "head", layer=0, head=9)
     with pytest.raises(AttentionInputError, match="one token cannot lose it"):
         next_token_change(llm, ids[:1], "remove", position=0)
-    # One token may still lose a head, and the last position may be ablated.
+    with pytest.raises(AttentionInputError, match="which token"):
+        next_token_change(llm, ids, "mask", layer=0, head=0)
+    with pytest.raises(AttentionInputError, match="which head"):
+        next_token_change(llm, ids, "head", layer=0)
+    with pytest.raises(AttentionInputError, match="which head"):
+        next_token_change(llm, ids, "head", head=0)
+    # Two tokens may lose one, one token may still lose a head, and the last position may go.
+    assert next_token_change(llm, ids[:2], "remove", position=0).input_ids_after.tolist() == [
+        ids[1]
+    ]
     assert next_token_change(llm, ids[:1], "head", layer=0, head=0).kl > 0
     assert next_token_change(llm, ids, "mask", position=n - 1).position == n - 1
 
