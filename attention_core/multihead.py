@@ -129,12 +129,10 @@ def _check_heads(d_model: int, num_heads: object) -> int:
 
 def _head_multipliers(head_mask: object, num_heads: int, like: Any) -> Any:
     """`(head,)` multipliers as `(head, 1, 1)`, on `like`'s device and dtype."""
-    m = as_float_array(
-        head_mask, "head_mask", xp=array_namespace(head_mask), min_ndim=1, max_ndim=1
-    )
-    if m.shape != (num_heads,):
+    m = as_float_array(head_mask, "head_mask", xp=array_namespace(head_mask), min_ndim=1)
+    if tuple(m.shape) != (num_heads,):  # also refuses a (layer, head) mask: pick its row
         raise AttentionInputError(
-            f"head_mask has {m.shape[0]} entries but there are {num_heads} heads: give one "
+            f"head_mask has shape {tuple(m.shape)} but there are {num_heads} heads: give one "
             "multiplier per head (1 keeps a head, 0 removes it)."
         )
     (m,) = to_like(like, m)

@@ -139,6 +139,8 @@ def test_head_mask_scales_each_head_before_w_o():
     np.testing.assert_allclose(t.output.numpy(), masked.output, rtol=1e-12)
     with pytest.raises(AttentionInputError, match="one multiplier per head"):
         multi_head_attention(x, params=p, num_heads=h, head_mask=[1.0, 0.0])
+    with pytest.raises(AttentionInputError, match="one multiplier per head"):
+        multi_head_attention(x, params=p, num_heads=h, head_mask=np.ones((2, h)))
 
 
 def test_hand_worked_identity_projections_two_heads():
