@@ -261,6 +261,24 @@ def test_next_token_change_matches_transformers_with_the_same_edit(
 
 
 @pytest.mark.slow
+def test_attend_and_head_mask_are_checked(model):
+    ids = _ids(model, 4)
+    with pytest.raises(AttentionInputError, match="attend must be 4 booleans"):
+        run_llama(model, ids, attend=np.ones(3, dtype=bool))
+    with pytest.raises(AttentionInputError, match="attend must be 4 booleans"):
+        run_llama(model, ids, attend=np.ones(4))
+    with pytest.raises(AttentionInputError, match=r"head_mask must be shaped \(30, 9\)"):
+        run_llama(model, ids, head_mask=np.ones((30, 8)))
+    # One row of 9 multipliers serves every layer.
+    row = np.ones(9)
+    row[2] = 0.0
+    np.testing.assert_array_equal(
+        run_llama(model, ids, head_mask=row).next_token_logits,
+        run_llama(model, ids, head_mask=np.tile(row, (30, 1))).next_token_logits,
+    )
+
+
+@pytest.mark.slow
 def test_greedy_generation_with_our_cache_matches_generate(model, reference):
     hf, _ = reference
     ids = _ids(model, 24)
