@@ -217,6 +217,13 @@ def ablation_section(layer: int, head: int) -> None:
             if mode == "remove"
             else "The positions are the same in both runs, so each cell compares like with like."
         )
+        + (
+            f" Layers 1 to {cut_layer} compute the same weights in both runs, the removed "
+            "head's own pattern included (only its output is dropped); the layers above read "
+            "a changed residual stream."
+            if mode == "head"
+            else ""
+        )
     )
     charts.show(
         charts.cached(pv.token_change_figure, text, position, mode, replacement, ablated),

@@ -204,6 +204,7 @@ def test_removing_a_head_is_two_forward_passes_and_leaves_lower_layers_alone(mod
     cosine = embedding(before.last_hidden_state, keep) @ embedding(after.last_hidden_state, keep)
     assert metrics(at)["Sentence embeddings, cosine similarity"] == f"{cosine:.4f}"
     assert not at.info
+    assert "Layers 1 to 3 compute the same weights in both runs" in caption(at)
     # The removed head's own layer: same weights, and the page says why.
     at.select_slider(key="probe.layer").set_value(3).run()
     own = "removing layer 3, head 2: layer 3, head 2"
