@@ -424,6 +424,7 @@ def decode_step(
     v_new: object,
     *,
     scale: float | None = None,
+    attend: object = None,
     checked: bool = True,
 ) -> DecodeStep:
     """Append the new positions' keys and values to the cache, then attend from their queries.
@@ -432,7 +433,8 @@ def decode_step(
     New query i sits at position p = cache.length + i and attends to cached keys 0..p:
         output_i = softmax(q_i Kᵀ_{0..p} · scale) V_{0..p}
     which is row p of causal self-attention over the whole sequence (the cache makes the
-    causal mask's bottom-right alignment explicit).
+    causal mask's bottom-right alignment explicit). ``attend`` `(cache.length + new,)` boolean
+    (True = may be attended to) also hides keys from every new query, like a padding mask.
 
     checked=False skips the input checks, for a caller that checked its input once and passes
     arrays it computed (float, matching widths and heads): a model's forward pass calls this
@@ -458,6 +460,8 @@ def decode_step(
     if new > 1:
         # Bottom-right causal: the new queries are the last `new` positions of the sequence.
         mask = np.arange(cache.length)[None, :] <= (position + np.arange(new))[:, None]
+    if attend is not None:
+        mask = attend if mask is None else mask & attend  # (new, k_pos)
     if checked:
         attention = scaled_dot_product_attention(
             q_new, cache.keys, cache.values, mask=mask, scale=scale

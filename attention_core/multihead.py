@@ -127,6 +127,18 @@ def _check_heads(d_model: int, num_heads: object) -> int:
     return h
 
 
+def _head_multipliers(head_mask: object, num_heads: int, like: Any) -> Any:
+    """`(head,)` multipliers as `(head, 1, 1)`, on `like`'s device and dtype."""
+    m = as_float_array(head_mask, "head_mask", xp=array_namespace(head_mask), min_ndim=1)
+    if tuple(m.shape) != (num_heads,):  # also refuses a (layer, head) mask: pick its row
+        raise AttentionInputError(
+            f"head_mask has shape {tuple(m.shape)} but there are {num_heads} heads: give one "
+            "multiplier per head (1 keeps a head, 0 removes it)."
+        )
+    (m,) = to_like(like, m)
+    return m[:, None, None]
+
+
 def _check_widths(x_q: Any, x_kv: Any, d_model: int) -> None:
     """Raise unless both inputs have d_model features per token."""
     for x, name in ((x_q, "x_q"), (x_kv, "x_kv")):
@@ -182,6 +194,7 @@ def multi_head_attention(
     params: MultiHeadParams,
     num_heads: int,
     mask: object = None,
+    head_mask: object = None,
 ) -> MultiHeadSteps:
     """Multi-head attention (Vaswani et al. 2017), like `nn.MultiheadAttention` without dropout.
 
@@ -193,6 +206,11 @@ def multi_head_attention(
     broadcasts to `(..., head, q_pos, k_pos)`: a `(q_pos, k_pos)` mask applies to every head;
     for a per-example mask `(batch, q_pos, k_pos)` add the head axis yourself: `mask[:, None]`.
     With tensor inputs, NumPy parameters move to the inputs' device and dtype.
+
+    `head_mask` `(head,)` multiplies each head's output before W_o, as Hugging Face's
+    ``head_mask`` multiplies its attention weights ((m·P)V = m·(PV)): 0 removes a head (Michel
+    et al. 2019), 1 keeps it. The steps keep each head's unmultiplied softmax pattern in
+    `attention`; `concat` holds the multiplied outputs.
     """
     if not isinstance(params, MultiHeadParams):
         raise AttentionInputError(
@@ -224,7 +242,10 @@ def multi_head_attention(
     k_heads = split_heads(k, h)  # (..., head, k_pos, d_head)
     v_heads = split_heads(v, h)  # (..., head, k_pos, d_head)
     attention = scaled_dot_product_attention(q_heads, k_heads, v_heads, mask=mask)
-    concat = merge_heads(attention.output)  # (..., q_pos, d_model)
+    head_outputs = attention.output  # (..., head, q_pos, d_head)
+    if head_mask is not None:
+        head_outputs = head_outputs * _head_multipliers(head_mask, h, head_outputs)
+    concat = merge_heads(head_outputs)  # (..., q_pos, d_model)
     # W_o mixes the heads' results back into one d_model-wide representation per token.
     output = concat @ p["w_o"].T + p["b_o"]  # (..., q_pos, d_model)
     return MultiHeadSteps(x_q, x_kv, q, k, v, q_heads, k_heads, v_heads, attention, concat, output)

@@ -1,7 +1,7 @@
-"""Probing a trained encoder: attention rollout, a joint query-key map, and token ablation.
+"""Probing trained models: attention rollout, a joint query-key map, token and head ablation.
 
-Three standard ways to read many heads at once or to test an idea against a real model, each a
-pure NumPy function that returns its steps:
+Standard ways to read many heads at once or to test an idea against a real model, each a pure
+NumPy function that returns its steps:
 
     attention_rollout(weights)          Abnar & Zuidema (2020): heads averaged, the residual
                                         added as 0.5·I, layers multiplied from the first upward
@@ -9,6 +9,11 @@ pure NumPy function that returns its steps:
                                         keys in one 2-D PCA picture
     ablate_token(model, text, i, mode)  the model run twice, with and without token i (removed,
                                         hidden from every query, or replaced), and what changed
+    ablate_head(model, text, l, h)      the same with head h of layer l removed (its output
+                                        zeroed before W_o: Michel et al. 2019)
+    next_token_change(llm, ids, mode)   a decoder's next-token distribution before and after
+                                        removing or hiding a token, or removing a head, with
+                                        the KL divergence between the two
 
 Shapes follow the package: patterns `(layer, head, q_pos, k_pos)`, q and k `(pos, d_head)`.
 Attention flow (the max-flow variant of rollout in the same paper) is not computed: it solves a
@@ -26,12 +31,18 @@ from attention_core.validation import AttentionInputError
 
 __all__ = [
     "ABLATIONS",
+    "DECODER_ABLATIONS",
     "Ablation",
+    "NextTokenChange",
     "QueryKeyProjection",
     "Rollout",
+    "ablate_head",
     "ablate_token",
     "attention_rollout",
     "joint_query_key_projection",
+    "kl_divergence",
+    "next_token_change",
+    "remove_head_mask",
     "sentence_embedding",
 ]
 
@@ -205,9 +216,11 @@ def sentence_embedding(hidden: np.ndarray, keep: np.ndarray | None = None) -> np
 
 @dataclass(frozen=True, eq=False)
 class Ablation:
-    """The model on a text, then on the same text with one token ablated. `n` = tokens before.
+    """The model on a text, then on it with one token or one head ablated. `n` = tokens before.
 
-    position             the ablated token (from 0); mode one of ``ABLATIONS``
+    position             the ablated token (from 0), None when a head was removed
+    mode                 one of ``ABLATIONS``, or "head"
+    head                 (layer, head) of the removed head (from 0), None for a token
     tokens, tokens_after the model's tokens before and after (n, or n - 1 when removed)
     weights_before       `(layer, head, n, n)` attention of the original text
     weights_after        `(layer, head, n, n)` attention of the ablated text, aligned with the
@@ -220,7 +233,7 @@ class Ablation:
                          after (NaN for a removed token)
     """
 
-    position: int
+    position: int | None
     mode: str
     tokens: tuple[str, ...]
     tokens_after: tuple[str, ...]
@@ -231,6 +244,7 @@ class Ablation:
     embedding_after: np.ndarray
     cosine: float
     token_change: np.ndarray
+    head: tuple[int, int] | None = None
 
 
 def ablate_token(
@@ -260,8 +274,7 @@ def ablate_token(
     ids = before.input_ids
     keep = np.ones(n, dtype=bool)
     if mode == "remove":
-        if n < 2:
-            raise AttentionInputError("A text of one token cannot lose it: nothing would remain.")
+        # A text always has [CLS] and [SEP] around its words, so something always remains.
         keep[position] = False
         after = run_bert_ids(model, ids[keep])
     elif mode == "mask":
@@ -271,16 +284,59 @@ def ablate_token(
         new_ids = ids.copy()
         new_ids[position] = replacement_id(model, replacement)
         after = run_bert_ids(model, new_ids)
+    present = keep if mode == "remove" else np.ones(n, dtype=bool)
+    return _compare(before, after, present, keep, mode, position)
 
+
+def remove_head_mask(num_layers: int, num_heads: int, layer: int, head: int) -> np.ndarray:
+    """`(layer, head)` multipliers: 1 everywhere but 0 at (``layer``, ``head``), from 0."""
+    if not (0 <= layer < num_layers and 0 <= head < num_heads):
+        raise AttentionInputError(
+            f"Layer {layer + 1}, head {head + 1} does not exist: the model has layers 1 to "
+            f"{num_layers} and heads 1 to {num_heads}."
+        )
+    mask = np.ones((num_layers, num_heads))
+    mask[layer, head] = 0.0
+    return mask
+
+
+def ablate_head(model, text: str, layer: int, head: int) -> Ablation:
+    """Run ``model`` (a ``BertModel``) on ``text`` twice: as it is, and with head ``head`` of
+    layer ``layer`` (both from 0) removed, and return both and their difference.
+
+        head_l,h = softmax(q k_hᵀ / √d) v_h  is multiplied by 0 before W_o (Michel et al. 2019,
+        "Are Sixteen Heads Really Better than One?"), so the layer's output lacks its share
+
+    The removed head still computes its pattern, and nothing below its output changes: layers
+    up to ``layer`` have the same weights in both runs (difference 0); later layers read a
+    different residual stream. Raises ``AttentionInputError`` for a head that does not exist.
+    """
+    from attention_core.models.bert import run_bert, run_bert_ids
+
+    config = model.config
+    mask = remove_head_mask(config.num_hidden_layers, config.num_attention_heads, layer, head)
+    before = run_bert(model, text)
+    after = run_bert_ids(model, before.input_ids, head_mask=mask)
+    everything = np.ones(len(before.tokens), dtype=bool)
+    return _compare(before, after, everything, everything, "head", None, (layer, head))
+
+
+def _compare(
+    before, after, present, pooled, mode: str, position: int | None, head=None
+) -> Ablation:
+    """The Ablation of two BertTraces. ``present`` `(n,)` boolean: the original positions that
+    the ablated text still has (``after`` holds only those); ``pooled`` `(n,)`: the ones its
+    sentence embedding averages (those the model could see)."""
+    n = len(before.tokens)
     w_before = before.attention_weights.astype(np.float64)  # (layer, head, n, n)
     w_after = np.full_like(w_before, np.nan)
-    kept = np.flatnonzero(keep) if mode == "remove" else np.arange(n)
+    kept = np.flatnonzero(present)
     w_after[:, :, kept[:, None], kept[None, :]] = after.attention_weights
     hidden_after = np.full((n, before.last_hidden_state.shape[1]), np.nan)
     hidden_after[kept] = after.last_hidden_state
     hidden_before = before.last_hidden_state.astype(np.float64)
     embedding_before = sentence_embedding(hidden_before)
-    embedding_after = sentence_embedding(hidden_after, keep)
+    embedding_after = sentence_embedding(hidden_after, pooled)
     # How far each token's top vector turned: 0 unchanged, 1 orthogonal (NaN if removed).
     token_change = 1.0 - _row_cosines(hidden_before, hidden_after)
     return Ablation(
@@ -295,6 +351,7 @@ def ablate_token(
         embedding_after=embedding_after,
         cosine=float(embedding_before @ embedding_after),
         token_change=token_change,
+        head=head,
     )
 
 
@@ -316,3 +373,132 @@ def replacement_id(model, word: str) -> int:
             "word such as “dog”, or [MASK]."
         )
     return int(token_id)
+
+
+# -- the next token of a decoder ----------------------------------------------------------------
+
+DECODER_ABLATIONS: dict[str, str] = {
+    "remove": "remove a token (the text without it)",
+    "mask": "hide a token (no query may attend to it)",
+    "head": "remove a head (its output zeroed before W_o)",
+}
+
+
+@dataclass(frozen=True, eq=False)
+class NextTokenChange:
+    """A decoder's next-token prediction before and after one ablation. `V` = vocabulary size.
+
+    mode                  one of ``DECODER_ABLATIONS``
+    position              the ablated token (from 0), None for a head
+    head                  (layer, head) of the removed head (from 0), None for a token
+    input_ids, input_ids_after   `(n,)` and `(n,)` or `(n - 1,)` (after a removal)
+    logits_before/after   `(V,)` the logits that predict the token after the last position
+    probs_before/after    `(V,)` softmax of those logits (temperature 1, no top-k)
+    kl                    KL(before ‖ after) = Σ_v p_v (log p_v - log q_v), in nats
+    """
+
+    mode: str
+    position: int | None
+    head: tuple[int, int] | None
+    input_ids: np.ndarray
+    input_ids_after: np.ndarray
+    logits_before: np.ndarray
+    logits_after: np.ndarray
+    probs_before: np.ndarray
+    probs_after: np.ndarray
+    kl: float
+
+    @property
+    def top_before(self) -> int:
+        return int(np.argmax(self.probs_before))
+
+    @property
+    def top_after(self) -> int:
+        return int(np.argmax(self.probs_after))
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    """log softmax(x) = x - max - log Σ exp(x - max): exact even where softmax underflows to 0."""
+    shifted = logits - logits.max()
+    return shifted - np.log(np.exp(shifted).sum())
+
+
+def kl_divergence(logits_p: object, logits_q: object) -> float:
+    """KL(p ‖ q) = Σ_v p_v (log p_v - log q_v) for p = softmax(logits_p), q = softmax(logits_q),
+    both `(V,)`, in nats: 0 when the two distributions agree, growing as q misses p's mass."""
+    log_p = _log_softmax(np.asarray(logits_p, dtype=np.float64))
+    log_q = _log_softmax(np.asarray(logits_q, dtype=np.float64))
+    if log_p.shape != log_q.shape or log_p.ndim != 1:
+        raise AttentionInputError(
+            f"Both logit vectors must be (vocab,) of one size, got {log_p.shape} and {log_q.shape}."
+        )
+    return float(np.sum(np.exp(log_p) * (log_p - log_q)))
+
+
+def next_token_change(
+    model,
+    input_ids: object,
+    mode: str,
+    *,
+    position: int | None = None,
+    layer: int | None = None,
+    head: int | None = None,
+) -> NextTokenChange:
+    """Run ``model`` (a ``LlamaModel``) on ``input_ids`` `(n,)` twice, once as it is and once
+    with one ablation, and compare the next-token distributions:
+
+        remove    ids without position p: n - 1 tokens (later tokens move one position back)
+        mask      the same ids; attend_p = False: no query of any layer may attend to token p
+                  (p's own query still runs but nobody reads its result)
+        head      head ``head`` of layer ``layer`` multiplied by 0 before W_o (all from 0)
+
+    Both passes are plain ``run_llama`` forwards. Raises ``AttentionInputError`` for a bad mode,
+    position or head, or a text of one token (which cannot lose it). ``position`` is needed for
+    a token, ``layer`` and ``head`` for a head.
+    """
+    from attention_core.models.llama import run_llama
+
+    if mode not in DECODER_ABLATIONS:
+        raise AttentionInputError(
+            f"mode must be one of {', '.join(DECODER_ABLATIONS)}, got {mode!r}."
+        )
+    ids = np.asarray(input_ids, dtype=np.int64)
+    n = ids.shape[0]
+    config = model.config
+    ids_after, attend, mask, where = ids, None, None, None
+    if mode == "head":
+        if layer is None or head is None:
+            raise AttentionInputError("Say which head to remove: give its layer and head.")
+        mask = remove_head_mask(config.num_hidden_layers, config.num_attention_heads, layer, head)
+        where = (layer, head)
+    else:
+        if position is None:
+            raise AttentionInputError(f"Say which token to {mode}: give its position.")
+        if not 0 <= position < n:
+            raise AttentionInputError(
+                f"Token {position + 1} does not exist: this text has {n} tokens (1 to {n})."
+            )
+        if n < 2:
+            raise AttentionInputError(
+                "A text of one token cannot lose it: nothing would be left to read."
+            )
+        keep = np.arange(n) != position
+        if mode == "remove":
+            ids_after = ids[keep]
+        else:
+            attend = keep
+    before = run_llama(model, ids).next_token_logits.astype(np.float64)
+    after = run_llama(model, ids_after, attend=attend, head_mask=mask)
+    after_logits = after.next_token_logits.astype(np.float64)
+    return NextTokenChange(
+        mode=mode,
+        position=None if mode == "head" else position,
+        head=where,
+        input_ids=ids,
+        input_ids_after=ids_after,
+        logits_before=before,
+        logits_after=after_logits,
+        probs_before=np.exp(_log_softmax(before)),
+        probs_after=np.exp(_log_softmax(after_logits)),
+        kl=kl_divergence(before, after_logits),
+    )

@@ -9,7 +9,8 @@ from ui import charts
 from ui import decoder_views as dv
 from ui import model_views as rv
 from ui.layout import model_missing, page_intro, what_to_try
-from ui.state import PageState
+from ui.probe_views import fit_token
+from ui.state import PageState, write_url_after_fragment
 
 view = PageState("decoder")
 page_intro(
@@ -35,6 +36,8 @@ step_key = view.int_key("step", 0, lo=0, hi=dv.MAX_STEPS)
 temp_key = view.float_key("temperature", 0.0, lo=0.0, hi=2.0)
 topk_key = view.int_key("top_k", 0, lo=0, hi=200)
 seed_key = view.int_key("seed", 0, lo=0, hi=2**31 - 1)
+what_key = view.choice_key("what", "remove", list(dv.WHAT_IF_MODES))
+what_token_key = view.int_key("what_token", dv.DEFAULT_WHAT_IF_TOKEN, lo=1, hi=MAX_CONTEXT_TOKENS)
 
 if loaded.model is None:
     model_missing(
@@ -163,6 +166,49 @@ st.caption(
     "one KV head: its three query heads read the same keys and values, yet attend differently."
 )
 
+st.header(":material/content_cut: What if? The next token without a token or a head")
+st.markdown(
+    "Run the model again on the text so far with one token removed, or hidden (no query of any "
+    "layer may attend to it), or with the head chosen above removed (its output multiplied by 0 "
+    "before W_O). The KL divergence KL(before ‖ after) = Σ p log(p / q) says how far the whole "
+    "next-token distribution moved: 0 means not at all."
+)
+
+
+@st.fragment
+def what_if(layer: int, head: int) -> None:
+    n = len(state.ids)
+    if moved := fit_token(view, "what_token", n):
+        st.warning(moved, icon=":material/link_off:")
+    mode_col, token_col = st.columns(2)
+    modes, names = dv.WHAT_IF_MODES, dv.labels(tuple(model.token_text(i) for i in state.ids))
+    mode = mode_col.radio("What to take away", list(modes), format_func=modes.get, key=what_key)
+    position = token_col.selectbox(
+        "Token", list(range(1, n + 1)), format_func=lambda i: names[i - 1], key=what_token_key,
+        disabled=mode == "head",
+    ) - 1  # fmt: skip
+    if mode == "head":
+        token_col.caption(f"Removes layer {layer + 1}, head {head + 1} (the sliders above).")
+    try:
+        change = dv.next_token_change_of(model, state.ids, mode, position, layer, head)
+    except AttentionInputError as error:
+        token_col.error(str(error), icon=":material/edit_off:")
+        write_url_after_fragment(view)
+        return
+    st.markdown(dv.change_sentence(model, change))
+    st.metric("KL divergence, before ‖ after", f"{change.kl:.4f} nats")
+    table_col, chart_col = st.columns(2)
+    table_col.dataframe(dv.change_table(model, change), hide_index=True)
+    with chart_col:
+        charts.show(
+            charts.cached(dv.change_figure, state.ids, mode, position, layer, head),
+            filename="decoder-what-if",
+        )
+    write_url_after_fragment(view)
+
+
+what_if(layer, head)
+
 st.header(":material/anchor: Attention sinks")
 sink_col, sink_text = st.columns([3, 2])
 with sink_col:
@@ -243,6 +289,8 @@ what_to_try(
         "Switch to chat mode: the template's first token becomes a strong sink in late layers.",
         "Set temperature 1.0 and top-k 5, then change the seed: different, reproducible text.",
         "In the RoPE plot, compare early and late layers: which heads care about distance?",
+        "What if: remove “ France” and see “ Paris” fall; then hide token 1 instead of removing "
+        "it. The sink was doing work.",
     ]
 )
 view.sync_url()

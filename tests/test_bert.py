@@ -378,6 +378,16 @@ def test_run_bert_ids_matches_run_bert_and_checks_ids(tiny):
         run_bert_ids(tiny, [])
     with pytest.raises(AttentionInputError, match="positions"):
         run_bert_ids(tiny, [5] * 13)
+    with pytest.raises(AttentionInputError, match="head_mask must be shaped"):
+        run_bert_ids(tiny, trace.input_ids, head_mask=np.ones(tiny.config.num_attention_heads + 1))
+    # One row of multipliers serves every layer, as transformers' 1-D head_mask did.
+    heads = np.ones(tiny.config.num_attention_heads)
+    heads[0] = 0.0
+    one_row = run_bert_ids(tiny, trace.input_ids, head_mask=heads)
+    every = np.tile(heads, (tiny.config.num_hidden_layers, 1))
+    every_row = run_bert_ids(tiny, trace.input_ids, head_mask=every)
+    np.testing.assert_array_equal(one_row.last_hidden_state, every_row.last_hidden_state)
+    assert not np.allclose(one_row.last_hidden_state, trace.last_hidden_state)
 
 
 def test_bert_prefixed_checkpoint_loads_the_same(tmp_path, tiny):

@@ -320,6 +320,22 @@ def test_prompt_then_one_token_at_a_time_equals_full_causal():
     np.testing.assert_allclose(np.concatenate(outputs), full.output, atol=1e-14, rtol=0)
 
 
+def test_decode_step_hides_keys_on_top_of_the_causal_mask():
+    # A prompt of 5 with key 1 hidden, then one step with keys 1 and 3 hidden: the same as
+    # causal attention over all positions with those columns blocked as well.
+    q, k, v = random_qkv(6, 6, dtype=np.float64, seed=16)
+    attend = np.array([True, False, True, True, True])
+    step = decode_step(None, q[:5], k[:5], v[:5], attend=attend)
+    blocked = causal_mask(5) & attend[None, :]
+    full = scaled_dot_product_attention(q[:5], k[:5], v[:5], mask=blocked)
+    np.testing.assert_allclose(step.output, full.output, atol=1e-14, rtol=0)
+    assert np.all(step.attention.weights[:, 1] == 0)
+    later = np.array([True, False, True, False, True, True])
+    one = decode_step(step.cache, q[5:], k[5:], v[5:], attend=later)
+    expected = scaled_dot_product_attention(q[5:], k, v, mask=later[None, :])
+    np.testing.assert_allclose(one.output, expected.output, atol=1e-14, rtol=0)
+
+
 def test_a_decode_step_by_hand():
     # Cache holds keys (1, 0), (0, 1) and values 2, 4; the new token has q = k = (2, 0), v = 6.
     cache = KVCache([[1.0, 0.0], [0.0, 1.0]], [[2.0], [4.0]])

@@ -223,6 +223,62 @@ def test_logits_and_attention_match_transformers(model, reference, n):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("mode", "position"), [("remove", 3), ("mask", 3), ("mask", 0), ("head", 0)]
+)
+def test_next_token_change_matches_transformers_with_the_same_edit(
+    model, reference, mode, position
+):
+    from attention_core.probing import next_token_change
+    from tests.hf_head_mask import use_head_mask
+
+    hf, _ = reference
+    ids = _ids(model, 12)
+    change = next_token_change(model, ids, mode, position=position, layer=7, head=4)
+    keep = np.arange(len(ids)) != position
+    kwargs = {"input_ids": torch.from_numpy(ids)[None], "use_cache": False}
+    if mode == "remove":
+        kwargs["input_ids"] = torch.from_numpy(ids[keep])[None]
+    elif mode == "mask":  # a padding-style attention mask: nobody attends to the position
+        kwargs["attention_mask"] = torch.from_numpy(keep.astype(np.int64))[None]
+    else:  # transformers 4's head_mask, rebuilt as an attention function (tests/hf_head_mask.py)
+        head_mask = torch.ones(30, 9)
+        head_mask[7, 4] = 0.0
+        kwargs["head_mask"] = head_mask
+        use_head_mask(hf)
+    try:
+        with torch.no_grad():
+            after = hf(**kwargs).logits[0, -1].numpy()
+            before = hf(torch.from_numpy(ids)[None], use_cache=False).logits[0, -1].numpy()
+    finally:
+        hf.set_attn_implementation("eager")
+    np.testing.assert_allclose(change.logits_after, after, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(change.logits_before, before, atol=1e-4, rtol=0)
+    p = torch.softmax(torch.from_numpy(before).double(), 0)
+    q = torch.softmax(torch.from_numpy(after).double(), 0)
+    assert change.kl == pytest.approx(float((p * (p.log() - q.log())).sum()), abs=1e-5)
+    assert change.kl > 1e-4  # each edit moves the prediction
+
+
+@pytest.mark.slow
+def test_attend_and_head_mask_are_checked(model):
+    ids = _ids(model, 4)
+    with pytest.raises(AttentionInputError, match="attend must be 4 booleans"):
+        run_llama(model, ids, attend=np.ones(3, dtype=bool))
+    with pytest.raises(AttentionInputError, match="attend must be 4 booleans"):
+        run_llama(model, ids, attend=np.ones(4))
+    with pytest.raises(AttentionInputError, match=r"head_mask must be shaped \(30, 9\)"):
+        run_llama(model, ids, head_mask=np.ones((30, 8)))
+    # One row of 9 multipliers serves every layer.
+    row = np.ones(9)
+    row[2] = 0.0
+    np.testing.assert_array_equal(
+        run_llama(model, ids, head_mask=row).next_token_logits,
+        run_llama(model, ids, head_mask=np.tile(row, (30, 1))).next_token_logits,
+    )
+
+
+@pytest.mark.slow
 def test_greedy_generation_with_our_cache_matches_generate(model, reference):
     hf, _ = reference
     ids = _ids(model, 24)

@@ -112,6 +112,37 @@ def test_matches_per_head_numpy_loop():
     np.testing.assert_allclose(steps.concat, np.concatenate(heads, axis=-1), rtol=1e-12)
 
 
+def test_head_mask_scales_each_head_before_w_o():
+    # The per-head loop above, with head 1 removed and head 2 halved: transformers 4's head_mask
+    # multiplied the weights, (m·P)V = m·(PV), so each head's output is scaled before W_o.
+    rng = np.random.default_rng(4)
+    d_model, h = 6, 3
+    p = init_multi_head_params(d_model, h, seed=2)
+    x = rng.normal(size=(4, d_model))
+    plain = multi_head_attention(x, params=p, num_heads=h)
+    masked = multi_head_attention(x, params=p, num_heads=h, head_mask=[1.0, 0.0, 0.5])
+    d = d_model // h
+    concat = plain.concat.copy()
+    concat[:, d : 2 * d] = 0.0
+    concat[:, 2 * d :] *= 0.5
+    np.testing.assert_array_equal(masked.concat[:, d : 2 * d], 0.0)
+    np.testing.assert_allclose(masked.concat, concat, rtol=1e-12)
+    np.testing.assert_allclose(masked.output, concat @ p.w_o.T + p.b_o, rtol=1e-12)
+    # The patterns are the heads' own: the mask acts on outputs only.
+    np.testing.assert_array_equal(masked.attention.weights, plain.attention.weights)
+    # A mask of ones changes nothing; tensors take it too (on their dtype).
+    ones = multi_head_attention(x, params=p, num_heads=h, head_mask=np.ones(h))
+    np.testing.assert_array_equal(ones.output, plain.output)
+    t = multi_head_attention(
+        torch.from_numpy(x), params=p, num_heads=h, head_mask=torch.tensor([1.0, 0.0, 0.5])
+    )
+    np.testing.assert_allclose(t.output.numpy(), masked.output, rtol=1e-12)
+    with pytest.raises(AttentionInputError, match="one multiplier per head"):
+        multi_head_attention(x, params=p, num_heads=h, head_mask=[1.0, 0.0])
+    with pytest.raises(AttentionInputError, match="one multiplier per head"):
+        multi_head_attention(x, params=p, num_heads=h, head_mask=np.ones((2, h)))
+
+
 def test_hand_worked_identity_projections_two_heads():
     # W_q = W_k = W_v = W_o = I and zero biases: head 0 attends with features 0..1, head 1 with
     # features 2..3. x0 = (1,0, 0,0), x1 = (0,0, 1,0).

@@ -116,3 +116,71 @@ def test_autoplay_appends_one_token_per_tick(model):
     ids = model.encode("One, two, three,")
     token = int(np.argmax(run_llama(model, ids).next_token_logits))
     assert any(f"**{model.token_text(token)}**" in m.value for m in at.markdown)
+
+
+# -- what if: the next token after one ablation ---------------------------------------------------
+
+
+def what_if_table(at: AppTest):
+    (table,) = [d.value for d in at.dataframe if "p before" in d.value.columns]
+    return table
+
+
+def check_what_if(at: AppTest, model, before_logits: np.ndarray, after_logits: np.ndarray):
+    """The table, sentence, KL and bars shown equal the two forward passes run here."""
+    p, q = softmax(before_logits.astype(np.float64)), softmax(after_logits.astype(np.float64))
+    top_p, top_q = np.argsort(-p)[:8], np.argsort(-q)[:8]
+    rows = [*top_p, *[i for i in top_q if i not in top_p]]
+    table = what_if_table(at)
+    assert table["id"].tolist() == [int(i) for i in rows]
+    np.testing.assert_allclose(table["p before"], np.round(p[rows], 4), atol=1e-4)
+    np.testing.assert_allclose(table["p after"], np.round(q[rows], 4), atol=1e-4)
+    np.testing.assert_allclose(table["change"], np.round(q[rows] - p[rows], 4), atol=2e-4)
+    kl = float(np.sum(p * np.log(p / q)))
+    assert metric(at, "KL divergence") == f"{kl:.4f} nats"
+    b, a = int(p.argmax()), int(q.argmax())
+    name = repr(model.token_text(b))[1:-1]
+    if a == b:
+        sentence = f"The top token stayed “{name}”, p {p[b]:.3f} → {q[b]:.3f}."
+    else:
+        new = repr(model.token_text(a))[1:-1]
+        sentence = f"The top token changed from “{name}” (p={p[b]:.3f}) to “{new}” (p={q[a]:.3f})"
+    assert any(m.value.startswith(sentence) for m in at.markdown)
+    titled = {(f["layout"].get("title") or {}).get("text"): f for f in figures(at)}
+    bars = titled["Next-token probabilities"]
+    np.testing.assert_allclose(plotly_array(bars["data"][0]["y"]), p[rows], atol=1e-6)
+    np.testing.assert_allclose(plotly_array(bars["data"][1]["y"]), q[rows], atol=1e-6)
+    return p, q
+
+
+def test_what_if_removing_france_is_two_forward_passes(model):
+    at = open_page()
+    assert not at.exception and not at.error
+    ids = np.asarray(model.encode(dv.DEFAULT_PROMPT))
+    before = run_llama(model, ids).next_token_logits
+    after = run_llama(model, np.delete(ids, 3)).next_token_logits  # " France" is token 4
+    p, q = check_what_if(at, model, before, after)
+    assert model.token_text(int(p.argmax())) == " Paris" and q.argmax() != p.argmax()
+    assert dict(at.query_params) == {}
+
+
+def test_what_if_hiding_a_token_and_removing_a_head_follow_links(model):
+    ids = np.asarray(model.encode(dv.DEFAULT_PROMPT))
+    before = run_llama(model, ids).next_token_logits
+    at = open_page({"what": "mask", "what_token": "1"})
+    keep = np.arange(len(ids)) != 0
+    check_what_if(at, model, before, run_llama(model, ids, attend=keep).next_token_logits)
+    at = open_page({"what": "head", "layer": "5", "head": "2"})
+    assert at.selectbox(key="decoder.what_token").disabled
+    head_mask = np.ones((30, 9))
+    head_mask[4, 1] = 0.0
+    check_what_if(at, model, before, run_llama(model, ids, head_mask=head_mask).next_token_logits)
+    assert any("Removes layer 5, head 2" in c.value for c in at.caption)
+    assert dict(at.query_params) == {"what": "head", "layer": "5", "head": "2"}
+
+
+def test_what_if_token_past_the_end_is_said_next_to_its_control(model):
+    at = open_page({"what_token": "40"})
+    n = len(model.encode(dv.DEFAULT_PROMPT))
+    assert any(f"Token 40 does not exist: this text has {n} tokens" in w.value for w in at.warning)
+    assert at.selectbox(key="decoder.what_token").value == n

@@ -183,6 +183,58 @@ def test_hiding_a_token_gives_it_no_weight_and_leaves_it_out_of_the_mean(model):
     assert metrics(at)["Sentence embeddings, cosine similarity"] == f"{cosine:.4f}"
 
 
+def test_removing_a_head_is_two_forward_passes_and_leaves_lower_layers_alone(model):
+    at = open_page({"mode": "head"})  # removes layer 3, head 2; shows layer 4, head 2
+    assert not at.exception and not at.error
+    assert at.selectbox(key="probe.ablate").disabled and at.text_input(key="probe.with").disabled
+    ids = model.tokenize(TIRED).input_ids
+    head_mask = np.ones((6, 12))
+    head_mask[2, 1] = 0.0
+    before, after = run_bert_ids(model, ids), run_bert_ids(model, ids, head_mask=head_mask)
+    w0 = before.attention_weights[3, 1].astype(np.float64)
+    w1 = after.attention_weights[3, 1].astype(np.float64)
+    title = "removing layer 3, head 2: layer 4, head 2"
+    np.testing.assert_allclose(z(figure(at, f"Before {title}")), w0, atol=1e-6)
+    np.testing.assert_allclose(z(figure(at, f"After {title}")), w1, atol=1e-6)
+    np.testing.assert_allclose(z(figure(at, f"After − before {title}")), w1 - w0, atol=1e-6)
+    largest = (w1 - w0).flat[np.abs(w1 - w0).argmax()]
+    assert abs(largest) > 0.2  # the default's story: 0.22, the most of any lower head
+    assert metrics(at)["Largest weight change in layer 4, head 2"] == f"{largest:+.3f}"
+    keep = np.ones(16, dtype=bool)
+    cosine = embedding(before.last_hidden_state, keep) @ embedding(after.last_hidden_state, keep)
+    assert metrics(at)["Sentence embeddings, cosine similarity"] == f"{cosine:.4f}"
+    assert not at.info
+    assert "Layers 1 to 3 compute the same weights in both runs" in caption(at)
+    # The removed head's own layer: same weights, and the page says why.
+    at.select_slider(key="probe.layer").set_value(3).run()
+    own = "removing layer 3, head 2: layer 3, head 2"
+    assert np.all(z(figure(at, f"After − before {own}")) == 0)
+    np.testing.assert_allclose(
+        z(figure(at, f"After {own}")), before.attention_weights[2, 1], atol=1e-6
+    )
+    (note,) = [i.value for i in at.info]
+    assert "its own layer computes exactly the same weights" in note
+    assert dict(at.query_params) == {"mode": "head", "layer": "3"}
+
+
+def test_a_link_to_a_head_in_the_last_layer_says_nothing_reads_it(model):
+    at = open_page({"mode": "head", "cut_layer": "6", "cut_head": "7", "layer": "6"})
+    assert at.selectbox(key="probe.cut_layer").value == 6
+    assert at.selectbox(key="probe.cut_head").value == 7
+    (note,) = [i.value for i in at.info]
+    assert "No layer reads it after the last one" in note
+    head_mask = np.ones((6, 12))
+    head_mask[5, 6] = 0.0
+    ids = model.tokenize(TIRED).input_ids
+    before, after = run_bert_ids(model, ids), run_bert_ids(model, ids, head_mask=head_mask)
+    keep = np.ones(16, dtype=bool)
+    cosine = embedding(before.last_hidden_state, keep) @ embedding(after.last_hidden_state, keep)
+    assert metrics(at)["Sentence embeddings, cosine similarity"] == f"{cosine:.4f}"
+    at = open_page({"mode": "head", "cut_head": "13"})  # BERT-base has 12 heads: refused
+    assert any("cut_head=13" in w.value for w in at.warning)
+    assert at.selectbox(key="probe.cut_head").value == 2
+
+
 def test_layer_and_head_drive_the_map_and_the_ablation_heatmaps(model):
     at = open_page()
     at.select_slider(key="probe.layer").set_value(1).run()

@@ -2,6 +2,7 @@
 
     .venv/bin/python tools/mutate.py                 # all formula modules (what `make mutate` runs)
     .venv/bin/python tools/mutate.py softmax masks   # some of them
+    .venv/bin/python tools/mutate.py probing --only ablate_token,_compare   # some functions
     .venv/bin/python tools/mutate.py --list          # print the mutants without running them
 
 Why not mutmut or cosmic-ray: mutmut 3.8.1 (what pip gives) made ~1,800 mutants of these five
@@ -46,7 +47,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = ("softmax", "masks", "attention", "multihead", "positional")
+MODULES = ("softmax", "masks", "attention", "multihead", "positional", "probing")
 # The tests that exercise the formulas; a module's own tests/test_<module>.py runs first.
 TEST_FILES = (
     "test_softmax.py",
@@ -57,6 +58,9 @@ TEST_FILES = (
     "test_torch_backend.py",
     "test_reference.py",
 )
+# Modules tested on real models: their mutants run only these files (the formula files above never
+# call them, and each child would load them for nothing).
+OWN_TESTS = {"probing": ("test_probing.py",)}
 MIN_SCORE = 0.90
 # Property tests try this many examples per mutant (hypothesis's default is 100); tests that set
 # their own max_examples keep it.
@@ -123,6 +127,28 @@ EQUIVALENT: dict[str, str] = dict(
         (
             "positional.py::_check_base::positive=True -> positive=False",
             "`base <= 1` right after rejects 0 and negative bases too (only the message differs)",
+        ),
+        (
+            "probing.py::attention_rollout::a.shape[-2] -> a.shape[2]",
+            "checked only after `a.ndim != 4` failed, so the array is 4-D and axis 2 is axis -2",
+        ),
+        (
+            "probing.py::attention_rollout::-1 -> -2 #2",
+            "`a.shape[-2] == 0` is reached only for square patterns, where both axes are n long",
+        ),
+        (
+            "probing.py::attention_rollout::-1 -> -2 #3",
+            "n = a.shape[-2]: the pattern was checked to be square, so both axes are n long",
+        ),
+        (
+            "probing.py::joint_query_key_projection::full_matrices=False -> full_matrices=True",
+            "only U grows to (2n, 2n); the singular values and the first rows of Vᵀ are the same",
+        ),
+        (
+            "probing.py::joint_query_key_projection::components * np.sign(components[np.arange(2)"
+            ", biggest])[:, None] -> components / np.sign(components[np.arange(2), biggest])"
+            "[:, None]",
+            "the signs are ±1 (a unit row's largest entry is never 0), and x / ±1 = x · ±1",
         ),
     ]
 )
@@ -372,7 +398,11 @@ def _preload() -> None:
     import torch
 
     torch.set_num_threads(1)  # two children share two cores
-    for name in ("transformers.models.llama.modeling_llama", "transformers.models.bloom"):
+    for name in (
+        "transformers.models.llama.modeling_llama",
+        "transformers.models.bert.modeling_bert",
+        "transformers.models.bloom",
+    ):
         try:
             importlib.import_module(name)
         except ImportError:
@@ -403,7 +433,7 @@ def _child(module: str, tree: ast.Module | None) -> None:
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     first = f"test_{module}.py"
-    files = [first, *[f for f in TEST_FILES if f != first]]
+    files = list(OWN_TESTS.get(module, [first, *[f for f in TEST_FILES if f != first]]))
     # Plugins load from entry points in 0.4 s per run unless told which: only hypothesis's.
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     args = ["-x", "-q", "-p", "no:cacheprovider", "-p", "_hypothesis_pytestplugin"]
@@ -459,6 +489,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("modules", nargs="*", help=f"some of {', '.join(MODULES)} (default all)")
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated function names (qualified, as in the mutant ids): mutate only "
+        "inside them, e.g. to run a module's slow mutants in parts",
+    )
     options = parser.parse_args()
     options.modules = options.modules or list(MODULES)
     if unknown := set(options.modules) - set(MODULES):
@@ -469,6 +505,9 @@ def main() -> int:
         found, tree, lines = find_mutants(module)
         trees[module] = (tree, lines)
         mutants += found
+    if options.only:
+        wanted = {name.strip() for name in options.only.split(",")}
+        mutants = [m for m in mutants if m.function in wanted]
     if options.list:
         for m in mutants:
             print(f"{m.module}.py:{m.line}  {m.id}")
@@ -497,7 +536,8 @@ def main() -> int:
     elapsed = time.monotonic() - started
     for m in survivors:
         print(f"SURVIVED {m.module}.py:{m.line}  {m.id}")
-    stale = sorted(set(EQUIVALENT) - {m.id for m in equivalent})
+    # Entries for mutants this run did not make (other modules, --only) are not judged here.
+    stale = sorted((set(EQUIVALENT) & {m.id for m in mutants}) - {m.id for m in equivalent})
     for mutant_id in stale:
         print(f"note: EQUIVALENT entry no longer matches a surviving mutant: {mutant_id}")
     print(

@@ -27,6 +27,7 @@ from attention_core.probing import (
     Ablation,
     QueryKeyProjection,
     Rollout,
+    ablate_head,
     ablate_token,
     attention_rollout,
     joint_query_key_projection,
@@ -43,10 +44,14 @@ DEFAULT_TEXT = rv.DEFAULT_TEXT
 # takes 0.40 of that weight away, and "street" gains 0.07: the model's reading of "it" moves.
 DEFAULT_LAYER, DEFAULT_HEAD, DEFAULT_TOKEN = 4, 2, 11
 DEFAULT_ABLATE, DEFAULT_MODE, DEFAULT_REPLACEMENT = 14, "replace", "wide"
+# Removing layer 3, head 2 moves layer 4, head 2's weights by up to 0.22 (the most of any head
+# in layers 1 to 3), while the sentence embedding keeps a cosine of 0.997.
+DEFAULT_ABLATED_LAYER, DEFAULT_ABLATED_HEAD = 3, 2
 MODES = {
     "remove": "Remove it",
     "mask": "Hide it (mask)",
     "replace": "Replace it",
+    "head": "Remove a head",
 }
 QUERY_COLOR, KEY_COLOR = "#1b9e77", "#d95f02"
 
@@ -89,19 +94,36 @@ def _projection(text: str, layer: int, head: int) -> QueryKeyProjection:
 
 
 def ablation_of(
-    model: BertModel, text: str, position: int, mode: str, replacement: str
+    model: BertModel,
+    text: str,
+    position: int,
+    mode: str,
+    replacement: str,
+    ablated: tuple[int, int] = (0, 0),
 ) -> Ablation:
-    """`text` with token `position` (from 0) removed, hidden or replaced: two forward passes,
-    once per distinct choice. Raises AttentionInputError for a replacement that is not a word
-    piece of the vocabulary."""
+    """`text` with token `position` (from 0) removed, hidden or replaced, or (mode "head") with
+    head `ablated` = (layer, head) (from 0) removed: two forward passes, once per distinct
+    choice. Raises AttentionInputError for a replacement that is not a word piece of the
+    vocabulary."""
     replacement = replacement.strip() if mode == "replace" else ""
-    return _ablation(text, position, mode, replacement, id(model), model)
+    # The choices a mode ignores are fixed, so they do not split its cache entry.
+    position = 0 if mode == "head" else position
+    ablated = tuple(ablated) if mode == "head" else (0, 0)
+    return _ablation(text, position, mode, replacement, ablated, id(model), model)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Running the model on the changed text…")
 def _ablation(
-    text: str, position: int, mode: str, replacement: str, model_id: int, _model: BertModel
+    text: str,
+    position: int,
+    mode: str,
+    replacement: str,
+    ablated: tuple[int, int],
+    model_id: int,
+    _model: BertModel,
 ) -> Ablation:
+    if mode == "head":
+        return ablate_head(_model, text, *ablated)
     return ablate_token(_model, text, position, mode, replacement=replacement or "[MASK]")
 
 
@@ -111,6 +133,24 @@ def largest_change(ablation: Ablation, layer: int, head: int) -> tuple[float, tu
     difference = np.nan_to_num(ablation.difference[layer, head], nan=0.0)  # (q_pos, k_pos)
     i, j = np.unravel_index(int(np.abs(difference).argmax()), difference.shape)
     return float(difference[i, j]), (int(i), int(j))
+
+
+def unchanged_layer_note(ablation: Ablation, layer: int) -> str | None:
+    """For a removed head, the message when the shown `layer` (from 0) cannot have changed."""
+    if ablation.head is None or layer > ablation.head[0]:
+        return None
+    removed = ablation.head[0] + 1
+    own = "its own layer" if layer + 1 == removed else f"layer {layer + 1}, below it"
+    above = (
+        f"Its effect shows in the layers above: move the Layer slider to {removed + 1} or higher."
+        if removed < ablation.weights_before.shape[0]
+        else "No layer reads it after the last one: only the final vectors below can change."
+    )
+    return (
+        f"The removed head sits in layer {removed}, so {own} computes exactly the same weights "
+        "(the difference below is 0 everywhere, and the removed head's own pattern is unchanged: "
+        f"only its output is dropped). {above}"
+    )
 
 
 def fit_token(view: PageState, name: str, n: int) -> str | None:
@@ -238,11 +278,18 @@ def query_key_map_figure(text: str, layer: int, head: int, pairs: int) -> go.Fig
 
 
 def ablation_figure(
-    text: str, position: int, mode: str, replacement: str, layer: int, head: int, which: str
+    text: str,
+    position: int,
+    mode: str,
+    replacement: str,
+    ablated: tuple[int, int],
+    layer: int,
+    head: int,
+    which: str,
 ) -> go.Figure:
     """Head (`layer`, `head`) before, after, or their difference (`which`), on the positions
     that exist in both texts (a removed token has no row or column after)."""
-    ablation = ablation_of(rv.load_model().model, text, position, mode, replacement)
+    ablation = ablation_of(rv.load_model().model, text, position, mode, replacement, ablated)
     kept = [i for i in range(len(ablation.tokens)) if mode != "remove" or i != position]
     ix = np.ix_(kept, kept)
     # A replaced token's row and column say both words: "tired→wide".
@@ -269,6 +316,8 @@ def ablation_figure(
         ),
     }
     values, labels, title, kind = options[which]
+    if ablation.head is not None:
+        title += f" removing layer {ablation.head[0] + 1}, head {ablation.head[1] + 1}"
     return charts.heatmap(
         values,
         row_labels=labels,
@@ -279,12 +328,14 @@ def ablation_figure(
     )
 
 
-def token_change_figure(text: str, position: int, mode: str, replacement: str) -> go.Figure:
+def token_change_figure(
+    text: str, position: int, mode: str, replacement: str, ablated: tuple[int, int]
+) -> go.Figure:
     """How far each token's last-layer vector turned: 1 - cosine(before, after)."""
-    ablation = ablation_of(rv.load_model().model, text, position, mode, replacement)
+    ablation = ablation_of(rv.load_model().model, text, position, mode, replacement, ablated)
     change = np.nan_to_num(ablation.token_change, nan=0.0)
     labels = [f"{i + 1} · {t}" for i, t in enumerate(ablation.tokens)]
-    colors = ["#e15759" if i == position else "#4e79a7" for i in range(len(labels))]
+    colors = ["#e15759" if i == ablation.position else "#4e79a7" for i in range(len(labels))]
     data = [
         {
             "type": "bar",

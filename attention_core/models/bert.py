@@ -569,12 +569,18 @@ def run_bert(model: BertModel, text: str) -> BertTrace:
     return _forward(model, tokenized.input_ids, tokenized.tokens, tokenized)
 
 
-def run_bert_ids(model: BertModel, input_ids: object, *, attend: object = None) -> BertTrace:
+def run_bert_ids(
+    model: BertModel, input_ids: object, *, attend: object = None, head_mask: object = None
+) -> BertTrace:
     """Run the encoder on explicit vocabulary ids `(q_pos,)` (e.g. for benchmarks and tests).
 
     The ids are used as given: add [CLS]/[SEP] yourself if you want them. ``attend`` `(q_pos,)`
     boolean (True = may be attended to) hides keys from every query in every layer, like
     Hugging Face's ``attention_mask`` (a padding mask); None lets every token see every token.
+    ``head_mask`` `(layer, head)` or `(head,)` (the same for every layer) multiplies each head's
+    output before W_o, like transformers 4's ``head_mask`` (1 keeps a head, 0 removes it);
+    ``attention_weights`` still show each head's softmax pattern, which the mask does not
+    change (transformers 4 returned the multiplied weights instead).
     """
     ids = np.asarray(input_ids)
     if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
@@ -595,8 +601,17 @@ def run_bert_ids(model: BertModel, input_ids: object, *, attend: object = None) 
                 f"attend must be {ids.shape[0]} booleans, one per token, at least one True; got "
                 f"shape {attend.shape} and dtype {attend.dtype}."
             )
+    layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    if head_mask is not None:
+        head_mask = np.asarray(head_mask, dtype=np.float64)
+        if head_mask.shape not in ((heads,), (layers, heads)):
+            raise AttentionInputError(
+                f"head_mask must be shaped ({layers}, {heads}) (layer, head) or ({heads},), got "
+                f"{head_mask.shape}."
+            )
+        head_mask = np.broadcast_to(head_mask, (layers, heads))
     tokens = tuple(model.tokenizer.id_to_token(int(i)) or "[UNK]" for i in ids)
-    return _forward(model, ids, tokens, None, attend)
+    return _forward(model, ids, tokens, None, attend, head_mask)
 
 
 def _forward(
@@ -605,6 +620,7 @@ def _forward(
     tokens: tuple[str, ...],
     tokenized: TokenizedText | None,
     attend: np.ndarray | None = None,
+    head_mask: np.ndarray | None = None,
 ) -> BertTrace:
     config, weights = model.config, model.weights
     n = ids.shape[0]
@@ -622,12 +638,16 @@ def _forward(
 
     key_mask = None if attend is None else np.broadcast_to(attend, (n, n))  # (q_pos, k_pos)
     layers = []
-    for layer in weights.layers:
+    for index, layer in enumerate(weights.layers):
         x = hidden
         # Every token is a query over all tokens of the text: no mask, since there is no padding
         # (unless `attend` hides some keys: the same `(q_pos, k_pos)` mask for every head).
         attention = multi_head_attention(
-            x, params=layer.attention, num_heads=config.num_attention_heads, mask=key_mask
+            x,
+            params=layer.attention,
+            num_heads=config.num_attention_heads,
+            mask=key_mask,
+            head_mask=None if head_mask is None else head_mask[index],
         )
         # The residual keeps the token's own vector; attention only adds what it gathered.
         attention_residual = x + attention.output

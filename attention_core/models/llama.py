@@ -663,11 +663,18 @@ def run_llama(
     cache: LlamaCache | None = None,
     *,
     all_logits: bool = False,
+    attend: object = None,
+    head_mask: object = None,
 ) -> LlamaTrace:
     """Run the decoder on ``input_ids`` `(n,)`, continuing ``cache`` (None = a fresh prompt).
 
     Every layer's steps are kept (see ``LlamaLayerSteps``); ``trace.cache`` holds all positions.
     With a cache and one id this is one decoding step: one query row against every cached key.
+
+    ``attend`` `(cache + n,)` boolean hides keys (False) from every query, like transformers'
+    ``attention_mask``. ``head_mask`` `(layer, head)` or `(head,)` multiplies each query head's
+    output before W_o (0 removes the head, as transformers 4's ``head_mask`` did for BERT); the
+    steps keep the heads' softmax patterns unmultiplied.
     """
     config, weights = model.config, model.weights
     ids = np.asarray(input_ids)
@@ -687,6 +694,21 @@ def run_llama(
             "(prompt and generated tokens together): start again with a shorter prompt."
         )
     h_heads, kv_heads, dh = config.num_attention_heads, config.num_key_value_heads, config.head_dim
+    if attend is not None:
+        attend = np.asarray(attend)
+        if attend.shape != (past + n,) or attend.dtype != bool:
+            raise AttentionInputError(
+                f"attend must be {past + n} booleans, one per position, got shape "
+                f"{attend.shape} and dtype {attend.dtype}."
+            )
+    if head_mask is not None:
+        head_mask = np.asarray(head_mask, dtype=np.float32)
+        if head_mask.shape not in ((h_heads,), (config.num_hidden_layers, h_heads)):
+            raise AttentionInputError(
+                f"head_mask must be shaped ({config.num_hidden_layers}, {h_heads}) or "
+                f"({h_heads},), got {head_mask.shape}."
+            )
+        head_mask = np.broadcast_to(head_mask, (config.num_hidden_layers, h_heads))
     group, eps = config.group_size, config.rms_norm_eps
     positions = np.arange(past, past + n)
     hidden = widen(weights.embed[ids])  # (n, d_model) float32
@@ -720,10 +742,14 @@ def run_llama(
             q_rot.reshape(kv_heads, group, n, dh),
             k_rot[:, None],
             v[:, None],
+            attend=attend,
             checked=False,  # ids and cache were checked above; these arrays are our own
         )
         caches.append(step.cache)
-        concat = step.output.reshape(h_heads, n, dh).transpose(1, 0, 2).reshape(n, h_heads * dh)
+        head_outputs = step.output.reshape(h_heads, n, dh)  # (head, n, d_head)
+        if head_mask is not None:
+            head_outputs = head_outputs * head_mask[index][:, None, None]
+        concat = head_outputs.transpose(1, 0, 2).reshape(n, h_heads * dh)
         attn_output = _linear(concat, layer.w_o, scratch)  # (n, d_model)
         # Pre-norm residuals: each block reads a normalised copy and adds its result back.
         residual = hidden + attn_output
