@@ -167,44 +167,44 @@ st.caption(
 )
 
 st.header(":material/content_cut: What if? The next token without a token or a head")
-st.markdown(
-    "Run the model again on the text so far with one token removed, or hidden (no query of any "
-    "layer may attend to it), or with the head chosen above removed (its output multiplied by 0 "
-    "before W_O). The KL divergence KL(before ‖ after) = Σ p log(p / q) says how far the whole "
-    "next-token distribution moved: 0 means not at all."
-)
+st.markdown(dv.WHAT_IF_TEXT)
 
 
 @st.fragment
 def what_if(layer: int, head: int) -> None:
-    n = len(state.ids)
-    if moved := fit_token(view, "what_token", n):
-        st.warning(moved, icon=":material/link_off:")
-    mode_col, token_col = st.columns(2)
-    modes, names = dv.WHAT_IF_MODES, dv.labels(tuple(model.token_text(i) for i in state.ids))
-    mode = mode_col.radio("What to take away", list(modes), format_func=modes.get, key=what_key)
-    position = token_col.selectbox(
-        "Token", list(range(1, n + 1)), format_func=lambda i: names[i - 1], key=what_token_key,
-        disabled=mode == "head",
-    ) - 1  # fmt: skip
-    if mode == "head":
-        token_col.caption(f"Removes layer {layer + 1}, head {head + 1} (the sliders above).")
-    try:
-        change = dv.next_token_change_of(model, state.ids, mode, position, layer, head)
-    except AttentionInputError as error:
-        token_col.error(str(error), icon=":material/edit_off:")
+    # Two more forward passes per token: only for a reader who opens it (a link can).
+    box = st.expander("Take one token or head away", icon=":material/content_cut:",
+                      key=view.bool_key("whatif", False), on_change="rerun")  # fmt: skip
+    if not box.open:
+        return write_url_after_fragment(view)
+    with box:
+        n = len(state.ids)
+        if moved := fit_token(view, "what_token", n):
+            st.warning(moved, icon=":material/link_off:")
+        mode_col, token_col = st.columns(2)
+        modes, names = dv.WHAT_IF_MODES, dv.labels(tuple(model.token_text(i) for i in state.ids))
+        mode = mode_col.radio("What to take away", list(modes), format_func=modes.get, key=what_key)
+        position = token_col.selectbox(
+            "Token", list(range(1, n + 1)), format_func=lambda i: names[i - 1], key=what_token_key,
+            disabled=mode == "head",
+        ) - 1  # fmt: skip
+        if mode == "head":
+            token_col.caption(f"Removes layer {layer + 1}, head {head + 1} (the sliders above).")
+        try:
+            change = dv.next_token_change_of(model, state.ids, mode, position, layer, head)
+        except AttentionInputError as error:
+            token_col.error(str(error), icon=":material/edit_off:")
+            return write_url_after_fragment(view)
+        st.markdown(dv.change_sentence(model, change))
+        st.metric("KL divergence, before ‖ after", f"{change.kl:.4f} nats")
+        table_col, chart_col = st.columns(2)
+        table_col.dataframe(dv.change_table(model, change), hide_index=True)
+        with chart_col:
+            charts.show(
+                charts.cached(dv.change_figure, state.ids, mode, position, layer, head),
+                filename="decoder-what-if",
+            )
         write_url_after_fragment(view)
-        return
-    st.markdown(dv.change_sentence(model, change))
-    st.metric("KL divergence, before ‖ after", f"{change.kl:.4f} nats")
-    table_col, chart_col = st.columns(2)
-    table_col.dataframe(dv.change_table(model, change), hide_index=True)
-    with chart_col:
-        charts.show(
-            charts.cached(dv.change_figure, state.ids, mode, position, layer, head),
-            filename="decoder-what-if",
-        )
-    write_url_after_fragment(view)
 
 
 what_if(layer, head)

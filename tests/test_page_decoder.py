@@ -153,34 +153,41 @@ def check_what_if(at: AppTest, model, before_logits: np.ndarray, after_logits: n
     return p, q
 
 
-def test_what_if_removing_france_is_two_forward_passes(model):
+def test_what_if_runs_only_when_opened(model):
     at = open_page()
+    assert not at.exception and not at.error
+    assert not [d for d in at.dataframe if "p before" in d.value.columns]
+    assert not any(m.label.startswith("KL divergence") for m in at.metric)
+
+
+def test_what_if_removing_france_is_two_forward_passes(model):
+    at = open_page({"whatif": "1"})
     assert not at.exception and not at.error
     ids = np.asarray(model.encode(dv.DEFAULT_PROMPT))
     before = run_llama(model, ids).next_token_logits
     after = run_llama(model, np.delete(ids, 3)).next_token_logits  # " France" is token 4
     p, q = check_what_if(at, model, before, after)
     assert model.token_text(int(p.argmax())) == " Paris" and q.argmax() != p.argmax()
-    assert dict(at.query_params) == {}
+    assert dict(at.query_params) == {"whatif": "1"}
 
 
 def test_what_if_hiding_a_token_and_removing_a_head_follow_links(model):
     ids = np.asarray(model.encode(dv.DEFAULT_PROMPT))
     before = run_llama(model, ids).next_token_logits
-    at = open_page({"what": "mask", "what_token": "1"})
+    at = open_page({"whatif": "1", "what": "mask", "what_token": "1"})
     keep = np.arange(len(ids)) != 0
     check_what_if(at, model, before, run_llama(model, ids, attend=keep).next_token_logits)
-    at = open_page({"what": "head", "layer": "5", "head": "2"})
+    at = open_page({"whatif": "1", "what": "head", "layer": "5", "head": "2"})
     assert at.selectbox(key="decoder.what_token").disabled
     head_mask = np.ones((30, 9))
     head_mask[4, 1] = 0.0
     check_what_if(at, model, before, run_llama(model, ids, head_mask=head_mask).next_token_logits)
     assert any("Removes layer 5, head 2" in c.value for c in at.caption)
-    assert dict(at.query_params) == {"what": "head", "layer": "5", "head": "2"}
+    assert dict(at.query_params) == {"whatif": "1", "what": "head", "layer": "5", "head": "2"}
 
 
 def test_what_if_token_past_the_end_is_said_next_to_its_control(model):
-    at = open_page({"what_token": "40"})
+    at = open_page({"whatif": "1", "what_token": "40"})
     n = len(model.encode(dv.DEFAULT_PROMPT))
     assert any(f"Token 40 does not exist: this text has {n} tokens" in w.value for w in at.warning)
     assert at.selectbox(key="decoder.what_token").value == n

@@ -337,6 +337,12 @@ def autoplay_tick(playing: bool, next_token) -> None:
 
 # -- what if: the next token after one ablation ---------------------------------------------------
 
+WHAT_IF_TEXT = (
+    "Run the model again on the text so far with one token removed, or hidden (no query of any "
+    "layer may attend to it), or with the head chosen above removed (its output multiplied by 0 "
+    "before W_O). The KL divergence KL(before ‖ after) = Σ p log(p / q) says how far the whole "
+    "next-token distribution moved: 0 means not at all."
+)
 WHAT_IF_MODES = {
     "remove": "Remove a token",
     "mask": "Hide a token (mask)",
