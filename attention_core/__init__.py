@@ -36,7 +36,11 @@ Contents, module by module:
     position_lab   the positional-encoding page's experiments (order blindness, RoPE shifts)
     head_patterns  labels heads as previous-token, self, [CLS], ... from their patterns
     probing        attention_rollout (Abnar & Zuidema), joint_query_key_projection (AttentionViz's
-                   PCA map), ablate_token (a model run with and without one token)
+                   PCA map), ablate_token / ablate_head (an encoder with and without one
+                   token or head), next_token_change (the same for a decoder's next token)
+    compare        compare_patterns: two patterns' difference, per-row total variation, and the
+                   sentence saying what differs most
+    quiz           predict-then-reveal questions computed from a page's current numbers
     models         real checkpoints run by this code (BERT-style encoder, llama-style decoder)
 """
 
