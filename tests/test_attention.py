@@ -472,3 +472,26 @@ def test_cosine_attention_default_temperature_zero_vectors_and_rounding():
     k = [[1.0, 1.0, 2.0], [-6.0, -9.0, -3.0]]
     scores = cosine_attention(q, k, [[1.0], [2.0]]).scores
     assert scores[0, 0] == 1.0 and scores[1, 1] == -1.0
+
+
+@pytest.mark.parametrize("scoring", ["additive", "cosine"])
+def test_bounded_scorings_check_the_mask_too(scoring):
+    """Additive and cosine scores cannot overflow, but their masks are still the user's input:
+    a float mask (an additive bias or a boolean?) or a mask of the wrong shape is refused."""
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(3, 4)), rng.normal(size=(5, 4)), rng.normal(size=(5, 2))
+    params = init_additive_params(d_k=4, d_attn=6, seed=0)
+
+    def run(mask):
+        if scoring == "additive":
+            return additive_attention(q, k, v, params=params, mask=mask)
+        return cosine_attention(q, k, v, mask=mask)
+
+    with pytest.raises(AttentionInputError, match="must be boolean"):
+        run(np.ones((3, 5)) * 0.5)
+    with pytest.raises(AttentionInputError):
+        run(np.ones((4, 5), dtype=bool))
+    allowed = np.tril(np.ones((3, 5), dtype=bool))
+    weights = run(allowed).weights
+    np.testing.assert_array_equal(weights[~allowed], 0.0)
+    np.testing.assert_allclose(weights.sum(axis=-1), 1.0)
