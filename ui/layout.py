@@ -113,11 +113,15 @@ A11Y_JS = """
   const brings = (node) =>
     node.nodeType === 1 && !(node instanceof SVGElement) &&
     (node.matches(watched) || node.querySelector(watched) !== null);
+  // Safari has no requestIdleCallback: a short timer stands in for it there.
+  const whenIdle = (run) => window.requestIdleCallback
+    ? window.requestIdleCallback(run, { timeout: 500 })
+    : setTimeout(run, 100);
   let queued = false;
   const soon = () => {
     if (queued) return;
     queued = true;
-    requestIdleCallback(() => { queued = false; repair(); }, { timeout: 500 });
+    whenIdle(() => { queued = false; repair(); });
   };
   repair();
   new MutationObserver((changes) => {
