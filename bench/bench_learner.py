@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -26,16 +25,9 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.timing import summary  # noqa: E402
+
 SENTENCE = "The animal didn't cross the street because it was too tired"
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    return {
-        "p50_ms": round(statistics.median(ordered), 1),
-        "p95_ms": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 1),
-        "max_ms": round(ordered[-1], 1),
-    }
 
 
 def set_to(kind: str, key: str) -> Callable[[AppTest, object], object]:
