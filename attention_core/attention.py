@@ -106,6 +106,22 @@ def _score_shape(q: Any, k: Any) -> tuple[int, ...]:
     return shape
 
 
+def _shared_matmul(a: Any, b: Any) -> Any:
+    """a @ b `(..., g, m, n)`, for a b shared along axis -3 (``b.shape[-3] == 1``).
+
+    Grouped-query attention gives each KV head's keys and values to a group of g query heads:
+    q `(kv, g, q_pos, d)` against k `(kv, 1, k_pos, d)`. The same product with the group's rows
+    stacked, `(kv, g·q_pos, d) @ (kv, d, k_pos)`, is g small matrix products fewer; NumPy's
+    broadcasting matmul runs one per head (measured for SmolLM2, 3 KV heads × 3: 3.5× faster).
+    """
+    # A narrower guard only falls back to a @ b: the same numbers, more slowly.
+    stackable = a.ndim >= 3 and b.ndim == a.ndim  # pragma: no mutate
+    if not (stackable and b.shape[-3] == 1 and a.shape[:-3] == b.shape[:-3]):  # pragma: no mutate
+        return a @ b
+    stacked = a.reshape(*a.shape[:-3], a.shape[-3] * a.shape[-2], a.shape[-1])
+    return (stacked @ b[..., 0, :, :]).reshape(*a.shape[:-1], b.shape[-1])
+
+
 def _finish(
     xp: Any,
     scores: Any,
@@ -139,7 +155,7 @@ def _finish(
         fully_masked = ~xp.any(xp.broadcast_to(allowed, masked.shape), axis=-1)
     weights = _stable_softmax(masked, axis=-1)
     # Each output row is a convex combination of value rows (or zero if nothing is visible).
-    output = weights @ v  # (..., q_pos, d_v)
+    output = _shared_matmul(weights, v)  # (..., q_pos, d_v)
     return AttentionSteps(scores, scaled, masked, weights, output, fully_masked, float(scale))
 
 
@@ -175,7 +191,7 @@ def _scaled_dot_product(
     per-step checks would cost more than the formula).
     """
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _finish
-        scores = q @ k.mT  # (..., q_pos, k_pos)
+        scores = _shared_matmul(q, k.mT)  # (..., q_pos, k_pos)
         # With unit-variance entries q·k has variance d_k; 1/√d_k brings it back to 1 so the
         # softmax does not saturate into a one-hot with vanishing gradients.
         scaled = scores * scale

@@ -158,6 +158,32 @@ def test_mask_broadcasts_over_batch_and_heads():
     np.testing.assert_allclose(got, torch_sdpa(q, k, v, is_causal=True), rtol=1e-13, atol=1e-13)
 
 
+@pytest.mark.parametrize(
+    "q_shape, kv_shape",
+    [
+        ((3, 2, 5, 4), (3, 1, 6, 4)),  # grouped-query: 3 KV heads, each shared by 2 query heads
+        ((2, 3, 2, 5, 4), (2, 3, 1, 6, 4)),  # with a batch axis in front
+        ((2, 1, 5, 4), (2, 1, 6, 4)),  # a group of one
+        ((4, 5, 4), (1, 6, 4)),  # 3-D: one KV set shared by every query head
+        ((3, 2, 5, 4), (1, 2, 6, 4)),  # shared along another axis: the plain product
+    ],
+)
+def test_shared_keys_and_values_give_each_query_head_its_own_sdpa(q_shape, kv_shape):
+    # Grouped-query attention: torch SDPA on the keys and values copied out to every query head.
+    rng = np.random.default_rng(11)
+    q, k, v = rng.normal(size=q_shape), rng.normal(size=kv_shape), rng.normal(size=kv_shape)
+    mask = rng.random((5, 6)) < 0.7
+    k_full, v_full = (np.broadcast_to(x, (*q_shape[:-2], *kv_shape[-2:])).copy() for x in (k, v))
+    for inputs in ((q, k, v), tuple(map(torch.from_numpy, (q, k, v)))):
+        steps = scaled_dot_product_attention(*inputs, mask=mask)
+        assert tuple(steps.weights.shape) == (*q_shape[:-1], 6)
+        np.testing.assert_allclose(
+            np.asarray(steps.scores), q @ np.swapaxes(k_full, -1, -2), rtol=1e-12, atol=1e-12
+        )
+        expected = torch_sdpa(q, k_full, v_full, attn_mask=torch.from_numpy(mask))
+        np.testing.assert_allclose(np.asarray(steps.output), expected, rtol=1e-12, atol=1e-12)
+
+
 def test_fully_masked_query_gets_zero_weights_and_output_like_torch_sdpa():
     rng = np.random.default_rng(8)
     q, k, v = rng.normal(size=(3, 2)), rng.normal(size=(4, 2)), rng.normal(size=(4, 2))

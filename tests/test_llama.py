@@ -10,6 +10,11 @@ exactly the same numbers, and the comparison measures the computation, not the s
 
 from __future__ import annotations
 
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -32,6 +37,7 @@ from attention_core.models.loading import ModelNotFoundError
 from attention_core.validation import AttentionInputError
 
 torch = pytest.importorskip("torch")
+ROOT = Path(__file__).resolve().parents[1]
 
 # ----------------------------------------------------------------------------- pieces (fast)
 
@@ -82,6 +88,34 @@ def test_bfloat16_storage_rounds_like_torch_and_widens_exactly():
         llama_files.widen(bits), torch.from_numpy(x).bfloat16().float().numpy()
     )
     assert llama_files.widen(x) is x  # float32 is used as it is
+
+
+def test_reuse_freed_memory_lets_the_next_arrays_skip_page_faults():
+    # A fresh interpreter: the allocator setting is process-wide.
+    churn = """
+import resource, numpy as np
+from attention_core.models.llama import reuse_freed_memory
+def faults_of_one_pass():
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    arrays = [np.ones((512, 1024), np.float32) for _ in range(16)]  # 16 x 2 MiB, then freed
+    del arrays
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+faults_of_one_pass()
+default = faults_of_one_pass()
+applied = reuse_freed_memory()
+faults_of_one_pass()
+print(applied, default, faults_of_one_pass())
+"""
+    run = subprocess.run(
+        [sys.executable, "-c", churn], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    applied, default, reused = run.stdout.split()
+    if platform.libc_ver()[0] != "glibc":
+        assert applied == "False"
+        return
+    assert applied == "True"
+    assert int(default) > 16 * 2 * 256 * 0.9  # every 4 KiB page of 32 MiB faulted in again
+    assert int(reused) < 100
 
 
 def test_top_k_probabilities_match_torch_and_sampling_is_seeded():
@@ -220,6 +254,29 @@ def test_logits_and_attention_match_transformers(model, reference, n):
     w = ours.attention_weights
     assert np.all(np.triu(w, k=1) == 0)
     np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_float32_weights_match_transformers_in_float32(gguf_path):
+    # ATTENTION_EXPLORER_LLM_DTYPE=float32: matrices unrounded and kept column-major (the faster
+    # product), against transformers' own float32 model of the same file.
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    ours_model = load_llama(gguf_path, weights_dtype=np.float32)
+    assert ours_model.weights.storage == "float32"
+    hf = transformers.AutoModelForCausalLM.from_pretrained(
+        str(gguf_path.parent),
+        gguf_file=gguf_path.name,
+        attn_implementation="eager",
+        dtype=torch.float32,
+    ).eval()
+    ids = _ids(ours_model, 128)
+    ours = run_llama(ours_model, ids, all_logits=True)
+    with torch.no_grad():
+        out = hf(torch.from_numpy(ids)[None], output_attentions=True, use_cache=False)
+    np.testing.assert_allclose(ours.logits, out.logits[0].numpy(), atol=1e-4, rtol=0)
+    for layer, expected in zip(ours.layers, out.attentions, strict=True):
+        np.testing.assert_allclose(layer.weights, expected[0].numpy(), atol=1e-4, rtol=0)
 
 
 @pytest.mark.slow

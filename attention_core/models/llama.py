@@ -76,6 +76,7 @@ __all__ = [
     "generate",
     "load_llama",
     "next_token_probabilities",
+    "reuse_freed_memory",
     "rms_norm",
     "run_llama",
     "sample_next_token",
@@ -178,7 +179,8 @@ class LlamaLayerWeights:
     w_o        `(d_model, H·d_head)`
     w_gate_up  `(2·d_ff, d_model)`  W_gate over W_up: one product, not two
     w_down     `(d_model, d_ff)`
-    The single matrices (w_q ... w_up) are views into the stacked ones.
+    The single matrices (w_q ... w_up) are views into the stacked ones; float32 ones are kept
+    column-major (same shapes, a faster product).
     """
 
     attn_norm: np.ndarray
@@ -262,24 +264,36 @@ class LlamaWeights:
         def stack(*parts: Any) -> Any:
             return None if any(p is None for p in parts) else read_only(np.concatenate(parts))
 
+        def for_products(w: Any) -> Any:
+            # y = x Wᵀ reads Wᵀ: a float32 W kept column-major makes Wᵀ contiguous, and OpenBLAS
+            # runs the 120 products of a 128-token prompt ~5% faster so (234 -> 223 ms measured).
+            # A bfloat16 W stays row-major: _linear widens it a block of rows at a time.
+            if w is None or w.dtype != np.float32:
+                return w
+            return read_only(np.asfortranarray(w))
+
         layers = []
         for i in range(config.num_hidden_layers):
             p = f"model.layers.{i}"
             layers.append(
                 LlamaLayerWeights(
                     attn_norm=take(f"{p}.input_layernorm.weight", (d,)),
-                    w_qkv=stack(
-                        take(f"{p}.self_attn.q_proj.weight", (h * dh, d)),
-                        take(f"{p}.self_attn.k_proj.weight", (kv * dh, d)),
-                        take(f"{p}.self_attn.v_proj.weight", (kv * dh, d)),
+                    w_qkv=for_products(
+                        stack(
+                            take(f"{p}.self_attn.q_proj.weight", (h * dh, d)),
+                            take(f"{p}.self_attn.k_proj.weight", (kv * dh, d)),
+                            take(f"{p}.self_attn.v_proj.weight", (kv * dh, d)),
+                        )
                     ),
-                    w_o=take(f"{p}.self_attn.o_proj.weight", (d, h * dh)),
+                    w_o=for_products(take(f"{p}.self_attn.o_proj.weight", (d, h * dh))),
                     ffn_norm=take(f"{p}.post_attention_layernorm.weight", (d,)),
-                    w_gate_up=stack(
-                        take(f"{p}.mlp.gate_proj.weight", (ff, d)),
-                        take(f"{p}.mlp.up_proj.weight", (ff, d)),
+                    w_gate_up=for_products(
+                        stack(
+                            take(f"{p}.mlp.gate_proj.weight", (ff, d)),
+                            take(f"{p}.mlp.up_proj.weight", (ff, d)),
+                        )
                     ),
-                    w_down=take(f"{p}.mlp.down_proj.weight", (d, ff)),
+                    w_down=for_products(take(f"{p}.mlp.down_proj.weight", (d, ff))),
                 )
             )
         weights = cls(
@@ -645,9 +659,35 @@ def _release_freed_memory() -> None:
     Other C libraries (musl, macOS) have no malloc_trim and nothing to do here.
     """
     try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+        _libc().malloc_trim(0)
     except (OSError, AttributeError):
         pass
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+
+
+def reuse_freed_memory(keep_mb: int = 256) -> bool:
+    """Let glibc keep freed memory for the next forward pass instead of returning it at once.
+
+    A forward pass keeps every step (~165 MB for 128 tokens). By default glibc maps a large
+    array on its own, or trims the heap's free top, and hands those pages back as soon as they
+    are freed; the next pass takes them again, one zeroed 4 KiB page fault at a
+    time: ~14 000 faults, 15-25 ms of a 128-token prefill (measured: 14k -> 1.5k faults a pass,
+    prefill 256 -> 238 ms). Taking arrays up to 32 MiB from the heap, and keeping up to
+    ``keep_mb`` of its free top, lets the next pass reuse them. The peak is the same; memory
+    freed below that is returned later. Process-wide, so the app calls it where the decoder's
+    model loads. Returns False where the C library is not glibc (nothing is changed there).
+    """
+    m_trim_threshold, m_mmap_threshold = -1, -3  # glibc's malloc.h
+    try:
+        mallopt = _libc().mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(
+        mallopt(m_mmap_threshold, 32 * 2**20) and mallopt(m_trim_threshold, keep_mb * 2**20)
+    )
 
 
 def _gguf_tokenizer(spec: TokenizerSpec):
