@@ -21,7 +21,7 @@ from tests.e2e.streamlit_browser import (
     wait_for_charts,
     wait_for_link,
 )
-from tests.e2e.test_accessibility import AXE, AXE_OPTIONS, violation_report
+from tests.e2e.test_accessibility import axe_violations, violation_report
 
 COMPARE = key_selector("mask.cmp")
 N = 6
@@ -71,7 +71,7 @@ def test_masking_compare_opens_shows_the_difference_and_passes_axe(server, page)
     assert "cmp=1" in wait_for_link(page, has=("cmp=1",))
     assert exceptions(page) == []
 
-    violations = AXE.run(page, options=AXE_OPTIONS).response["violations"]
+    violations = axe_violations(page)
     assert not violations, "axe-core on /masking?cmp=1:\n" + violation_report(violations)
 
 
@@ -93,7 +93,7 @@ def test_an_open_comparison_passes_axe_on_every_page(server, page, prefix):
     wait_for_charts(page, scope, minimum=3)
     expect(page.locator(scope)).to_contain_text("What differs most.")
     assert exceptions(page) == []
-    violations = AXE.run(page, options=AXE_OPTIONS).response["violations"]
+    violations = axe_violations(page)
     assert not violations, f"axe-core on /{COMPARING_PAGES[prefix]}?cmp=1:\n" + violation_report(
         violations
     )

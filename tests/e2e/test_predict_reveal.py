@@ -9,18 +9,16 @@ from __future__ import annotations
 import math
 
 import pytest
-from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import expect
 
 from tests.e2e.streamlit_browser import exceptions, new_tab, open_app, rerun_after
-from tests.e2e.test_accessibility import AXE_OPTIONS, violation_report
+from tests.e2e.test_accessibility import axe_violations, violation_report
 
 TOP = math.exp(math.sqrt(2)) / (math.exp(math.sqrt(2)) + 2 * math.exp(1 / math.sqrt(2)))
-AXE = Axe()
 
 
 def no_axe_violations(tab, where: str) -> None:
-    violations = AXE.run(tab, options=AXE_OPTIONS).response["violations"]
+    violations = axe_violations(tab)
     assert not violations, f"axe-core on {where}:\n" + violation_report(violations)
 
 
