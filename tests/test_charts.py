@@ -124,8 +124,10 @@ def test_cached_builds_each_distinct_figure_once_and_draws_the_same_json():
     other = charts.cached(weights_map, weights, "two")
     assert first is again and other is not first
     assert built == ["one", "two"]
-    # What st.plotly_chart sends is what the same figure built afresh would send.
+    # What st.plotly_chart sends is what the same figure built afresh would send (`show`
+    # reserves an unshared figure's margins as it draws it).
     fresh = weights_map(weights, "one")
+    charts.reserve_margins(fresh)
     assert plotly.io.to_json(first.to_dict(), validate=False) == plotly.io.to_json(
         fresh.to_dict(), validate=False
     )

@@ -20,6 +20,22 @@ from tests.e2e.streamlit_browser import (
 
 PAGES = registered_pages()
 ERROR_BOX = "[data-testid='stAlertContentError']"
+# Each drawn chart: the margins the server sent (ui.margins reserves them from the labels) and
+# the ones Plotly's automargin settled on after measuring, and whether tick labels were turned
+# sideways (Plotly does that when a column is too narrow for them: not foreseeable server-side).
+MARGINS_JS = r"""() => [...document.querySelectorAll('.js-plotly-plot')]
+  .filter((chart) => chart._fullLayout && chart._fullLayout._size)
+  .map((chart) => {
+    const sent = chart.layout.margin || {};
+    const used = chart._fullLayout._size;
+    return {
+      name: chart.closest('[aria-label]')?.getAttribute('aria-label')?.slice(0, 60) ?? '',
+      sent: ['l', 'r', 't', 'b'].map((side) => sent[side] ?? 0),
+      used: ['l', 'r', 't', 'b'].map((side) => Math.round(used[side])),
+      turned: [...chart.querySelectorAll('.xtick text')].some(
+        (label) => /rotate\((?!0[,)])/.test(label.getAttribute('transform') || '')),
+    };
+  })"""
 
 
 @pytest.mark.e2e
@@ -39,3 +55,15 @@ def test_page_loads_without_errors_and_draws_its_charts(server, page, registered
     main_chart.locator(TRACE_DRAWN).first.wait_for(state="attached")
     assert wait_for_visible_charts(page) >= 1
     assert exceptions(page) == []
+
+    # Drawn once: no chart needed wider margins than were reserved for it, so none was drawn,
+    # measured and drawn again (ui/margins.py).
+    charts = page.evaluate(MARGINS_JS)
+    assert charts
+    redrawn = [
+        chart
+        for chart in charts
+        if not chart["turned"]
+        and any(used > sent + 1 for used, sent in zip(chart["used"], chart["sent"], strict=True))
+    ]
+    assert redrawn == [], redrawn

@@ -1,0 +1,130 @@
+"""ui.margins: room for a chart's labels reserved before the browser measures them.
+
+The browser test (tests/e2e/test_pages.py) checks the estimates against what Plotly measures in
+Chromium on every page; these check how they follow the figure.
+"""
+
+import numpy as np
+import pytest
+
+from ui import charts, margins
+
+FONT = 12
+
+
+def _heatmap(labels, *, kind="weights", title="", given=None):
+    """A plain Plotly heatmap layout: labels on the left and on top, a colour bar on the right."""
+    data = [
+        {"type": "heatmap", "z": np.full((len(labels), len(labels)), 0.5), "zmin": 0, "zmax": 1}
+    ]
+    if kind == "mask":
+        data[0]["showscale"] = False
+    layout = {
+        "font": {"size": FONT},
+        "margin": given or {"l": 10, "r": 10, "t": 10, "b": 10},
+        "xaxis": {"side": "top", "ticktext": list(labels), "tickvals": list(range(len(labels)))},
+        "yaxis": {"ticktext": list(labels), "tickvals": list(range(len(labels))), "title": title},
+    }
+    return data, layout
+
+
+def test_longer_labels_reserve_a_wider_left_margin_by_their_extra_width():
+    short = margins.reserved(*_heatmap(["a", "b"]))
+    long = margins.reserved(*_heatmap(["a", "abcdefghijk"]))
+    # Ten more characters at 0.6 em of a 12 px font: 72 px more, and the colour bar is the same.
+    assert long["l"] - short["l"] == pytest.approx(10 * 0.6 * FONT, abs=1)
+    assert long["r"] == short["r"]
+
+
+def test_a_title_beside_the_axis_needs_its_line_too():
+    untitled = margins.reserved(*_heatmap(["the", "cat"]))
+    titled = margins.reserved(*_heatmap(["the", "cat"], title="← query"))
+    # Streamlit's axis titles are 14 px: one line of it and the gap to the labels.
+    assert titled["l"] - untitled["l"] == pytest.approx(14 * 1.35 + 16, abs=1)
+
+
+def test_a_colour_bar_needs_the_right_margin_and_a_mask_without_one_does_not():
+    weights = margins.reserved(*_heatmap(["the", "cat"]))
+    mask = margins.reserved(*_heatmap(["the", "cat"], kind="mask"))
+    # Bar (30 px by default) + padding on both sides + labels such as "0.5".
+    assert weights["r"] >= 30 + 2 * 10 + 3 * 0.6 * FONT
+    assert mask["r"] == 10
+
+
+def test_colour_bar_labels_follow_the_numbers_shown():
+    data, layout = _heatmap(["a", "b"])
+    narrow = margins.reserved(data, layout)["r"]
+    data[0].update(zmin=-12345.0, zmax=12345.0)
+    assert margins.reserved(data, layout)["r"] > narrow  # "−12.3k" is wider than "0.5"
+
+
+def test_margins_only_widen_and_none_means_enough_already():
+    data, layout = _heatmap(["the", "cat"])
+    reserved = margins.reserved(data, layout)
+    assert all(reserved[side] > 10 for side in "lrt")
+    assert reserved["b"] == 10  # nothing hangs below a heatmap whose key axis is on top
+    layout["margin"] = reserved
+    assert margins.reserved(data, layout) is None
+    layout["margin"] = {side: value + 50 for side, value in reserved.items()}
+    assert margins.reserved(data, layout) is None
+
+
+def test_tokens_that_look_like_tags_count_and_formatting_tags_do_not():
+    plain = margins.reserved(*_heatmap(["pad"]))["l"]
+    assert margins.reserved(*_heatmap(["<b>pad</b>"]))["l"] == plain
+    # "<pad>" is a token Plotly shows as it is: two characters more than "pad".
+    assert margins.reserved(*_heatmap(["<pad>"]))["l"] - plain == pytest.approx(
+        2 * 0.6 * FONT, abs=1
+    )
+
+
+def test_only_panels_on_the_figures_edge_push_its_margins():
+    figure = charts.heatmap_grid(
+        np.full((2, 3, 3), 1 / 3),
+        titles=["head 1", "head 2"],
+        row_labels=["a", "b", "c"],
+        col_labels=["x", "y", "z"],
+        columns=2,
+    )
+    data, layout = figure._data, figure._layout
+    short = margins.reserved(data, layout)["l"]
+    long = ["a", "b", "a-very-long-token"]
+    # The right panel's y labels sit between the panels, inside the figure.
+    layout["yaxis2"]["ticktext"] = long
+    assert margins.reserved(data, layout)["l"] == short
+    layout["yaxis"]["ticktext"] = long
+    assert margins.reserved(data, layout)["l"] > short + 50
+
+
+def test_a_legend_below_the_plot_reserves_its_rows():
+    x = np.arange(10)
+
+    def line(names):
+        figure = charts.line_plot(x, {name: x * 1.0 for name in names}, x_title="x", y_title="y")
+        return margins.reserved(figure._data, figure._layout)["b"]
+
+    one_row = line(["a", "b"])
+    # Thirty long names cannot share one row of a legend: it wraps and the margin follows.
+    many_rows = line([f"a long series name {i}" for i in range(30)])
+    assert many_rows > one_row + 40
+
+
+def test_numbers_on_an_axis_are_measured_as_plotly_writes_them():
+    x = np.arange(10)
+    small = charts.line_plot(x, {"a": x / 10, "b": x / 20}, x_title="x", y_title="y")
+    large = charts.line_plot(x, {"a": x * 1e5, "b": x * 1e4}, x_title="x", y_title="y")
+    # 0..0.9 is written "0.9" at most; 0..900 000 as "900k".
+    assert (
+        margins.reserved(large._data, large._layout)["l"]
+        > margins.reserved(small._data, small._layout)["l"]
+    )
+
+
+def test_figures_leave_the_cache_with_their_margins_reserved():
+    figure = charts.cached(
+        charts.heatmap, np.full((3, 3), 1 / 3), row_labels=["the", "cat", "sat"],
+        col_labels=["the", "cat", "sat"], title="weights",
+    )  # fmt: skip
+    drawn = figure.to_dict()["layout"]["margin"]
+    assert drawn["l"] > 10 and drawn["r"] > 10
+    assert margins.reserved(figure._data, figure.to_dict()["layout"]) is None
