@@ -19,4 +19,4 @@ def plotly_array(value) -> np.ndarray:
 
 def figures(at: AppTest) -> list[dict]:
     """Every plotly figure on the page, in the order drawn."""
-    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    return [json.loads(chart.proto.spec) for chart in at.main.get("plotly_chart")]

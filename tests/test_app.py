@@ -79,10 +79,10 @@ def test_presenter_mode_from_the_link_is_kept_in_the_link():
 
 def test_chart_downloads_switch_between_png_and_svg_with_a_meaningful_name():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
-    options = json.loads(at.get("plotly_chart")[0].proto.config)["toImageButtonOptions"]
+    options = json.loads(at.main.get("plotly_chart")[0].proto.config)["toImageButtonOptions"]
     assert options == {"format": "png", "filename": "rnn-vs-attention", "scale": 2}
     at.button_group(key="app.figure_format").set_value("SVG").run()
-    options = json.loads(at.get("plotly_chart")[0].proto.config)["toImageButtonOptions"]
+    options = json.loads(at.main.get("plotly_chart")[0].proto.config)["toImageButtonOptions"]
     assert options["format"] == "svg" and options["filename"] == "rnn-vs-attention"
 
 
@@ -98,7 +98,7 @@ def test_the_home_slider_reruns_only_its_fragment_and_keeps_the_link():
     assert at.query_params["n"] == "3"
     # Only the fragment ran: the page's intro and its links were not drawn again.
     assert not at.latex and not at.get("page_link")
-    arcs = json.loads(at.get("plotly_chart")[0].proto.spec)["data"]
+    arcs = json.loads(at.main.get("plotly_chart")[0].proto.spec)["data"]
     assert sum(trace["mode"] == "lines" for trace in arcs) == 3  # pairs of 3 tokens
 
 

@@ -290,7 +290,7 @@ def open_page(path: str, **state) -> AppTest:
 @pytest.mark.parametrize("page", registered_pages(), ids=lambda p: p.url_path or "home")
 def test_every_chart_on_every_page_has_a_text_alternative(page):
     at = open_page(page.path)
-    charts_drawn = at.get("plotly_chart")
+    charts_drawn = at.main.get("plotly_chart")
     for chart in charts_drawn:
         assert chart.proto.HasField("alt"), chart.proto.id
         alt = chart.proto.alt

@@ -29,7 +29,7 @@ def open_page(page: str, params: dict[str, str] | None = None) -> AppTest:
 def compared(at: AppTest) -> dict[str, np.ndarray]:
     """The comparison's three maps by title prefix ("A: ", "B: ", "B − A"), as drawn."""
     out = {}
-    for chart in at.get("plotly_chart"):
+    for chart in at.main.get("plotly_chart"):
         spec = json.loads(chart.proto.spec)
         title = spec["layout"].get("title", {}).get("text", "")
         for prefix in (A, B, DIFFERENCE):
@@ -241,7 +241,7 @@ def test_real_model_compares_two_heads_of_two_layers():
 def test_the_maps_are_described_and_the_difference_names_what_differs_most():
     at = open_page(MHA_PAGE, {"cmp": "1"})
     drawn = {}  # title: (figure JSON, text alternative)
-    for chart in at.get("plotly_chart"):
+    for chart in at.main.get("plotly_chart"):
         spec = json.loads(chart.proto.spec)
         drawn[(spec["layout"].get("title") or {}).get("text", "")] = (spec, chart.proto.alt)
     assert drawn["A: head 1"][1].startswith("A: head 1, 6 queries × 6 keys")
@@ -272,7 +272,7 @@ def test_patterns_that_do_not_match_give_a_clear_message_not_a_traceback():
     assert not at.exception
     (error,) = at.error
     assert "head 1 has shape (2, 2) (queries × keys) but head 2 has (2, 3)" in error.value
-    assert not at.get("plotly_chart")
+    assert not at.main.get("plotly_chart")
 
 
 def test_a_bad_link_value_is_explained_and_the_comparison_stays_closed():

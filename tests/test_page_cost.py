@@ -36,7 +36,7 @@ def decode(array) -> np.ndarray:
 
 
 def figure(at: AppTest, title_start: str) -> dict:
-    for chart in at.get("plotly_chart"):
+    for chart in at.main.get("plotly_chart"):
         spec = json.loads(chart.proto.spec)
         if spec["layout"].get("title", {}).get("text", "").startswith(title_start):
             return spec

@@ -30,7 +30,7 @@ def open_page(params: dict[str, str] | None = None) -> AppTest:
 def figures(at: AppTest) -> dict[str, dict]:
     """Every plotly figure on the page, by title."""
     out = {}
-    for chart in at.get("plotly_chart"):
+    for chart in at.main.get("plotly_chart"):
         spec = json.loads(chart.proto.spec)
         out[spec["layout"]["title"]["text"]] = spec
     return out

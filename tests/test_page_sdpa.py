@@ -46,7 +46,7 @@ def open_page(**params: str) -> AppTest:
 
 def figure(at: AppTest, key: str) -> dict:
     """The plotly figure drawn with widget key `key` (e.g. "sdpa.pipeline.weights.chart")."""
-    for chart in at.get("plotly_chart"):
+    for chart in at.main.get("plotly_chart"):
         if chart.proto.id.endswith(key):
             return json.loads(chart.proto.spec)
     raise AssertionError(f"no chart {key}")
@@ -68,7 +68,7 @@ def step(at: AppTest, name: str) -> np.ndarray:
 
 
 def pipeline_count(at: AppTest) -> int:
-    return sum(".pipeline." in chart.proto.id for chart in at.get("plotly_chart"))
+    return sum(".pipeline." in chart.proto.id for chart in at.main.get("plotly_chart"))
 
 
 def marks(at: AppTest, editor: str) -> list[str]:

@@ -24,7 +24,7 @@ ERROR_BOX = "[data-testid='stAlertContentError']"
 # the ones Plotly's automargin settled on after measuring, and whether tick labels were turned
 # sideways (Plotly does that when a column is too narrow for them: not foreseeable server-side).
 MARGINS_JS = r"""() => [...document.querySelectorAll('.js-plotly-plot')]
-  .filter((chart) => chart._fullLayout && chart._fullLayout._size)
+  .filter((chart) => chart._fullLayout && chart._fullLayout._size && chart.offsetParent)
   .map((chart) => {
     const sent = chart.layout.margin || {};
     const used = chart._fullLayout._size;
@@ -55,6 +55,10 @@ def test_page_loads_without_errors_and_draws_its_charts(server, page, registered
     main_chart.locator(TRACE_DRAWN).first.wait_for(state="attached")
     assert wait_for_visible_charts(page) >= 1
     assert exceptions(page) == []
+    # The chart that loads Plotly early (ui.layout) is there, and nobody sees or reaches it.
+    preload = page.locator(".st-key-plotly_preload")
+    expect(preload).to_have_count(1)
+    expect(preload).to_be_hidden()
 
     # Drawn once: no chart needed wider margins than were reserved for it, so none was drawn,
     # measured and drawn again (ui/margins.py).
