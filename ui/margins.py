@@ -30,7 +30,11 @@ DEFAULT_FONT = 12
 AXIS_DEPTH = 28
 TITLE_FONT = 14
 TITLE_GAP = 16
+# How far past half its width a level label at the plot's right end reaches.
 LABEL_OVERHANG = 10
+# Plotly's own margins and height, for what a figure does not set.
+PLOTLY_MARGINS = {"l": 80, "r": 80, "t": 100, "b": 80}
+PLOTLY_HEIGHT = 450
 # Colour bars: Plotly's default width and padding, and the padding Streamlit gives a shared
 # colour axis; the bar stands 2 % of the plot's width right of it.
 COLORBAR_THICKNESS = 30
@@ -61,9 +65,7 @@ def reserved(data: Sequence[Mapping], layout: Mapping) -> dict[str, int] | None:
     data: the figure's traces as dicts; layout: its layout as a dict (NumPy arrays or lists).
     """
     margin = layout.get("margin") or {}
-    # Plotly's default margins when a side is not given.
-    given = {side: margin.get(side, 80 if side in "lr" else 100 if side == "t" else 80)
-             for side in _SIDES}  # fmt: skip
+    given = {side: margin.get(side, PLOTLY_MARGINS[side]) for side in _SIDES}
     font = _font_size(layout.get("font"), DEFAULT_FONT)
     needed = dict.fromkeys(_SIDES, 0.0)
     # Every axis the layout describes, and those the traces draw on without describing them.
@@ -203,8 +205,10 @@ def _number_labels(low: float, high: float, length: float) -> list[str]:
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= rough * (1 - 1e-9))
     decimals = max(0, -math.floor(math.log10(step) + 1e-9))
     if max(abs(low), abs(high)) >= 1e4:
-        return [f"{value / 1000:.{max(0, decimals - 3)}f}k" for value in (low, high)]
-    return [f"{value:.{decimals}f}".replace("-", "−") for value in (low, high)]
+        labels = [f"{value / 1000:.{max(0, decimals - 3)}f}k" for value in (low, high)]
+    else:
+        labels = [f"{value:.{decimals}f}" for value in (low, high)]
+    return [label.replace("-", "−") for label in labels]
 
 
 def _colorbar_needs(
@@ -270,8 +274,8 @@ def _legend_needs(
             rows = max(1, math.ceil(sum(items) / ASSUMED_LEGEND_WIDTH))
             # Hung a fraction of the plot's height below it, and the plot shrinks as the margin
             # grows: depth = |y| * (height - top - depth) + its rows + padding.
-            height = float(layout.get("height") or 450)
-            top = float((layout.get("margin") or {}).get("t", 100))
+            height = float(layout.get("height") or PLOTLY_HEIGHT)
+            top = float((layout.get("margin") or {}).get("t", PLOTLY_MARGINS["t"]))
             yield "b", (-y * (height - top) + rows * row + 12) / (1 - y)
         return
     x = float(legend.get("x", 1.02))
@@ -280,9 +284,9 @@ def _legend_needs(
 
 
 def _plot_height(layout: Mapping) -> float:
-    margin = layout.get("margin") or {}
-    height = float(layout.get("height") or 450)
-    return max(100.0, height - float(margin.get("t", 100)) - float(margin.get("b", 80)))
+    margin = {**PLOTLY_MARGINS, **(layout.get("margin") or {})}
+    height = float(layout.get("height") or PLOTLY_HEIGHT)
+    return max(100.0, height - float(margin["t"]) - float(margin["b"]))
 
 
 def _range(low: Any, high: Any, values: Any) -> tuple[float, float]:
