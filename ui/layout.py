@@ -218,9 +218,9 @@ def _load_plotly_early() -> None:
 
     The browser fetches and starts Plotly's script (3.5 MB) only when a chart element first
     arrives, and on a small machine that takes about a second. A page's first chart comes after
-    its idea, formula, controls and prose, 50-90 elements, so its viewer used to wait for the
-    script on top of them; this chart starts it while they arrive (first chart 0.2-0.3 s
-    sooner on the multi-head and real-model pages, bench/README.md).
+    its idea, formula, controls and prose, 50-90 elements, so its viewer waited for the script
+    on top of them; this chart starts it while they arrive (bench/README.md: the multi-head
+    page's first chart 0.13-0.33 s sooner, the other pages within their run-to-run spread).
     """
     with st.sidebar.container(key="plotly_preload"):
         st.plotly_chart(go.Figure(), config={"staticPlot": True})
