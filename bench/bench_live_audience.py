@@ -92,6 +92,14 @@ def summary(logs: list[ViewerLog], elapsed: float, rss: dict) -> dict:
             page: percentile([t for log in logs if log.page == page for t in log.actions], 0.5)
             for page in sorted({log.page for log in logs})
         },
+        # Which page a slow first page was: the p95 above does not say.
+        "per_page_first_page_max_s": {
+            page: max(
+                (log.first_page for log in logs if log.page == page and log.first_page),
+                default=None,
+            )
+            for page in sorted({log.page for log in logs})
+        },
     }
 
 
