@@ -25,8 +25,10 @@ import numpy as np
 CHAR_WIDTH = 0.6
 LINE_HEIGHT = 1.35
 DEFAULT_FONT = 12
-# What Streamlit's chart theme adds around an axis's labels, measured in Chromium: ticks 5 px
-# long, then the labels, then (with a title) a standoff and the title in 14 px type.
+# What Streamlit's chart theme adds around an axis's labels, measured in Chromium at 13 px type
+# (larger type, as in presenter mode, spaces them out in proportion): ticks 5 px long, then the
+# labels, then (with a title) a standoff and the title in 14 px type.
+MEASURED_FONT = 13
 AXIS_DEPTH = 28
 TITLE_FONT = 14
 TITLE_GAP = 16
@@ -102,6 +104,7 @@ def _axis_needs(
     if not _on_paper_edge(letter, axis, layout, side):
         return
     tick_font = _font_size(axis.get("tickfont"), font)
+    spacing = max(1.0, tick_font / MEASURED_FONT)
     length = _plot_height(layout) if letter == "y" else ASSUMED_PLOT_WIDTH
     labels = (
         _tick_labels(letter, number, axis, data, length) if axis.get("showticklabels", True) else []
@@ -113,6 +116,9 @@ def _axis_needs(
     if labels and letter == "y":
         # Labels lie beside a y axis: their width counts; rotated ones lean over.
         depth = widest * math.cos(angle) + tall * math.sin(angle)
+        # The lowest label is centred on its tick, which may sit at the plot's bottom edge.
+        if (axis.get("domain") or (0, 1))[0] <= 0.01:
+            yield "b", tall / 2 + 3
     elif labels:
         depth = widest * math.sin(angle) + tall * math.cos(angle)
         # Automatic ticks may fall on the plot's right end, and a level label is centred on
@@ -125,8 +131,8 @@ def _axis_needs(
         title_font = _font_size(
             title.get("font") if isinstance(title, Mapping) else None, max(font, TITLE_FONT)
         )
-        depth += title_font * LINE_HEIGHT + TITLE_GAP
-    yield {"left": "l", "right": "r", "top": "t", "bottom": "b"}[side], depth + AXIS_DEPTH
+        depth += title_font * LINE_HEIGHT + TITLE_GAP * spacing
+    yield {"left": "l", "right": "r", "top": "t", "bottom": "b"}[side], depth + AXIS_DEPTH * spacing
 
 
 def _on_paper_edge(letter: str, axis: Mapping, layout: Mapping, side: str) -> bool:
@@ -249,7 +255,9 @@ def _colorbar_needs(
             continue
         title_width = _text_width(title, tick_font) if title else 0.0
         outside = max(0.0, float(bar.get("x", 1 + OUTSIDE_GAP)) - 1) * ASSUMED_PLOT_WIDTH
-        yield "r", outside + thickness + 2 * pad + max(widest, title_width) + COLORBAR_DEPTH
+        spacing = max(1.0, tick_font / MEASURED_FONT)
+        depth = thickness + 2 * pad + max(widest, title_width) + COLORBAR_DEPTH * spacing
+        yield "r", outside + depth
 
 
 def _legend_needs(
