@@ -3,14 +3,16 @@
 Community Cloud gives one process on a small box and installs requirements.txt only, so torch
 is absent there. This serves the app with torch hidden (`bench/without_torch` first on
 PYTHONPATH makes `import torch` fail as if it were not installed) and reads the server's
-resident memory (VmRSS) at four moments:
+resident memory (VmRSS) at five moments:
 
 1. fresh, before any session;
 2. after one viewer has opened every page once, in one session, as a sidebar tour would;
-3. after `--viewers` (20) more viewers have each opened a page: the cost of one more viewer;
-4. every 30 s while those viewers act every `--think` s (2) for `--minutes` (10): flat or not.
+3. once the decoder's model has been let go for want of viewers (`--idle-minutes`, 0.5 here,
+   10 in the app: ui/decoder_views.IDLE_ENV_VAR): what every other page holds;
+4. after `--viewers` (20) more viewers have each opened a page: the cost of one more viewer;
+5. every 30 s while those viewers act every `--think` s (2) for `--minutes` (10): flat or not.
 
-    .venv/bin/python bench/bench_memory.py [--minutes 10] [--viewers 20]
+    .venv/bin/python bench/bench_memory.py [--minutes 10] [--viewers 20] [--idle-minutes 0.5]
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_live_audience import APP_LINKS  # noqa: E402
 from deploy.serve import Deployment  # noqa: E402
 from tests.streamlit_stream import Viewer  # noqa: E402
+from ui.decoder_views import IDLE_ENV_VAR  # noqa: E402
 
 
 async def tour_every_page(url: str) -> list[str]:
@@ -85,21 +88,29 @@ def main() -> None:
     parser.add_argument("--viewers", type=int, default=20)
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--think", type=float, default=2.0)
+    parser.add_argument("--idle-minutes", type=float, default=0.5)
     args = parser.parse_args()
-    hide_torch = {"PYTHONPATH": str(ROOT / "bench" / "without_torch")}
-    with Deployment(ROOT / "app.py", env=hide_torch) as deployment:
+    env = {
+        "PYTHONPATH": str(ROOT / "bench" / "without_torch"),
+        IDLE_ENV_VAR: str(args.idle_minutes),
+    }
+    with Deployment(ROOT / "app.py", env=env) as deployment:
         url = f"ws://127.0.0.1:{deployment.port}/_stcore/stream"
         fresh = deployment.rss_mb()
         tour_errors = asyncio.run(tour_every_page(url))
         after_tour = deployment.rss_mb()
+        time.sleep(60 * args.idle_minutes + 5)
+        decoder_let_go = deployment.rss_mb()
         load = asyncio.run(room(url, args.viewers, args.minutes, args.think, deployment))
     rss = [mb for _, mb in load["samples_s_mb"]]
     report = {
         "torch": "hidden",
         "rss_fresh_mb": fresh,
         "rss_after_every_page_once_mb": after_tour,
+        "rss_once_the_decoder_model_is_let_go_mb": decoder_let_go,
         "tour_exceptions": tour_errors,
         "viewers": args.viewers,
+        # The viewers' pages include the decoder's, so its model is loaded again by then.
         "per_extra_viewer_mb": round((load["rss_with_viewers_mb"] - after_tour) / args.viewers, 2),
         "under_load": load,
         "rss_first_last_max_mb": [rss[0], rss[-1], max(rss)],

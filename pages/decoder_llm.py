@@ -56,17 +56,13 @@ st.caption(
 
 # -- the prompt -----------------------------------------------------------------------------------
 
-
-def restart() -> None:
-    view.set("step", 0)
-
-
 st.header(":material/edit_note: The prompt")
-text = st.text_area("Prompt", key=prompt_key, height=80, on_change=restart)
+text = st.text_area("Prompt", key=prompt_key, height=80, on_change=dv.restart, args=(view,))
 chat = st.toggle(
     "Chat mode (wrap the prompt in the ChatML template, as the instruct model was trained)",
     key=chat_key,
-    on_change=restart,
+    on_change=dv.restart,
+    args=(view,),
 )
 temp_col, topk_col, seed_col = st.columns(3)
 temperature = temp_col.slider("Temperature (0 = greedy)", 0.0, 2.0, step=0.1, key=temp_key)
@@ -88,21 +84,19 @@ if view.value("step") > room:
 prompt_ids = tuple(int(i) for i in prompt.input_ids)
 state = dv.continuation(model, prompt_ids, view.value("step"), temperature, top_k, seed)
 
-
-def next_token() -> None:
-    view.set("step", min(view.value("step") + 1, room))
-
-
 can_go = not state.ended and view.value("step") < room
 go_col, play_col, reset_col, info_col = st.columns([1, 1, 1, 2])
-go_col.button("Next token", icon=":material/skip_next:", on_click=next_token, disabled=not can_go)
+go_col.button(
+    "Next token", icon=":material/skip_next:", on_click=dv.next_step, args=(view, room),
+    disabled=not can_go,
+)  # fmt: skip
 playing = play_col.toggle("Autoplay", key="decoder.autoplay", disabled=not can_go)
-reset_col.button("Start again", icon=":material/restart_alt:", on_click=restart)
+reset_col.button("Start again", icon=":material/restart_alt:", on_click=dv.restart, args=(view,))
 
 
 @st.fragment(run_every=dv.AUTOPLAY_SECONDS if playing and can_go else None)
 def autoplay() -> None:
-    dv.autoplay_tick(playing and can_go, next_token)
+    dv.autoplay_tick(playing and can_go, lambda: dv.next_step(view, room))
 
 
 autoplay()

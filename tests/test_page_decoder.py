@@ -4,6 +4,12 @@ in the test. The model's own parity with transformers is tests/test_llama.py."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -15,6 +21,7 @@ from tests.plotly_json import figures, plotly_array
 from ui import decoder_views as dv
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -191,3 +198,75 @@ def test_what_if_token_past_the_end_is_said_next_to_its_control(model):
     n = len(model.encode(dv.DEFAULT_PROMPT))
     assert any(f"Token 40 does not exist: this text has {n} tokens" in w.value for w in at.warning)
     assert at.selectbox(key="decoder.what_token").value == n
+
+
+# -- letting the model go when no one uses it -----------------------------------------------------
+
+
+def test_idle_release_waits_for_the_last_use_and_zero_minutes_never_releases():
+    releases = []
+    minutes = [10.0]
+    idle = dv.IdleRelease(lambda: releases.append(1), lambda: minutes[0])
+    assert not idle.armed
+    idle.used()
+    idle.used()
+    assert idle.armed
+    idle.release_if_idle()  # 10 minutes are not up: it waits out the rest
+    assert releases == [] and idle.armed
+    minutes[0] = 1e-9
+    idle.release_if_idle()
+    assert releases == [1] and not idle.armed
+    minutes[0] = 0.5 / 60  # the timer itself, half a second after the last use
+    idle.used()
+    deadline = time.monotonic() + 30
+    while len(releases) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert releases == [1, 1] and not idle.armed
+    minutes[0] = 0.0
+    idle.used()
+    assert not idle.armed
+
+
+RELEASE_SCRIPT = """
+import json, time
+from pathlib import Path
+import numpy as np
+from attention_core.models.llama import run_llama
+from ui import decoder_views as dv
+
+def rss_mb():
+    status = Path("/proc/self/status").read_text()
+    return int(status.split("VmRSS:")[1].split()[0]) / 1024
+
+before = rss_mb()
+model = dv.load_decoder().model
+loaded = rss_mb()
+dv.release_decoder()  # an idle release while a viewer's page still holds the model
+kept = dv.load_decoder().model is model
+del model
+dv.release_decoder()  # the last holder has gone: the model and its memory go too
+time.sleep(1.5)
+released = rss_mb()
+again = dv.load_decoder().model
+logits = run_llama(again, again.encode(dv.DEFAULT_PROMPT)).next_token_logits
+print(json.dumps({"before": before, "loaded": loaded, "released": released, "kept": kept,
+                  "next": again.token_text(int(np.argmax(logits)))}))
+"""
+
+
+def test_an_idle_model_is_let_go_with_its_memory_and_never_loaded_twice(model):
+    # A process of its own: this one's AppTest sessions keep pages (and their model) alive.
+    done = subprocess.run(
+        [sys.executable, "-c", RELEASE_SCRIPT],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    memory = json.loads(done.stdout.strip().splitlines()[-1])
+    assert memory["kept"], "a held model was read a second time"
+    # bfloat16 weights are 257 MiB; they go back to the system, not only to Python.
+    assert memory["loaded"] - memory["before"] > 200, memory
+    assert memory["loaded"] - memory["released"] > 200, memory
+    assert memory["next"] == " Paris"

