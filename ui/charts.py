@@ -139,7 +139,13 @@ def cached(build: Callable[..., go.Figure], *args: Any, **options: Any) -> go.Fi
     return _built_figure(digest, build, args, options)
 
 
-@st.cache_resource(max_entries=512, show_spinner=False)
+# A cached figure holds ~0.2-0.7 MB of Plotly objects and its dict (most of it Plotly's template,
+# even for a 3x3 heatmap): under the 10-minute load benchmark 512 entries ended ~30-40 MB higher
+# than 128, which still hold every figure of several views of every page.
+FIGURE_CACHE_ENTRIES = 128
+
+
+@st.cache_resource(max_entries=FIGURE_CACHE_ENTRIES, show_spinner=False)
 def _built_figure(digest: str, _build: Callable, _args: tuple, _options: dict) -> go.Figure:
     # Only `digest` is hashed: it covers the builder, the inputs and presenter mode. Kept as
     # objects: unpickling a figure (what st.cache_data would do on every hit) costs more than
