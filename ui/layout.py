@@ -80,12 +80,18 @@ COPY_LINK_HTML = """
 # - A formula wider than its column scrolls sideways, and a region that scrolls must be
 #   reachable by keyboard (axe: `scrollable-region-focusable`): such a formula, and only
 #   such, becomes a tab stop, scrolled with the arrow keys.
-# Both are reapplied, once per frame at most, whenever Streamlit redraws or the window resizes.
+# Both are reapplied, once per frame at most, whenever Streamlit redraws, the window resizes or
+# a formula scrolled into view is drawn.
 A11Y_JS = """
 <script>
 (() => {
   if (window.__a11yRepairs) return;
   window.__a11yRepairs = true;
+  const drawn = (formula) => {
+    const content = formula.firstElementChild;
+    return !content || typeof content.checkVisibility !== "function" ||
+      content.checkVisibility({ contentVisibilityAuto: true });
+  };
   const repair = () => {
     for (const menu of document.querySelectorAll("[data-testid='stSidebarNavItems']")) {
       for (const section of menu.children) {
@@ -97,6 +103,8 @@ A11Y_JS = """
       }
     }
     for (const formula of document.querySelectorAll(".katex-display")) {
+      // Not yet drawn (out of view, BASE_CSS): its width is unknown, so it keeps what it has.
+      if (!drawn(formula)) continue;
       const wide = formula.scrollWidth > formula.clientWidth;
       if (wide && !formula.hasAttribute("tabindex")) {
         formula.setAttribute("tabindex", "0");
@@ -129,6 +137,9 @@ A11Y_JS = """
     if (changes.some((change) => [...change.addedNodes].some(brings))) soon();
   }).observe(document.body, { childList: true, subtree: true });
   window.addEventListener("resize", soon);
+  // A formula out of view is not laid out (BASE_CSS), so its width is known once it nears the
+  // window; the event does not bubble, hence the capture.
+  document.addEventListener("contentvisibilityautostatechange", soon, { capture: true });
   document.fonts.ready.then(soon);
 })();
 </script>
@@ -147,6 +158,12 @@ BASE_CSS = """
 .katex-display > .katex { white-space: normal; }
 .katex-display { overflow-x: auto; overflow-y: hidden; padding: 0 0.2rem 0.2rem; }
 .katex-display:focus-visible { outline: 2px solid currentColor; outline-offset: 2px; }
+/* A formula out of view is laid out and painted only as it nears the window: a page's written-
+   out calculations (the real-model page's step by step: ~7000 characters of TeX, below the
+   fold) otherwise hold back its first chart by ~0.3 s. Readers, find-in-page and screen
+   readers still get all of it; a formula keeps its height once it has been drawn. */
+.katex-display { content-visibility: auto; contain-intrinsic-block-size: auto 3em; }
+@media print { .katex-display { content-visibility: visible; } }
 /* Text in the primary colour misses WCAG AA's 4.5:1 in one theme or the other (the selected
    option of a segmented control on its own tint: 4.1:1 in light; a slider's value on the dark
    background: 3.9:1), so such text takes the theme's text colour; the control's frame, tint

@@ -228,6 +228,54 @@ def test_sdpa_page_by_keyboard_only(server, page):
     assert exceptions(page) == []
 
 
+FORMULAS_JS = """() => [...document.querySelectorAll('.katex-display')].map((formula) => ({
+    drawn: formula.firstElementChild.checkVisibility({ contentVisibilityAuto: true }),
+    wide: formula.scrollWidth > formula.clientWidth,
+    stop: formula.tabIndex === 0,
+}))"""
+SCROLL_TO_FORMULA_JS = """(i) => document.querySelectorAll('.katex-display')[i].scrollIntoView()"""
+
+
+@pytest.mark.e2e
+def test_formulas_out_of_view_are_drawn_when_reached_and_stay_keyboard_scrollable(server, page):
+    open_app(page, server.url, "pretrained")
+    wait_for_visible_charts(page)
+    # The step-by-step row (below the fold at 1280×900) waits to be drawn (ui.layout.BASE_CSS);
+    # the formula under the title is drawn at once.
+    formulas = page.evaluate(FORMULAS_JS)
+    assert len(formulas) >= 6 and formulas[0]["drawn"]
+    assert not any(formula["drawn"] for formula in formulas[1:])
+
+    wide = []
+    for i in range(1, len(formulas)):
+        page.evaluate(SCROLL_TO_FORMULA_JS, i)
+        page.wait_for_function(f"() => ({FORMULAS_JS})()[{i}].drawn")
+        page.evaluate(IDLE_JS)
+        reached = page.evaluate(FORMULAS_JS)[i]
+        assert reached["stop"] == reached["wide"], (i, reached)
+        wide += [i] if reached["wide"] else []
+    # The scores of a 32-wide head do not fit a 1280 px window; an arrow key scrolls them.
+    assert wide, "no written-out formula is wider than its column: the check checked nothing"
+    page.evaluate(SCROLL_TO_FORMULA_JS, wide[0])
+    formula = page.locator(".katex-display").nth(wide[0])
+    formula.focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("(f) => f.scrollLeft > 0", arg=formula.element_handle())
+
+    # Scrolled out of view again (and no longer focused, which keeps it drawn), a wide formula
+    # is not drawn but is still a tab stop.
+    formula.blur()
+    page.evaluate(SCROLL_TO_FORMULA_JS, 0)
+    page.wait_for_function(f"() => !({FORMULAS_JS})()[{wide[0]}].drawn")
+    page.evaluate(IDLE_JS)
+    after = page.evaluate(FORMULAS_JS)
+    assert [i for i, f in enumerate(after) if f["stop"]] == wide
+    # Printed, every formula is drawn.
+    page.emulate_media(media="print")
+    assert all(formula["drawn"] for formula in page.evaluate(FORMULAS_JS))
+    assert exceptions(page) == []
+
+
 @pytest.mark.e2e
 def test_presenter_keys_are_shown_on_their_buttons(server, browser):
     tab = new_tab(browser, width=1280, height=720)
