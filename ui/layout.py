@@ -92,7 +92,7 @@ A11Y_JS = """
     return !content || typeof content.checkVisibility !== "function" ||
       content.checkVisibility({ contentVisibilityAuto: true });
   };
-  const repair = () => {
+  const repair = (everyFormula = false) => {
     for (const menu of document.querySelectorAll("[data-testid='stSidebarNavItems']")) {
       for (const section of menu.children) {
         if (section.tagName === "LI" || section.getAttribute("role") === "listitem") continue;
@@ -103,8 +103,12 @@ A11Y_JS = """
       }
     }
     for (const formula of document.querySelectorAll(".katex-display")) {
-      // Not yet drawn (out of view, BASE_CSS): its width is unknown, so it keeps what it has.
-      if (!drawn(formula)) continue;
+      // Measuring a formula not yet drawn (out of view, BASE_CSS) would lay it out now, the
+      // work its deferral saves; it is measured once drawn, or at a Tab key (below).
+      if (!drawn(formula)) {
+        if (!everyFormula) continue;
+        formula.firstElementChild.getBoundingClientRect();  // lays out what is not drawn
+      }
       const wide = formula.scrollWidth > formula.clientWidth;
       if (wide && !formula.hasAttribute("tabindex")) {
         formula.setAttribute("tabindex", "0");
@@ -141,6 +145,11 @@ A11Y_JS = """
   // window; the event does not bubble, hence the capture.
   document.addEventListener("contentvisibilityautostatechange", soon, { capture: true });
   document.fonts.ready.then(soon);
+  // Tab may move to a formula further down than any drawn yet: before the browser picks the
+  // next stop, every formula is measured. Only keyboard users pay for that layout.
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Tab") repair(true);
+  }, { capture: true });
 })();
 </script>
 """
@@ -161,8 +170,12 @@ BASE_CSS = """
 /* A formula out of view is laid out and painted only as it nears the window: a page's written-
    out calculations (the real-model page's step by step: ~7000 characters of TeX, below the
    fold) otherwise hold back its first chart by ~0.3 s. Readers, find-in-page and screen
-   readers still get all of it; a formula keeps its height once it has been drawn. */
+   readers still get all of it; a formula keeps its height once it has been drawn. Its box
+   takes the column's width (st.latex centres a box as wide as its content, which is 0 until
+   drawn), so a formula wider than the column is known as such, drawn or not. */
 .katex-display { content-visibility: auto; contain-intrinsic-block-size: auto 3em; }
+[data-testid="stMarkdown"] > div:has(> [data-testid="stMarkdownContainer"] > .katex-display),
+[data-testid="stMarkdownContainer"]:has(> .katex-display) { width: 100%; }
 @media print { .katex-display { content-visibility: visible; } }
 /* Text in the primary colour misses WCAG AA's 4.5:1 in one theme or the other (the selected
    option of a segmented control on its own tint: 4.1:1 in light; a slider's value on the dark

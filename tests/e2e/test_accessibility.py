@@ -56,10 +56,12 @@ EXPLAINED: dict[str, str] = {}
 
 TWO_FRAMES_JS = "() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"
 # The page's repairs (ui.layout.A11Y_JS) wait for an idle moment after the page changes, and a
-# busy machine delays it: wait until every wide formula has been made focusable, then for one
-# more idle moment, so axe checks the page a viewer gets rather than one caught mid-repair.
+# busy machine delays it: wait until every wide formula drawn has been made focusable, then for
+# one more idle moment, so axe checks the page a viewer gets rather than one caught mid-repair.
+# (A formula out of view is measured when drawn or at a Tab key; test_formulas_out_of_view_...)
 REPAIRED_JS = """() => [...document.querySelectorAll('.katex-display')].every(
-    (formula) => formula.scrollWidth <= formula.clientWidth || formula.tabIndex === 0)"""
+    (formula) => !formula.firstElementChild.checkVisibility({ contentVisibilityAuto: true })
+        || formula.scrollWidth <= formula.clientWidth || formula.tabIndex === 0)"""
 IDLE_JS = "() => new Promise((r) => requestIdleCallback(() => r(), { timeout: 2000 }))"
 
 
@@ -231,8 +233,11 @@ def test_sdpa_page_by_keyboard_only(server, page):
 FORMULAS_JS = """() => [...document.querySelectorAll('.katex-display')].map((formula) => ({
     drawn: formula.firstElementChild.checkVisibility({ contentVisibilityAuto: true }),
     wide: formula.scrollWidth > formula.clientWidth,
+    width: formula.clientWidth,
     stop: formula.tabIndex === 0,
 }))"""
+UNDRAWN_STOPS_JS = """() => [...document.querySelectorAll('.katex-display')].flatMap((formula, i) =>
+    formula.tabIndex === 0 ? [i] : [])"""
 SCROLL_TO_FORMULA_JS = """(i) => document.querySelectorAll('.katex-display')[i].scrollIntoView()"""
 
 
@@ -245,6 +250,9 @@ def test_formulas_out_of_view_are_drawn_when_reached_and_stay_keyboard_scrollabl
     formulas = page.evaluate(FORMULAS_JS)
     assert len(formulas) >= 6 and formulas[0]["drawn"]
     assert not any(formula["drawn"] for formula in formulas[1:])
+    # Drawn or not, a formula's box is the column's width (so "wider than its column" holds).
+    assert {formula["width"] for formula in formulas} == {formulas[0]["width"]} != {0}
+    assert page.evaluate(UNDRAWN_STOPS_JS) == []
 
     wide = []
     for i in range(1, len(formulas)):
@@ -270,6 +278,14 @@ def test_formulas_out_of_view_are_drawn_when_reached_and_stay_keyboard_scrollabl
     page.evaluate(IDLE_JS)
     after = page.evaluate(FORMULAS_JS)
     assert [i for i, f in enumerate(after) if f["stop"]] == wide
+
+    # A keyboard user may Tab past formulas never drawn: the first Tab measures them all.
+    open_app(page, server.url, "pretrained")
+    wait_for_visible_charts(page)
+    assert page.evaluate(UNDRAWN_STOPS_JS) == []
+    page.keyboard.press("Tab")
+    assert page.evaluate(UNDRAWN_STOPS_JS) == wide
+    assert not any(formula["drawn"] for formula in page.evaluate(FORMULAS_JS)[1:])
     # Printed, every formula is drawn.
     page.emulate_media(media="print")
     assert all(formula["drawn"] for formula in page.evaluate(FORMULAS_JS))
