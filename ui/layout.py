@@ -81,7 +81,7 @@ COPY_LINK_HTML = """
 #   reachable by keyboard (axe: `scrollable-region-focusable`): such a formula, and only
 #   such, becomes a tab stop, scrolled with the arrow keys.
 # Both are reapplied, once per frame at most, whenever Streamlit redraws, the window resizes or
-# a formula scrolled into view is drawn.
+# a formula scrolled into view is drawn; a Tab key measures every formula, drawn or not.
 A11Y_JS = """
 <script>
 (() => {
@@ -169,8 +169,8 @@ BASE_CSS = """
 .katex-display:focus-visible { outline: 2px solid currentColor; outline-offset: 2px; }
 /* A formula out of view is laid out and painted only as it nears the window: a page's written-
    out calculations (the real-model page's step by step: ~7000 characters of TeX, below the
-   fold) otherwise hold back its first chart by ~0.3 s. Readers, find-in-page and screen
-   readers still get all of it; a formula keeps its height once it has been drawn. Its box
+   fold) otherwise hold back its first chart by 0.1-0.3 s. Find-in-page, screen readers and
+   print still get all of it; a formula keeps its height once it has been drawn. Its box
    takes the column's width (st.latex centres a box as wide as its content, which is 0 until
    drawn), so a formula wider than the column is known as such, drawn or not. */
 .katex-display { content-visibility: auto; contain-intrinsic-block-size: auto 3em; }
