@@ -236,7 +236,7 @@ FORMULAS_JS = """() => [...document.querySelectorAll('.katex-display')].map((for
     width: formula.clientWidth,
     stop: formula.tabIndex === 0,
 }))"""
-UNDRAWN_STOPS_JS = """() => [...document.querySelectorAll('.katex-display')].flatMap((formula, i) =>
+TAB_STOPS_JS = """() => [...document.querySelectorAll('.katex-display')].flatMap((formula, i) =>
     formula.tabIndex === 0 ? [i] : [])"""
 SCROLL_TO_FORMULA_JS = """(i) => document.querySelectorAll('.katex-display')[i].scrollIntoView()"""
 
@@ -252,7 +252,7 @@ def test_formulas_out_of_view_are_drawn_when_reached_and_stay_keyboard_scrollabl
     assert not any(formula["drawn"] for formula in formulas[1:])
     # Drawn or not, a formula's box is the column's width (so "wider than its column" holds).
     assert {formula["width"] for formula in formulas} == {formulas[0]["width"]} != {0}
-    assert page.evaluate(UNDRAWN_STOPS_JS) == []
+    assert page.evaluate(TAB_STOPS_JS) == []
 
     wide = []
     for i in range(1, len(formulas)):
@@ -282,9 +282,9 @@ def test_formulas_out_of_view_are_drawn_when_reached_and_stay_keyboard_scrollabl
     # A keyboard user may Tab past formulas never drawn: the first Tab measures them all.
     open_app(page, server.url, "pretrained")
     wait_for_visible_charts(page)
-    assert page.evaluate(UNDRAWN_STOPS_JS) == []
+    assert page.evaluate(TAB_STOPS_JS) == []
     page.keyboard.press("Tab")
-    assert page.evaluate(UNDRAWN_STOPS_JS) == wide
+    assert page.evaluate(TAB_STOPS_JS) == wide
     assert not any(formula["drawn"] for formula in page.evaluate(FORMULAS_JS)[1:])
     # Printed, every formula is drawn.
     page.emulate_media(media="print")
