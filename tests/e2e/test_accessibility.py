@@ -236,9 +236,12 @@ FORMULAS_JS = """() => [...document.querySelectorAll('.katex-display')].map((for
     width: formula.clientWidth,
     stop: formula.tabIndex === 0,
 }))"""
-TAB_STOPS_JS = """() => [...document.querySelectorAll('.katex-display')].flatMap((formula, i) =>
-    formula.tabIndex === 0 ? [i] : [])"""
 SCROLL_TO_FORMULA_JS = """(i) => document.querySelectorAll('.katex-display')[i].scrollIntoView()"""
+
+
+def tab_stops(page) -> list[int]:
+    """Which formulas (by their place on the page) are tab stops."""
+    return [i for i, formula in enumerate(page.evaluate(FORMULAS_JS)) if formula["stop"]]
 
 
 @pytest.mark.e2e
@@ -252,7 +255,7 @@ def test_formulas_out_of_view_are_drawn_when_reached_and_stay_keyboard_scrollabl
     assert not any(formula["drawn"] for formula in formulas[1:])
     # Drawn or not, a formula's box is the column's width (so "wider than its column" holds).
     assert {formula["width"] for formula in formulas} == {formulas[0]["width"]} != {0}
-    assert page.evaluate(TAB_STOPS_JS) == []
+    assert tab_stops(page) == []
 
     wide = []
     for i in range(1, len(formulas)):
@@ -276,15 +279,14 @@ def test_formulas_out_of_view_are_drawn_when_reached_and_stay_keyboard_scrollabl
     page.evaluate(SCROLL_TO_FORMULA_JS, 0)
     page.wait_for_function(f"() => !({FORMULAS_JS})()[{wide[0]}].drawn")
     page.evaluate(IDLE_JS)
-    after = page.evaluate(FORMULAS_JS)
-    assert [i for i, f in enumerate(after) if f["stop"]] == wide
+    assert tab_stops(page) == wide
 
     # A keyboard user may Tab past formulas never drawn: the first Tab measures them all.
     open_app(page, server.url, "pretrained")
     wait_for_visible_charts(page)
-    assert page.evaluate(TAB_STOPS_JS) == []
+    assert tab_stops(page) == []
     page.keyboard.press("Tab")
-    assert page.evaluate(TAB_STOPS_JS) == wide
+    assert tab_stops(page) == wide
     assert not any(formula["drawn"] for formula in page.evaluate(FORMULAS_JS)[1:])
     # Printed, every formula is drawn.
     page.emulate_media(media="print")
