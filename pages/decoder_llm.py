@@ -141,7 +141,7 @@ with cache_col:
 
 # -- attention ------------------------------------------------------------------------------------
 
-trace = dv.page_trace(model, state.ids)
+trace = dv.page_trace(model, state.ids, state)
 st.header(":material/change_history: Attention on the causal triangle")
 layer_col, head_col = st.columns(2)
 layer = layer_col.select_slider("Layer", list(range(1, num_layers + 1)), key=layer_key) - 1

@@ -103,6 +103,32 @@ def test_deep_link_shows_that_head_and_its_sink_share(model):
     assert metric(at, "Head 5 of layer 3") == f"{share:.0%}"
 
 
+def test_a_generated_text_is_shown_without_a_new_forward_pass_and_matches_one(model):
+    """The page shows generated tokens from the prompt's pass plus the row each decode step
+    computed; one full forward pass over the same tokens gives the same numbers."""
+    prompt = tuple(model.encode("Attention lets every token look back at"))
+    state = dv.continuation(model, prompt, 3, 0.0, 0, 0)
+    shown = dv.page_trace(model, state.ids, state)
+    n = len(state.ids)
+    assert shown.weights.shape == (30, 9, n, n) and len(state.rows) == 3
+    # Each generated row is the decode step's own (not recomputed), the prompt block the prefill's.
+    for i, row in enumerate(state.rows):
+        np.testing.assert_array_equal(
+            shown.weights[:, :, len(prompt) + i, : len(prompt) + i + 1], row.weights
+        )
+    # float32 sums in another order (10 rows at once against 7, then 1 at a time): ~1e-5 apart.
+    full = run_llama(model, np.asarray(state.ids))
+    np.testing.assert_allclose(shown.weights, full.attention_weights, atol=2e-5)
+    for name in ("q", "q_rot", "k", "k_rot"):
+        expected = np.stack([getattr(layer, name) for layer in full.layers])
+        np.testing.assert_allclose(getattr(shown, name), expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        shown.sink, full.attention_weights[:, :, 1:, 0].mean(axis=-1), atol=2e-5
+    )
+    # The figures find the same trace by the ids alone.
+    assert dv.page_trace(model, state.ids) is shown
+
+
 def test_empty_prompt_and_missing_model(monkeypatch, tmp_path):
     at = open_page({"prompt": " "})
     assert any("empty" in e.value for e in at.error)

@@ -6,8 +6,9 @@
                                         let go after IDLE_ENV_VAR minutes without a viewer
     continuation(model, ids, step, ...) the prompt plus `step` generated tokens, each step one
                                         cached decode from the previous one (cache_resource)
-    page_trace(model, ids)              one full forward pass per distinct token sequence:
-                                        weights, q/k before and after RoPE, sink shares
+    page_trace(model, ids, state)       weights, q/k before and after RoPE, sink shares: the
+                                        prompt's pass plus each generated token's decode row
+                                        (one full forward pass for any other sequence)
     next_token_change_of(model, ids, …) the next token before and after removing or hiding a
                                         token or removing a head (probing.next_token_change)
     figures                             attention of one head (the causal triangle), the
@@ -36,6 +37,7 @@ from attention_core import AttentionInputError
 from attention_core.models.llama import (
     LlamaCache,
     LlamaModel,
+    LlamaTrace,
     first_token_share,
     load_llama,
     next_token_probabilities,
@@ -99,7 +101,7 @@ def forget_decoder() -> None:
 
 def release_decoder() -> None:
     """Let the model and everything computed with it go, and hand their memory back."""
-    for cache in (_load, _continuation, _trace, _next_token_change):
+    for cache in (_load, _prefill, _continuation, _trace, _next_token_change):
         cache.clear()
     gc.collect()
     stop_reusing_freed_memory()
@@ -227,9 +229,34 @@ def next_step(view: PageState, room: int) -> None:
 
 
 @dataclass(frozen=True, eq=False)
+class StepRow:
+    """What one generated token adds to the page's trace: its query's row in every layer.
+
+    weights `(layer, head, k_pos)` (k_pos = its position + 1), q / q_rot `(layer, head, d_head)`,
+    k / k_rot `(layer, kv_head, d_head)`
+    """
+
+    weights: np.ndarray
+    q: np.ndarray
+    q_rot: np.ndarray
+    k: np.ndarray
+    k_rot: np.ndarray
+
+    @classmethod
+    def of(cls, step: LlamaTrace) -> StepRow:
+        """The row of a one-token decode step (`run_llama(model, [token], cache)`)."""
+
+        def row(name: str) -> np.ndarray:
+            return np.stack([getattr(layer, name)[:, 0] for layer in step.layers])
+
+        return cls(step.attention_weights[:, :, 0], row("q"), row("q_rot"), row("k"), row("k_rot"))
+
+
+@dataclass(frozen=True, eq=False)
 class Continuation:
     """The prompt and `step` generated tokens; `cache` holds them all, `logits` predict the next.
 
+    rows   one ``StepRow`` per generated token, from the decode step that read it
     ended  True once the model produced <|im_end|> (it is the last id; nothing follows it)
     """
 
@@ -239,6 +266,7 @@ class Continuation:
     logits: np.ndarray
     ended: bool
     step_seconds: float
+    rows: tuple[StepRow, ...] = ()
 
 
 def continuation(
@@ -252,27 +280,43 @@ def continuation(
     return _continuation(prompt_ids, step, temperature, top_k, seed, id(model), model)
 
 
+@dataclass(frozen=True, eq=False)
+class Prefill:
+    """The prompt's one forward pass: what the page shows of it, its cache and next logits."""
+
+    trace: PageTrace
+    cache: LlamaCache
+    logits: np.ndarray
+
+
+@st.cache_resource(max_entries=4, show_spinner="Running the model on the prompt…")
+def _prefill(prompt_ids: tuple[int, ...], model_id: int, _model: LlamaModel) -> Prefill:
+    # One pass serves both generation (its cache) and the pictures (its steps).
+    trace = run_llama(_model, np.asarray(prompt_ids))
+    return Prefill(_page_trace(_model, prompt_ids, trace), trace.cache, trace.next_token_logits)
+
+
 @st.cache_resource(max_entries=2 * MAX_STEPS, show_spinner="Generating…")
 def _continuation(
     prompt_ids, step, temperature, top_k, seed, model_id, _model: LlamaModel
 ) -> Continuation:
     start = time.perf_counter()
     if step == 0:
-        trace = run_llama(_model, np.asarray(prompt_ids))
-        return Continuation(
-            prompt_ids, len(prompt_ids), trace.cache, trace.next_token_logits, False, 0.0
-        )
+        prompt = _prefill(prompt_ids, model_id, _model)
+        return Continuation(prompt_ids, len(prompt_ids), prompt.cache, prompt.logits, False, 0.0)
     before = _continuation(prompt_ids, step - 1, temperature, top_k, seed, model_id, _model)
     if before.ended:
         return before
     # One generator per step, seeded by (seed, step): a link replays the same draws.
     rng = np.random.default_rng([seed, step])
     token = sample_next_token(before.logits, temperature=temperature, top_k=top_k, rng=rng)
-    if token == _model.eos_token_id:
-        return Continuation(
-            (*before.ids, token), before.prompt_length, before.cache, before.logits, True, 0.0
-        )
     trace = run_llama(_model, [token], before.cache)  # one query row against the cache
+    rows = (*before.rows, StepRow.of(trace))
+    if token == _model.eos_token_id:
+        # Shown, but not cached: nothing is generated after <|im_end|>.
+        return Continuation(
+            (*before.ids, token), before.prompt_length, before.cache, before.logits, True, 0.0, rows
+        )
     return Continuation(
         (*before.ids, token),
         before.prompt_length,
@@ -280,6 +324,7 @@ def _continuation(
         trace.next_token_logits,
         False,
         time.perf_counter() - start,
+        rows,
     )
 
 
@@ -318,28 +363,63 @@ class PageTrace:
     digest: str
 
 
-def page_trace(model: LlamaModel, ids: tuple[int, ...]) -> PageTrace:
-    return _trace(ids, id(model), model)
+def page_trace(
+    model: LlamaModel, ids: tuple[int, ...], state: Continuation | None = None
+) -> PageTrace:
+    """What the page shows of `ids`. Given the `state` that generated them, no new forward pass:
+    the prompt's pass with each generated token's row from the decode step that produced it
+    (the same numbers to float32 rounding, tested). Otherwise one full forward pass."""
+    return _trace(ids, id(model), model, state)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Running the model on the tokens…")
-def _trace(ids: tuple[int, ...], model_id: int, _model: LlamaModel) -> PageTrace:
-    trace = run_llama(_model, np.asarray(ids))
+def _trace(
+    ids: tuple[int, ...], model_id: int, _model: LlamaModel, _state: Continuation | None
+) -> PageTrace:
+    # Keyed on the ids alone: however the trace was made, the figures find it by them.
+    if _state is not None and _state.ids == ids:
+        prompt = _prefill(ids[: _state.prompt_length], model_id, _model).trace
+        return _with_rows(_model, ids, prompt, _state.rows) if _state.rows else prompt
+    return _page_trace(_model, ids, run_llama(_model, np.asarray(ids)))
 
+
+def _page_trace(model: LlamaModel, ids: tuple[int, ...], trace: LlamaTrace) -> PageTrace:
     def stack(name: str) -> np.ndarray:
         return np.stack([getattr(layer, name) for layer in trace.layers])
 
     weights = trace.attention_weights
+    return _described(model, ids, weights, stack("q"), stack("q_rot"), stack("k"), stack("k_rot"))
+
+
+def _with_rows(
+    model: LlamaModel, ids: tuple[int, ...], prompt: PageTrace, rows: tuple[StepRow, ...]
+) -> PageTrace:
+    """The prompt's trace grown by one query row per generated token (the future stays 0)."""
+    start = prompt.weights.shape[-1]
+    layers, heads, n = *prompt.weights.shape[:2], len(ids)
+    weights = np.zeros((layers, heads, n, n), prompt.weights.dtype)
+    weights[:, :, :start, :start] = prompt.weights
+    for i, row in enumerate(rows):
+        weights[:, :, start + i, : start + i + 1] = row.weights
+
+    def grown(name: str) -> np.ndarray:
+        added = np.stack([getattr(row, name) for row in rows], axis=2)
+        return np.concatenate([getattr(prompt, name), added], axis=2)
+
+    return _described(model, ids, weights, grown("q"), grown("q_rot"), grown("k"), grown("k_rot"))
+
+
+def _described(model, ids, weights, q, q_rot, k, k_rot) -> PageTrace:
     return PageTrace(
-        tokens=tuple(_model.token_text(i) for i in ids),
+        tokens=tuple(model.token_text(i) for i in ids),
         weights=weights,
-        q=stack("q"),
-        q_rot=stack("q_rot"),
-        k=stack("k"),
-        k_rot=stack("k_rot"),
+        q=q,
+        q_rot=q_rot,
+        k=k,
+        k_rot=k_rot,
         sink=first_token_share(weights) if len(ids) > 1 else np.ones(weights.shape[:2]),
-        group_size=_model.config.group_size,
-        digest=hashlib.sha256(f"{model_id}:{ids}".encode()).hexdigest(),
+        group_size=model.config.group_size,
+        digest=hashlib.sha256(f"{id(model)}:{ids}".encode()).hexdigest(),
     )
 
 
