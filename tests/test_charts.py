@@ -132,3 +132,18 @@ def test_cached_builds_each_distinct_figure_once_and_draws_the_same_json():
         fresh.to_dict(), validate=False
     )
     np.testing.assert_allclose(np.asarray(first.data[0].z, dtype=np.float64), weights)
+
+
+def test_every_figure_has_streamlits_template_with_tick_labels_left_to_overflow():
+    import plotly.io as pio
+
+    template = charts.heatmap(
+        np.eye(2), row_labels=["a", "b"], col_labels=["c", "d"]
+    ).layout.template
+    assert template.layout.xaxis.ticklabeloverflow == "allow"
+    assert template.layout.yaxis.ticklabeloverflow == "allow"
+    # Streamlit's theme (its colour placeholders, filled in by the browser) is kept.
+    assert template.layout.colorway == pio.templates["streamlit"].layout.colorway
+    assert len(template.layout.colorway) == 10
+    # A default named "a+b" is merged anew for every figure made; one name is looked up.
+    assert "+" not in pio.templates.default
