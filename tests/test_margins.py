@@ -130,3 +130,15 @@ def test_figures_leave_the_cache_with_their_margins_reserved():
     drawn = figure.to_dict()["layout"]["margin"]
     assert drawn["l"] > 10 and drawn["r"] > 10
     assert margins.reserved(figure._data, figure.to_dict()["layout"]) is None
+
+
+def test_reserving_widens_the_margin_and_keeps_what_else_the_figure_set():
+    import plotly.graph_objects as go
+
+    data, layout = _heatmap(["a long token label", "b"])
+    layout["margin"] = {"l": 10, "r": 10, "t": 10, "b": 10, "pad": 4}
+    figure = go.Figure({"data": data, "layout": layout})
+    charts.reserve_margins(figure)
+    wanted = margins.reserved(data, layout)
+    assert figure.layout.margin.l == wanted["l"] > 10
+    assert figure.layout.margin.pad == 4
