@@ -262,7 +262,8 @@ else:
     enc_col, dec_col = st.columns(2)
     with enc_col:
         charts.show(
-            charts.heatmap(
+            charts.cached(
+                charts.heatmap,
                 enc.weights[e_layer, e_head],
                 row_labels=enc.tokens,
                 col_labels=enc.tokens,

@@ -494,3 +494,21 @@ def test_sampled_generation_is_reproducible_with_a_seed(model):
     b = generate(model, ids, max_new_tokens=6, temperature=0.9, top_k=20, seed=7)
     assert a.token_ids == b.token_ids
     assert all(0 < s.probability <= 1 for s in a.steps)
+
+
+def test_the_gguf_reader_on_a_plain_view_reads_what_ggufs_own_reads():
+    import gguf
+
+    path = llama_files.package_gguf_path()
+    if path is None:
+        pytest.skip(f"the model package is not installed ({llama_files.LLM_PACKAGE})")
+    ours = llama_files._plain_view_reader(gguf)(str(path))
+    theirs = gguf.GGUFReader(str(path))
+    assert type(ours.data) is np.ndarray and isinstance(theirs.data, np.memmap)
+    assert list(ours.fields) == list(theirs.fields)
+    for name in ("tokenizer.ggml.tokens", "tokenizer.ggml.merges", "llama.rope.freq_base"):
+        assert ours.fields[name].contents() == theirs.fields[name].contents()
+    assert len(ours.fields["tokenizer.ggml.tokens"].contents()) == 49152
+    assert [t.name for t in ours.tensors] == [t.name for t in theirs.tensors]
+    for mine, reference in zip(ours.tensors[:5], theirs.tensors[:5], strict=True):
+        np.testing.assert_array_equal(mine.data, reference.data)

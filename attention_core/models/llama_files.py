@@ -270,6 +270,23 @@ def _unpermute(w: np.ndarray, n_heads: int) -> np.ndarray:
     return w.reshape(n_heads, rows // n_heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def _plain_view_reader(gguf: Any) -> type:
+    """gguf's reader, reading its memory map through a plain ndarray view: the same bytes, without
+    np.memmap's Python hooks on each of the ~250 000 small slices that the tokenizer's vocabulary
+    and merges are read in (1.7 s of a 3.4 s load; 0.55 s this way)."""
+
+    class Reader(gguf.GGUFReader):
+        @property
+        def data(self) -> np.ndarray:
+            return self._bytes
+
+        @data.setter
+        def data(self, mapped: np.ndarray) -> None:
+            self._bytes = mapped.view(np.ndarray)
+
+    return Reader
+
+
 def read_gguf(
     path: Path | str, dtype: np.dtype | type | str = BFLOAT16
 ) -> tuple[dict[str, Any], dict[str, np.ndarray], TokenizerSpec, str | None]:
@@ -288,7 +305,7 @@ def read_gguf(
             "pip install gguf."
         ) from None
     try:
-        reader = gguf.GGUFReader(str(path))
+        reader = _plain_view_reader(gguf)(str(path))
     except Exception as exc:  # truncated or foreign files fail in many ways inside the reader
         raise ModelFileError(
             f"{path} cannot be read as a GGUF file ({type(exc).__name__}: {exc}). The file is "
