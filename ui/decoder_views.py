@@ -73,7 +73,7 @@ AUTOPLAY_SECONDS = 1.5
 DTYPE_ENV_VAR = "ATTENTION_EXPLORER_LLM_DTYPE"
 # The model and this page's caches hold ~300 MB, as much as every other page together: a server
 # lets them go after this many minutes without a viewer on the page (as Ollama's keep-alive
-# does), and the next viewer loads the model again (~5 s). 0 keeps it for the server's life.
+# does), and the next viewer loads the model again (2-3 s). 0 keeps it for the server's life.
 IDLE_ENV_VAR = "ATTENTION_EXPLORER_LLM_IDLE_MINUTES"
 DEFAULT_IDLE_MINUTES = 10.0
 
@@ -169,8 +169,8 @@ _idle_release = IdleRelease(release_decoder, idle_minutes)
 
 @st.cache_resource(
     max_entries=1,
-    show_spinner=f"Loading {MODEL_NAME}: reading and unpacking 135 M weights (about 5 s; it stays "
-    "loaded while viewers use this page)…",
+    show_spinner=f"Loading {MODEL_NAME}: reading and unpacking 135 M weights (a few seconds; it "
+    "stays loaded while viewers use this page)…",
 )
 def _load() -> LoadResult:
     model = _last_model()
