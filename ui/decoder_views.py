@@ -313,7 +313,7 @@ def _continuation(
     trace = run_llama(_model, [token], before.cache)  # one query row against the cache
     rows = (*before.rows, StepRow.of(trace))
     if token == _model.eos_token_id:
-        # Shown, but not cached: nothing is generated after <|im_end|>.
+        # Its row is shown; the cache and logits stay those before it: nothing follows it.
         return Continuation(
             (*before.ids, token), before.prompt_length, before.cache, before.logits, True, 0.0, rows
         )
