@@ -143,6 +143,20 @@ def test_head_mask_scales_each_head_before_w_o():
         multi_head_attention(x, params=p, num_heads=h, head_mask=np.ones((2, h)))
 
 
+def test_projected_q_k_v_are_torchs_in_projection():
+    """The Q, K and V the page shows before attention. A key bias adds the same q·b_k to every
+    score of a query, which softmax cancels: only K itself shows whether it was added."""
+    rng = np.random.default_rng(11)
+    params = init_multi_head_params(12, 3, seed=4)
+    x_q, x_kv = rng.normal(size=(2, 4, 12)), rng.normal(size=(2, 6, 12))
+    steps = multi_head_attention(x_q, x_kv, params=params, num_heads=3)
+    linear = torch.nn.functional.linear
+    for name, x, shown in (("q", x_q, steps.q), ("k", x_kv, steps.k), ("v", x_kv, steps.v)):
+        w, b = (torch.from_numpy(getattr(params, f"{kind}_{name}")) for kind in ("w", "b"))
+        expected = linear(torch.from_numpy(x), w, b).numpy()
+        np.testing.assert_allclose(shown, expected, rtol=1e-12, atol=1e-13)
+
+
 def test_hand_worked_identity_projections_two_heads():
     # W_q = W_k = W_v = W_o = I and zero biases: head 0 attends with features 0..1, head 1 with
     # features 2..3. x0 = (1,0, 0,0), x1 = (0,0, 1,0).
@@ -199,6 +213,7 @@ def test_params_count_matches_torch_and_init_is_deterministic():
     # Biases are small but non-zero, so the tests above exercise them.
     for b in (p.b_q, p.b_k, p.b_v, p.b_o):
         assert (b != 0).all() and np.abs(b).max() <= 0.1
+        assert (b < 0).any() and (b > 0).any()  # drawn around 0, not a constant offset
     bound = np.sqrt(6 / 32)
     assert np.abs(p.w_q).max() <= bound and p.w_q.std() > bound / 3
 
