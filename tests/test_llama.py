@@ -496,14 +496,11 @@ def test_sampled_generation_is_reproducible_with_a_seed(model):
     assert all(0 < s.probability <= 1 for s in a.steps)
 
 
-def test_the_gguf_reader_on_a_plain_view_reads_what_ggufs_own_reads():
+def test_the_gguf_reader_on_a_plain_view_reads_what_ggufs_own_reads(gguf_path):
     import gguf
 
-    path = llama_files.package_gguf_path()
-    if path is None:
-        pytest.skip(f"the model package is not installed ({llama_files.LLM_PACKAGE})")
-    ours = llama_files._plain_view_reader(gguf)(str(path))
-    theirs = gguf.GGUFReader(str(path))
+    ours = llama_files._plain_view_reader(gguf)(str(gguf_path))
+    theirs = gguf.GGUFReader(str(gguf_path))
     assert type(ours.data) is np.ndarray and isinstance(theirs.data, np.memmap)
     assert list(ours.fields) == list(theirs.fields)
     for name in ("tokenizer.ggml.tokens", "tokenizer.ggml.merges", "llama.rope.freq_base"):

@@ -111,7 +111,7 @@ def test_a_generated_text_is_shown_without_a_new_forward_pass_and_matches_one(mo
     shown = dv.page_trace(model, state.ids, state)
     n = len(state.ids)
     assert shown.weights.shape == (30, 9, n, n) and len(state.rows) == 3
-    # Each generated row is the decode step's own (not recomputed), the prompt block the prefill's.
+    # Each generated row is the decode step's own, not recomputed.
     for i, row in enumerate(state.rows):
         np.testing.assert_array_equal(
             shown.weights[:, :, len(prompt) + i, : len(prompt) + i + 1], row.weights
