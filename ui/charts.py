@@ -126,8 +126,9 @@ def reserve_margins(fig: go.Figure) -> None:
     # The figure's own dicts, read without the deep copy `to_dict` makes.
     margin = margins.reserved(fig._data, fig._layout)
     if margin is not None:
-        # What update_layout(margin=...) does, without its path parsing: 1 ms -> 15 µs a figure.
-        fig.layout.margin = {**fig._layout.get("margin", {}), **margin}
+        # `reserved` keeps the figure's other margin keys; set directly, without update_layout's
+        # path parsing: 1 ms -> 15 µs a figure.
+        fig.layout.margin = margin
 
 
 def cached(build: Callable[..., go.Figure], *args: Any, **options: Any) -> go.Figure:
