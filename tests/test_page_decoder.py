@@ -129,6 +129,27 @@ def test_a_generated_text_is_shown_without_a_new_forward_pass_and_matches_one(mo
     assert dv.page_trace(model, state.ids) is shown
 
 
+def test_generation_reuses_the_decode_steps_of_the_same_tokens_and_stays_exact(model):
+    """A decode step is cached by the tokens it reads, not by how they were drawn."""
+    prompt = tuple(model.encode("The capital of France is"))
+    greedy = dv.continuation(model, prompt, 6, 0.0, 0, 0)
+    assert dv.continuation(model, prompt, 6, 0.0, 7, 123) is greedy  # argmax ignores both
+    cold = dv.continuation(model, prompt, 6, 0.1, 0, 0)  # draws the argmax every time here
+    assert cold is not greedy and cold.ids == greedy.ids
+    assert all(a is b for a, b in zip(cold.rows, greedy.rows, strict=True))
+    assert cold.cache is greedy.cache and cold.logits is greedy.logits
+    sampled = dv.continuation(model, prompt, 6, 1.0, 20, 3)
+    pairs = zip(sampled.ids[len(prompt) :], greedy.ids[len(prompt) :], strict=True)
+    shared = next(i for i, (a, b) in enumerate(pairs) if a != b)
+    assert shared >= 1  # both begin " Paris": that step is shared, the rest its own
+    assert all(sampled.rows[i] is greedy.rows[i] for i in range(shared))
+    assert all(sampled.rows[i] is not greedy.rows[i] for i in range(shared, 6))
+    # The branch's cache, grown from the shared prefix, gives the logits of one full pass.
+    full = run_llama(model, np.asarray(sampled.ids))
+    np.testing.assert_allclose(sampled.logits, full.next_token_logits, atol=2e-4)
+    assert sampled.cache.layers[0].keys.shape[-2] == len(sampled.ids)
+
+
 def test_empty_prompt_and_missing_model(monkeypatch, tmp_path):
     at = open_page({"prompt": " "})
     assert any("empty" in e.value for e in at.error)

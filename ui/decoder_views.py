@@ -5,7 +5,8 @@
                                         message saying why there is none (and how to fix it);
                                         let go after IDLE_ENV_VAR minutes without a viewer
     continuation(model, ids, step, ...) the prompt plus `step` generated tokens, each step one
-                                        cached decode from the previous one (cache_resource)
+                                        decode from the previous one, cached by the tokens it
+                                        reads: any sampling that draws them reuses it
     page_trace(model, ids, state)       weights, q/k before and after RoPE, sink shares: the
                                         prompt's pass plus each generated token's decode row
                                         (one full forward pass for any other sequence)
@@ -101,7 +102,7 @@ def forget_decoder() -> None:
 
 def release_decoder() -> None:
     """Let the model and everything computed with it go, and hand their memory back."""
-    for cache in (_load, _prefill, _continuation, _trace, _next_token_change):
+    for cache in (_load, _prefill, _decoded, _continuation, _trace, _next_token_change):
         cache.clear()
     gc.collect()
     stop_reusing_freed_memory()
@@ -265,7 +266,6 @@ class Continuation:
     cache: LlamaCache
     logits: np.ndarray
     ended: bool
-    step_seconds: float
     rows: tuple[StepRow, ...] = ()
 
 
@@ -277,6 +277,8 @@ def continuation(
     top_k: int,
     seed: int,
 ) -> Continuation:
+    if temperature == 0:  # greedy takes the argmax: top-k and the seed change nothing
+        top_k, seed = 0, 0
     return _continuation(prompt_ids, step, temperature, top_k, seed, id(model), model)
 
 
@@ -296,36 +298,45 @@ def _prefill(prompt_ids: tuple[int, ...], model_id: int, _model: LlamaModel) -> 
     return Prefill(_page_trace(_model, prompt_ids, trace), trace.cache, trace.next_token_logits)
 
 
+@dataclass(frozen=True, eq=False)
+class Decoded:
+    """One decode step: the last of `ids` read against the cache of the ones before it."""
+
+    cache: LlamaCache
+    logits: np.ndarray
+    row: StepRow
+
+
+@st.cache_resource(max_entries=2 * MAX_STEPS, show_spinner="Generating…")
+def _decoded(
+    ids: tuple[int, ...], model_id: int, _model: LlamaModel, _cache: LlamaCache
+) -> Decoded:
+    # Keyed on the ids alone, not on how they were sampled: another temperature, top-k or seed
+    # that draws the same tokens (and every viewer of one link) reuses the steps.
+    trace = run_llama(_model, [ids[-1]], _cache)  # one query row against the cache
+    return Decoded(trace.cache, trace.next_token_logits, StepRow.of(trace))
+
+
 @st.cache_resource(max_entries=2 * MAX_STEPS, show_spinner="Generating…")
 def _continuation(
     prompt_ids, step, temperature, top_k, seed, model_id, _model: LlamaModel
 ) -> Continuation:
-    start = time.perf_counter()
     if step == 0:
         prompt = _prefill(prompt_ids, model_id, _model)
-        return Continuation(prompt_ids, len(prompt_ids), prompt.cache, prompt.logits, False, 0.0)
+        return Continuation(prompt_ids, len(prompt_ids), prompt.cache, prompt.logits, False)
     before = _continuation(prompt_ids, step - 1, temperature, top_k, seed, model_id, _model)
     if before.ended:
         return before
     # One generator per step, seeded by (seed, step): a link replays the same draws.
     rng = np.random.default_rng([seed, step])
     token = sample_next_token(before.logits, temperature=temperature, top_k=top_k, rng=rng)
-    trace = run_llama(_model, [token], before.cache)  # one query row against the cache
-    rows = (*before.rows, StepRow.of(trace))
+    ids = (*before.ids, token)
+    decoded = _decoded(ids, model_id, _model, before.cache)
+    rows = (*before.rows, decoded.row)
     if token == _model.eos_token_id:
         # Its row is shown; the cache and logits stay those before it: nothing follows it.
-        return Continuation(
-            (*before.ids, token), before.prompt_length, before.cache, before.logits, True, 0.0, rows
-        )
-    return Continuation(
-        (*before.ids, token),
-        before.prompt_length,
-        trace.cache,
-        trace.next_token_logits,
-        False,
-        time.perf_counter() - start,
-        rows,
-    )
+        return Continuation(ids, before.prompt_length, before.cache, before.logits, True, rows)
+    return Continuation(ids, before.prompt_length, decoded.cache, decoded.logits, False, rows)
 
 
 def top_k_table(model: LlamaModel, logits: np.ndarray, temperature: float, top_k: int):
