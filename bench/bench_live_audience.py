@@ -88,10 +88,27 @@ def summary(logs: list[ViewerLog], elapsed: float, rss: dict) -> dict:
         "dropped_connections": sum(log.dropped is not None for log in logs),
         "dropped_samples": sorted({log.dropped for log in logs if log.dropped})[:3],
         "server_rss_mb": rss,
-        "per_page_action_p50_s": {
-            page: percentile([t for log in logs if log.page == page for t in log.actions], 0.5)
-            for page in sorted({log.page for log in logs})
+        # Which pages make the tail: the overall p95 above does not say.
+        **{
+            f"per_page_action_{name}_s": {
+                page: percentile(
+                    [t for log in logs if log.page == page for t in log.actions], share
+                )
+                for page in sorted({log.page for log in logs})
+            }
+            for name, share in (("p50", 0.5), ("p95", 0.95))
         },
+        "slowest_actions": [
+            f"{seconds:.3f} s {page}: {label}"
+            for seconds, page, label in sorted(
+                (
+                    (t, log.page, label)
+                    for log in logs
+                    for t, label in zip(log.actions, log.acted_on, strict=False)
+                ),
+                reverse=True,
+            )[:12]
+        ],
         # Which page a slow first page was: the p95 above does not say.
         "per_page_first_page_max_s": {
             page: max(

@@ -63,6 +63,7 @@ class ViewerLog:
     page: str
     first_page: float | None = None
     actions: list[float] = field(default_factory=list)
+    acted_on: list[str] = field(default_factory=list)  # each action's widget label
     runs: int = 0
     exceptions: list[str] = field(default_factory=list)
     dropped: str | None = None
@@ -106,6 +107,7 @@ class Viewer:
                     widget_id = self.pick_widget()
                     if widget_id is None:
                         break
+                    self.log.acted_on.append(self.widgets[widget_id].proto.label)
                     action = time.monotonic()
                     await self.rerun(widget_id)
                     self.log.actions.append(time.monotonic() - action)
