@@ -86,6 +86,27 @@ def test_large_matrices_are_block_averaged_and_say_so():
     assert list(fig.layout.yaxis.tickvals[:2]) == [0, 24] and fig.layout.yaxis.ticktext[1] == "24"
 
 
+def test_a_heatmap_without_cell_hover_sends_one_template_and_thins_its_ticks():
+    values = np.tril(np.arange(30 * 30, dtype=np.float64).reshape(30, 30))
+    values[np.triu_indices(30, 1)] = -np.inf
+    labels = [str(i) for i in range(30)]
+    kwargs = dict(row_labels=labels, col_labels=labels, kind="scores", annotate=False)
+    fig = charts.heatmap(
+        values, **kwargs, row_title="query position", cell_hover=False, tick_every=4
+    )
+    heat, masked = fig.data
+    assert heat.hovertext is None and masked.hovertext is None
+    assert heat.hovertemplate == "query position %{y}, key %{x}: %{z:.4f}<extra></extra>"
+    assert masked.hovertemplate == "query position %{y}, key %{x}: masked (−∞)<extra></extra>"
+    assert list(fig.layout.xaxis.tickvals) == list(range(0, 30, 4))
+    assert list(fig.layout.yaxis.ticktext) == [str(p) for p in range(0, 30, 4)]
+    # By default a 30×30 matrix (900 cells) gets a line per cell and a label per position.
+    fig = charts.heatmap(values, **kwargs)
+    assert len(fig.data[0].hovertext) == 30 and "→ key 2 “1”" in fig.data[0].hovertext[0][1]
+    assert "masked: −∞" in fig.data[1].hovertext[0][1]
+    assert list(fig.layout.xaxis.tickvals) == list(range(30))
+
+
 def test_format_number_writes_infinities_and_no_negative_zero():
     assert charts.format_number(-np.inf) == "−∞"
     assert charts.format_number(-0.004) == "0.00"

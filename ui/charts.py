@@ -199,11 +199,15 @@ def heatmap(
     decimals: int = 2,
     annotate: bool | None = None,
     height: int | None = None,
+    cell_hover: bool | None = None,
+    tick_every: int | None = None,
 ) -> go.Figure:
     """A labelled heatmap of a `(rows, cols)` matrix.
 
     `hover` adds one line per cell saying how its value was computed. `blocked` (True where a
-    mask removed the cell) and any −∞ in `values` are drawn grey and written −∞.
+    mask removed the cell) and any −∞ in `values` are drawn grey and written −∞. `cell_hover`
+    False gives every cell one hover template (position and value) instead of its own text,
+    the default past MAX_HOVER_TEXT_CELLS; `tick_every` labels every that many rows and columns.
     """
     matrix = np.asarray(values, dtype=np.float64)
     if matrix.ndim != 2:
@@ -247,7 +251,8 @@ def heatmap(
         "xgap": 1 if annotate else 0,
         "ygap": 1 if annotate else 0,
     }
-    if rows * cols <= MAX_HOVER_TEXT_CELLS:
+    cell_hover = rows * cols <= MAX_HOVER_TEXT_CELLS if cell_hover is None else cell_hover
+    if cell_hover:
         heat["hovertext"] = _hover_text(
             matrix, row_labels, col_labels, row_title, col_title, hover, decimals
         )
@@ -260,7 +265,9 @@ def heatmap(
     traces = [heat]
     if removed.any():
         traces.append(
-            _blocked_layer(removed, annotate, row_labels, col_labels, row_title, col_title, step)
+            _blocked_layer(
+                removed, annotate, row_labels, col_labels, row_title, col_title, step, cell_hover
+            )
         )
     if annotate:
         traces.append(_cell_numbers(matrix, removed, (zmin, zmax, colors), decimals, step))
@@ -270,7 +277,7 @@ def heatmap(
         # The key axis sits on top, under the title: leave room for both.
         "margin": {"l": 10, "r": 10, "t": 110 if title else 70, "b": 10},
         "font": {"size": font_size()},
-        **_axes(row_labels, col_labels, row_title, col_title, step),
+        **_axes(row_labels, col_labels, row_title, col_title, step, tick_every),
     }
     table = describe.matrix_table(
         np.where(removed, -np.inf, matrix),
@@ -409,30 +416,31 @@ def line_plot(
     markers: bool = False,
 ) -> go.Figure:
     """One line per named series over a shared x axis; names in `dashed` are references."""
-    fig = go.Figure()
-    for name, y in series.items():
-        fig.add_trace(
-            go.Scatter(
-                x=np.asarray(x),
-                y=np.asarray(y, dtype=np.float64),
-                name=name,
-                mode="lines+markers" if markers else "lines",
-                line={
-                    "dash": "dash" if name in dashed else "solid",
-                    "width": 3 if is_presenting() else 2,
-                },
-            )
-        )
-    fig.update_layout(
-        title={"text": title, "font": {"size": font_size() + 3}},
-        xaxis={"title": x_title, "type": "log" if log_x else "linear"},
-        yaxis={"title": y_title, "type": "log" if log_y else "linear"},
-        height=420,
-        margin={"l": 10, "r": 10, "t": 60 if title else 30, "b": 10},
-        font={"size": font_size()},
-        legend={"orientation": "h", "y": -0.2},
-        hovermode="x unified",
-    )
+    traces = [
+        {
+            "type": "scatter",
+            "x": np.asarray(x),
+            "y": np.asarray(y, dtype=np.float64),
+            "name": name,
+            "mode": "lines+markers" if markers else "lines",
+            "line": {
+                "dash": "dash" if name in dashed else "solid",
+                "width": 3 if is_presenting() else 2,
+            },
+        }
+        for name, y in series.items()
+    ]
+    layout = {
+        "title": {"text": title, "font": {"size": font_size() + 3}},
+        "xaxis": {"title": {"text": x_title}, "type": "log" if log_x else "linear"},
+        "yaxis": {"title": {"text": y_title}, "type": "log" if log_y else "linear"},
+        "height": 420,
+        "margin": {"l": 10, "r": 10, "t": 60 if title else 30, "b": 10},
+        "font": {"size": font_size()},
+        "legend": {"orientation": "h", "y": -0.2},
+        "hovermode": "x unified",
+    }
+    fig = _figure(traces, layout)
     return describe.attach(
         fig,
         describe.lines_summary(x, series, x_title=x_title, y_title=y_title, title=title),
@@ -507,6 +515,7 @@ def _blocked_layer(
     row_title: str,
     col_title: str,
     step: int = 1,
+    cell_hover: bool = True,
 ) -> dict:
     rows, cols = removed.shape
     layer = {
@@ -521,7 +530,7 @@ def _blocked_layer(
         "hoverinfo": "text",
         "name": "masked",
     }
-    if rows * cols <= MAX_HOVER_TEXT_CELLS:
+    if cell_hover:
         layer["hovertext"] = [
             [
                 f"{row_title} {i + 1} “{row_labels[i]}” → {col_title} {j + 1} “{col_labels[j]}”"
@@ -530,6 +539,10 @@ def _blocked_layer(
             ]
             for i in range(rows)
         ]
+    else:
+        layer["hovertemplate"] = (
+            f"{row_title} %{{y}}, {col_title} %{{x}}: masked ({MINUS_INFINITY})<extra></extra>"
+        )
     return layer
 
 
@@ -589,10 +602,15 @@ def _hex_rgb(color: str) -> np.ndarray:
 
 
 def _axes(
-    row_labels: list[str], col_labels: list[str], row_title: str, col_title: str, step: int = 1
+    row_labels: list[str],
+    col_labels: list[str],
+    row_title: str,
+    col_title: str,
+    step: int = 1,
+    tick_every: int | None = None,
 ) -> dict:
     def ticks(labels: list[str]) -> dict:
-        every = max(1, len(labels) // 40)
+        every = tick_every or max(1, len(labels) // 40)
         positions = list(range(0, len(labels), every))
         return {
             "tickvals": [p * step for p in positions],

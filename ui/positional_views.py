@@ -426,23 +426,12 @@ def family_figure(setting: FamilySetting, train_length: int | None = None) -> go
         col_title="key position",
         annotate=False,
         height=340 if train_length is None else 380,
-    )
-    if num_positions > 16:
         # Thousands of per-cell hover texts cost the browser megabytes; position and value
         # say all there is to say about a cell here.
-        fig.update_traces(
-            hovertext=None,
-            hovertemplate="query position %{y}, key position %{x}: %{z:.4f}<extra></extra>",
-        )
-        fig.update_traces(
-            selector={"name": "masked"},
-            hovertemplate="query position %{y}, key position %{x}: masked (−∞)<extra></extra>",
-        )
-    if num_positions > 24:
+        cell_hover=num_positions <= 16,
         # Half-width panels: a label every few positions stays readable.
-        shown = list(range(0, num_positions, -(-num_positions // 8)))
-        fig.update_xaxes(tickvals=shown, ticktext=[str(p) for p in shown])
-        fig.update_yaxes(tickvals=shown, ticktext=[str(p) for p in shown])
+        tick_every=-(-num_positions // 8) if num_positions > 24 else None,
+    )
     if train_length is not None:
         _mark_training_length(fig, train_length, num_positions)
     return fig
