@@ -272,6 +272,9 @@ def test_the_table_holds_the_matrix_with_labels():
     assert list(frame.columns) == ["key 1 “a”", "key 2 “b”"]
     assert frame.iloc[0].tolist() == [0.5, 0.5] and frame.iloc[1, 0] == 1.0
     assert np.isneginf(frame.iloc[1, 1])
+    # What st.dataframe is given: the same table as Arrow, index and −∞ included.
+    sent = describe.table(fig).arrow.to_pandas()
+    assert sent.index.name == frame.index.name and sent.equals(frame)
 
 
 # ---- In the app ------------------------------------------------------------------------------

@@ -117,7 +117,7 @@ def show(fig: go.Figure, *, filename: str, key: str | None = None, **options: An
     if st.session_state.get(TABLES_KEY):
         data = describe.table(fig)
         if data is not None:
-            st.dataframe(data.frame(), key=None if key is None else f"{key}.table")
+            st.dataframe(data.arrow, key=None if key is None else f"{key}.table")
 
 
 def reserve_margins(fig: go.Figure) -> None:
