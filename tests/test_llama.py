@@ -509,3 +509,33 @@ def test_the_gguf_reader_on_a_plain_view_reads_what_ggufs_own_reads(gguf_path):
     assert [t.name for t in ours.tensors] == [t.name for t in theirs.tensors]
     for mine, reference in zip(ours.tensors[:5], theirs.tensors[:5], strict=True):
         np.testing.assert_array_equal(mine.data, reference.data)
+
+
+def test_dequantized_gives_ggufs_numbers_bit_for_bit_on_every_tensor(gguf_path):
+    import gguf
+    from gguf.quants import dequantize
+
+    reader = gguf.GGUFReader(str(gguf_path))
+    kinds = {t.tensor_type.name for t in reader.tensors}
+    assert {"Q4_1", "Q8_0", "F32"} <= kinds  # the packaged model's: both block formats are run
+    for tensor in reader.tensors:
+        ours = llama_files.dequantized(tensor.data, tensor.tensor_type)
+        theirs = dequantize(tensor.data, tensor.tensor_type)
+        assert ours.dtype == theirs.dtype == np.float32 and ours.shape == theirs.shape
+        np.testing.assert_array_equal(ours.view(np.uint32), theirs.view(np.uint32), tensor.name)
+
+
+def test_dequantized_blocks_worked_by_hand():
+    import gguf
+
+    kinds = gguf.GGMLQuantizationType
+    # Q4_1: d = 0.5, m = -1, byte j holds weight j in its low nibble and weight j + 16 in its high.
+    packed = np.array([(15 - j) << 4 | j for j in range(16)], dtype=np.uint8)
+    block = np.concatenate([np.float16([0.5, -1.0]).view(np.uint8), packed])[None]
+    expected = [0.5 * q - 1 for q in [*range(16), *range(15, -1, -1)]]
+    np.testing.assert_array_equal(llama_files.dequantized(block, kinds.Q4_1)[0], expected)
+    # Q8_0: d = 0.25 times 32 signed bytes; two blocks make one row of 64 weights.
+    q = np.arange(-16, 16, dtype=np.int8)
+    block = np.concatenate([np.float16([0.25]).view(np.uint8), q.view(np.uint8)])
+    row = np.concatenate([block, block])[None]
+    np.testing.assert_array_equal(llama_files.dequantized(row, kinds.Q8_0)[0], [*(q / 4)] * 2)

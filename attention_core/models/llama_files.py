@@ -287,6 +287,31 @@ def _plain_view_reader(gguf: Any) -> type:
     return Reader
 
 
+# ggml's block formats, 32 weights a block: a float16 scale d (and for Q4_1 a float16 offset m),
+# then the weights, as 32 int8 (Q8_0: w = d·q) or 16 bytes of two 4-bit q each (Q4_1:
+# w = d·q + m; the low nibbles are weights 0-15 of the block, the high ones 16-31).
+_BLOCK_BYTES = {"Q8_0": 34, "Q4_1": 20}
+
+
+def dequantized(data: np.ndarray, kind: Any) -> np.ndarray:
+    """A GGUF tensor `(rows, bytes per row)` as float32 `(rows, cols)`: for Q8_0 and Q4_1 the
+    numbers gguf.quants.dequantize gives (tested bit for bit), computed on the whole tensor at
+    once instead of gguf's Python loop over groups of rows (0.7 s of the model's 2.2 s load)."""
+    if kind.name not in _BLOCK_BYTES:
+        from gguf.quants import dequantize
+
+        return dequantize(data, kind)
+    blocks = data.reshape(-1, _BLOCK_BYTES[kind.name])
+    d = blocks[:, 0:2].view(np.float16).astype(np.float32)  # (block, 1)
+    if kind.name == "Q8_0":
+        q = blocks[:, 2:].view(np.int8).astype(np.float32)
+        return (q * d).reshape(data.shape[0], -1)
+    m = blocks[:, 2:4].view(np.float16).astype(np.float32)
+    packed = blocks[:, 4:]
+    q = np.concatenate([packed & 0x0F, packed >> 4], axis=1).astype(np.float32)  # (block, 32)
+    return (d * q + m).reshape(data.shape[0], -1)
+
+
 def read_gguf(
     path: Path | str, dtype: np.dtype | type | str = BFLOAT16
 ) -> tuple[dict[str, Any], dict[str, np.ndarray], TokenizerSpec, str | None]:
@@ -298,7 +323,6 @@ def read_gguf(
     path = Path(path)
     try:
         import gguf
-        from gguf.quants import dequantize
     except ImportError:
         raise ModelFileError(
             "Reading the GGUF model needs the package gguf, which is not installed: "
@@ -344,7 +368,7 @@ def read_gguf(
         target = names.get(tensor.name)
         if target is None:
             continue
-        values = dequantize(tensor.data, tensor.tensor_type)  # float32, (out, in) like nn.Linear
+        values = dequantized(tensor.data, tensor.tensor_type)  # float32, (out, in) like nn.Linear
         if tensor.name.endswith("attn_q.weight"):
             values = _unpermute(values, config["num_attention_heads"])
         elif tensor.name.endswith("attn_k.weight"):
