@@ -22,8 +22,9 @@ Past one process, the app is also served as `--workers` (2) processes behind HAP
 (`deploy/serve.py`, as `make serve` does) under the same two scenarios.
 
 Reported as JSON: page runs per second, time to the first page (p50/p95), action to finished
-run (p50/p95), exceptions shown, dropped connections, server resident memory (all worker
-processes), the app / bare ratios and the N workers / one process ratios.
+run (p50/p95, and per page), the slowest actions with the widget each moved, exceptions shown,
+dropped connections, server resident memory (all worker processes), the app / bare ratios and
+the N workers / one process ratios.
 
 Bounded: loopback only, a fixed duration, a timeout on every wait, at most 200 viewers; every
 server it starts is stopped at the end. Not a test: run by `make bench` and by hand.
