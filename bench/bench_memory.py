@@ -10,7 +10,11 @@ resident memory (VmRSS) at five moments:
 3. once the decoder's model has been let go for want of viewers (`--idle-minutes`, 0.5 here,
    10 in the app: ui/decoder_views.IDLE_ENV_VAR): what every other page holds;
 4. after `--viewers` (20) more viewers have each opened a page: the cost of one more viewer;
-5. every 30 s while those viewers act every `--think` s (2) for `--minutes` (10): flat or not.
+5. every 30 s while those viewers act every `--think` s (2) for `--minutes` (10): flat or not;
+6. after every cache is cleared (the BackMsg the menu's "Clear caches" sends) and the app's
+   periodic trim has run: what the load left that no cache holds;
+7. after one viewer has opened every page again: beside 2., what the load leaked, if anything
+   (growth under load that this gives back was bounded caches filling).
 
     .venv/bin/python bench/bench_memory.py [--minutes 10] [--viewers 20] [--idle-minutes 0.5]
 """
@@ -28,10 +32,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
+
 from bench.bench_live_audience import APP_LINKS  # noqa: E402
 from deploy.serve import Deployment  # noqa: E402
 from tests.streamlit_stream import Viewer  # noqa: E402
 from ui.decoder_views import IDLE_ENV_VAR  # noqa: E402
+from ui.warmup import TRIM_EVERY_SECONDS  # noqa: E402
 
 
 async def tour_every_page(url: str) -> list[str]:
@@ -40,6 +47,15 @@ async def tour_every_page(url: str) -> list[str]:
         for page, query in APP_LINKS:
             await viewer.visit(page, query)
     return viewer.log.exceptions
+
+
+async def clear_caches(url: str) -> None:
+    viewer = Viewer(url, *APP_LINKS[0], None, random.Random(0))
+    async with viewer.connected():
+        message = BackMsg()
+        message.clear_cache = True
+        await viewer.socket.send(message.SerializeToString())
+        await asyncio.sleep(1)
 
 
 async def room(url: str, viewers: int, minutes: float, think: float, deployment) -> dict:
@@ -102,6 +118,11 @@ def main() -> None:
         time.sleep(60 * args.idle_minutes + 5)
         decoder_let_go = deployment.rss_mb()
         load = asyncio.run(room(url, args.viewers, args.minutes, args.think, deployment))
+        asyncio.run(clear_caches(url))
+        time.sleep(TRIM_EVERY_SECONDS + 5)
+        caches_cleared = deployment.rss_mb()
+        second_tour_errors = asyncio.run(tour_every_page(url))
+        after_second_tour = deployment.rss_mb()
     rss = [mb for _, mb in load["samples_s_mb"]]
     report = {
         "torch": "hidden",
@@ -114,6 +135,10 @@ def main() -> None:
         "per_extra_viewer_mb": round((load["rss_with_viewers_mb"] - after_tour) / args.viewers, 2),
         "under_load": load,
         "rss_first_last_max_mb": [rss[0], rss[-1], max(rss)],
+        "rss_caches_cleared_mb": caches_cleared,
+        "rss_after_every_page_again_mb": after_second_tour,
+        "left_by_the_load_mb": round(after_second_tour - after_tour, 1),
+        "second_tour_exceptions": second_tour_errors,
     }
     print(json.dumps(report, indent=2))
 

@@ -1,15 +1,19 @@
 """The app shell: every page is registered, reachable, and runs without an exception."""
 
 import json
+import platform
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from tests.app_fragments import run_fragment
 from tests.app_pages import ROOT, registered_pages
+from ui.warmup import TRIM_THREAD
 
 PAGES = registered_pages()
 
@@ -122,3 +126,17 @@ def test_a_plain_visit_to_the_home_page_does_not_import_torch():
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=True
     )
     assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_the_server_trims_freed_memory_from_one_thread_even_after_the_caches_are_cleared():
+    def trimmers() -> int:
+        return sum(thread.name == TRIM_THREAD for thread in threading.enumerate())
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    expected = 1 if platform.libc_ver()[0] == "glibc" else 0
+    assert trimmers() == expected
+    st.cache_resource.clear()  # what a viewer's "Clear caches" does; warm-up runs again
+    at.run()
+    assert not at.exception
+    assert trimmers() == expected

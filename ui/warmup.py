@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import gc
 import importlib
+import threading
+import time
 
 import streamlit as st
+
+from attention_core.models.llama import release_freed_memory, share_malloc_arenas
 
 # Imported by page code or lazily by the libraries it calls: all of them, once, up front.
 MODULES = (
@@ -36,9 +40,32 @@ MODULES = (
 )
 
 
+# glibc keeps pages freed in the middle of a heap; a trim this often hands them back.
+TRIM_EVERY_SECONDS = 30.0
+TRIM_THREAD = "attention-explorer-trim"
+
+
+def trim_freed_memory_forever() -> None:
+    """Every TRIM_EVERY_SECONDS, return the pages the page runs freed (a daemon thread).
+
+    glibc gives memory back to the system only from the top of a heap, and the decoder page
+    asks it to keep up to 256 MB of that too (`reuse_freed_memory`); pages freed in between
+    stay resident. Trimming now and then makes the server's resident memory what it holds,
+    not what it once held at most. ctypes lets go of the GIL for the call, so page scripts run
+    on while a heap is trimmed.
+    """
+    while True:
+        time.sleep(TRIM_EVERY_SECONDS)
+        release_freed_memory()
+
+
 @st.cache_resource(show_spinner=False)
 def ready() -> bool:
     """Import the heavy modules and run each lazy path once; True when done."""
+    # Once per process: this cache is emptied too when a viewer clears the caches.
+    trimming = any(thread.name == TRIM_THREAD for thread in threading.enumerate())
+    if share_malloc_arenas() and not trimming:
+        threading.Thread(target=trim_freed_memory_forever, name=TRIM_THREAD, daemon=True).start()
     for name in MODULES:
         importlib.import_module(name)
     import pandas as pd
