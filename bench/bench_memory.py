@@ -11,8 +11,9 @@ resident memory (VmRSS) at five moments:
    10 in the app: ui/decoder_views.IDLE_ENV_VAR): what every other page holds;
 4. after `--viewers` (20) more viewers have each opened a page: the cost of one more viewer;
 5. every 30 s while those viewers act every `--think` s (2) for `--minutes` (10): flat or not;
-6. after every cache is cleared (the BackMsg the menu's "Clear caches" sends) and the app's
-   periodic trim has run: what the load left that no cache holds;
+6. after every cache is cleared (the BackMsg the menu's "Clear caches" sends), the viewers'
+   sessions have expired (`server.disconnectedSessionTTL`, 120 s: a tab that reconnects within
+   it finds its session) and the app's periodic trim has run: what no cache or session holds;
 7. after one viewer has opened every page again: beside 2., what the load leaked, if anything
    (growth under load that this gives back was bounded caches filling).
 
@@ -32,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from streamlit import config  # noqa: E402
 from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
 
 from bench.bench_live_audience import APP_LINKS  # noqa: E402
@@ -119,7 +121,7 @@ def main() -> None:
         decoder_let_go = deployment.rss_mb()
         load = asyncio.run(room(url, args.viewers, args.minutes, args.think, deployment))
         asyncio.run(clear_caches(url))
-        time.sleep(TRIM_EVERY_SECONDS + 5)
+        time.sleep(config.get_option("server.disconnectedSessionTTL") + TRIM_EVERY_SECONDS + 5)
         caches_cleared = deployment.rss_mb()
         second_tour_errors = asyncio.run(tour_every_page(url))
         after_second_tour = deployment.rss_mb()
