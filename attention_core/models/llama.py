@@ -698,9 +698,10 @@ def share_malloc_arenas(count: int = 2) -> bool:
     glibc gives each thread that allocates while another does its own arena, up to 8 per core,
     and an arena keeps the pages it once held. A Streamlit server runs each page script in a
     thread, so under a room every arena ends up holding its own high-water mark of arrays and
-    figures (measured with bench/bench_memory.py: 2.1 MB per extra viewer with glibc's default,
-    0.7 MB with two). Threads waiting on one arena cost little here: page scripts take turns on
-    the GIL anyway. Returns False where the C library is not glibc (nothing is changed there).
+    figures: with glibc's default, 20 viewers for 10 minutes still added 15-22 MB a minute at the
+    end; with two arenas, 0-4.5 MB (bench/bench_memory.py). Threads waiting on one arena cost
+    little here: page scripts take turns on the GIL anyway. Returns False where the C library is
+    not glibc (nothing is changed there).
     """
     m_arena_max = -8  # glibc's malloc.h
     try:
