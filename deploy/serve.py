@@ -30,10 +30,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HEALTH_TIMEOUT = 60.0
-# Page scripts run in threads; glibc's default of a heap per thread (up to 8 per core) lets a
-# room's runs spread over many heaps that each keep their high-water mark (ui/warmup.py makes
-# the same setting from inside the app where no one sets this, as on Community Cloud).
-WORKER_ENV = {"MALLOC_ARENA_MAX": "2"}
 
 HAPROXY_CONFIG = """\
 global
@@ -111,7 +107,7 @@ class Deployment:
         if workers > 1 and shutil.which("haproxy") is None:
             raise RuntimeError("HAProxy is missing: run `sudo apt-get install -y haproxy`.")
         self.script, self.workers, self.address = script, workers, address
-        self.env = {**WORKER_ENV, **os.environ, **(env or {})}
+        self.env = {**os.environ, **(env or {})}
         self.port = port or free_port()
         self.processes: list[subprocess.Popen] = []
         self.balancer: subprocess.Popen | None = None

@@ -132,11 +132,12 @@ def test_the_server_trims_freed_memory_from_one_thread_even_after_the_caches_are
     def trimmers() -> int:
         return sum(thread.name == TRIM_THREAD for thread in threading.enumerate())
 
+    # Elsewhere than glibc there is nothing to trim, and the thread ends at once.
+    glibc = platform.libc_ver()[0] == "glibc"
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.run()
-    expected = 1 if platform.libc_ver()[0] == "glibc" else 0
-    assert trimmers() == expected
+    assert trimmers() == 1 or not glibc
     st.cache_resource.clear()  # what a viewer's "Clear caches" does; warm-up runs again
     at.run()
     assert not at.exception
-    assert trimmers() == expected
+    assert trimmers() == 1 or not glibc

@@ -118,41 +118,6 @@ print(applied, default, faults_of_one_pass())
     assert int(reused) < 100
 
 
-def test_share_malloc_arenas_caps_the_heaps_threads_allocate_from():
-    # A fresh interpreter per setting: arenas, once made, stay. Eight threads allocate at once,
-    # as eight sessions' page scripts would; glibc's malloc_stats() lists one "Arena" per heap.
-    threads = """
-import ctypes, ctypes.util, sys, threading, numpy as np
-from attention_core.models.llama import share_malloc_arenas
-applied = share_malloc_arenas(2) if sys.argv[1] == "share" else None
-start = threading.Barrier(8)
-def allocate():
-    start.wait()
-    kept = [np.ones(1000) for _ in range(2000)]
-    start.wait()
-workers = [threading.Thread(target=allocate) for _ in range(8)]
-for w in workers: w.start()
-for w in workers: w.join()
-print(applied, flush=True)
-ctypes.CDLL(ctypes.util.find_library("c")).malloc_stats()
-"""
-
-    def arenas(setting: str) -> tuple[str, int]:
-        run = subprocess.run(
-            [sys.executable, "-c", threads, setting],
-            capture_output=True, text=True, check=True, cwd=ROOT,
-        )  # fmt: skip
-        return run.stdout.strip(), run.stderr.count("Arena ")
-
-    if platform.libc_ver()[0] != "glibc":
-        assert arenas("share")[0] == "False"
-        return
-    applied, shared = arenas("share")
-    assert applied == "True"
-    assert shared <= 2
-    assert arenas("default")[1] > 2
-
-
 def test_top_k_probabilities_match_torch_and_sampling_is_seeded():
     logits = np.array([2.0, 1.0, 0.5, -1.0, 3.0])
     p = next_token_probabilities(logits, temperature=0.7, top_k=2)

@@ -17,7 +17,7 @@ import time
 
 import streamlit as st
 
-from attention_core.models.llama import release_freed_memory, share_malloc_arenas
+from attention_core.models.llama import release_freed_memory
 
 # Imported by page code or lazily by the libraries it calls: all of them, once, up front.
 MODULES = (
@@ -54,9 +54,8 @@ def trim_freed_memory_forever() -> None:
     not what it once held at most. ctypes lets go of the GIL for the call, so page scripts run
     on while a heap is trimmed.
     """
-    while True:
+    while release_freed_memory():  # False, and the thread ends, where libc is not glibc
         time.sleep(TRIM_EVERY_SECONDS)
-        release_freed_memory()
 
 
 @st.cache_resource(show_spinner=False)
@@ -64,7 +63,7 @@ def ready() -> bool:
     """Import the heavy modules and run each lazy path once; True when done."""
     # Once per process: this cache is emptied too when a viewer clears the caches.
     trimming = any(thread.name == TRIM_THREAD for thread in threading.enumerate())
-    if share_malloc_arenas() and not trimming:
+    if not trimming:
         threading.Thread(target=trim_freed_memory_forever, name=TRIM_THREAD, daemon=True).start()
     for name in MODULES:
         importlib.import_module(name)

@@ -81,7 +81,6 @@ __all__ = [
     "rms_norm",
     "run_llama",
     "sample_next_token",
-    "share_malloc_arenas",
     "silu",
 ]
 
@@ -690,25 +689,6 @@ def reuse_freed_memory(keep_mb: int = 256) -> bool:
     model loads. Returns False where the C library is not glibc (nothing is changed there).
     """
     return _set_malloc_thresholds(mmap_kb=32 * 1024, keep_kb=keep_mb * 1024)
-
-
-def share_malloc_arenas(count: int = 2) -> bool:
-    """Let at most `count` heaps (glibc arenas) serve every thread of the process.
-
-    glibc gives each thread that allocates while another does its own arena, up to 8 per core,
-    and an arena keeps the pages it once held. A Streamlit server runs each page script in a
-    thread, so under a room every arena ends up holding its own high-water mark of arrays and
-    figures: with glibc's default, 20 viewers for 10 minutes still added 15-22 MB a minute at the
-    end; with two arenas, 0-4.5 MB (bench/bench_memory.py). Threads waiting on one arena cost
-    little here: page scripts take turns on the GIL anyway. Returns False where the C library is
-    not glibc (nothing is changed there).
-    """
-    m_arena_max = -8  # glibc's malloc.h
-    try:
-        mallopt = _libc().mallopt
-    except (OSError, AttributeError):
-        return False
-    return bool(mallopt(m_arena_max, count))
 
 
 def _set_malloc_thresholds(mmap_kb: int, keep_kb: int) -> bool:
