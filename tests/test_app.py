@@ -1,5 +1,6 @@
 """The app shell: every page is registered, reachable, and runs without an exception."""
 
+import gc
 import json
 import platform
 import subprocess
@@ -128,7 +129,7 @@ def test_a_plain_visit_to_the_home_page_does_not_import_torch():
     assert done.stdout.strip().splitlines()[-1] == "False"
 
 
-def test_the_server_trims_freed_memory_from_one_thread_even_after_the_caches_are_cleared():
+def test_warm_up_trims_from_one_thread_and_freezes_once_even_after_the_caches_are_cleared():
     def trimmers() -> int:
         return sum(thread.name == TRIM_THREAD for thread in threading.enumerate())
 
@@ -137,7 +138,11 @@ def test_the_server_trims_freed_memory_from_one_thread_even_after_the_caches_are
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.run()
     assert trimmers() == 1 or not glibc
+    frozen = gc.get_freeze_count()
+    assert frozen > 0
     st.cache_resource.clear()  # what a viewer's "Clear caches" does; warm-up runs again
     at.run()
     assert not at.exception
     assert trimmers() == 1 or not glibc
+    # Nothing of the sessions alive at that moment is frozen for good.
+    assert gc.get_freeze_count() <= frozen

@@ -75,7 +75,9 @@ def ready() -> bool:
     figure = go.Figure(go.Scatter(x=pd.Series([0.0, 1.0]), y=[0.0, 1.0]))
     plotly.io.to_json(figure, validate=False)
     # What was built up to here lives as long as the process: keep it out of every later
-    # garbage collection, which then only walks what the page runs allocate.
-    gc.collect()
-    gc.freeze()
+    # garbage collection, which then only walks what the page runs allocate. Only the first
+    # time: after a cache clear, sessions' pages are alive too, and frozen they would never go.
+    if gc.get_freeze_count() == 0:
+        gc.collect()
+        gc.freeze()
     return True
