@@ -3,7 +3,7 @@
 Community Cloud gives one process on a small box and installs requirements.txt only, so torch
 is absent there. This serves the app with torch hidden (`bench/without_torch` first on
 PYTHONPATH makes `import torch` fail as if it were not installed) and reads the server's
-resident memory (VmRSS) at five moments:
+resident memory (VmRSS) at seven moments:
 
 1. fresh, before any session;
 2. after one viewer has opened every page once, in one session, as a sidebar tour would;
