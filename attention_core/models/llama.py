@@ -32,7 +32,7 @@ import ctypes.util
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -667,7 +667,10 @@ def release_freed_memory() -> bool:
     return True
 
 
+@cache
 def _libc() -> ctypes.CDLL:
+    # Looked up once: find_library runs `ldconfig -p` in a child process, and the server's
+    # trim thread asks for the library every 30 s.
     return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
 
 
