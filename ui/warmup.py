@@ -6,6 +6,8 @@ is still importing, but libraries that import lazily look in `sys.modules` witho
 (plotly reaches for pandas that way, array-api-compat for torch) and then find a half-built
 module. So the router calls `ready()` first: the first session imports and exercises the heavy
 libraries under `st.cache_resource`'s lock, and every other session waits for it to finish.
+It also starts the thread that hands freed memory back (`trim_freed_memory_forever`). A viewer's
+"Clear caches" runs `ready()` again, so what must happen once per process checks that it has.
 """
 
 from __future__ import annotations
