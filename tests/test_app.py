@@ -2,19 +2,25 @@
 
 import gc
 import json
-import platform
 import subprocess
 import sys
 import threading
+import time
+import weakref
 from pathlib import Path
 
 import pytest
 import streamlit as st
+from streamlit.runtime.memory_session_storage import MemorySessionStorage
+from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+from streamlit.runtime.session_manager import SessionInfo
+from streamlit.runtime.websocket_session_manager import WebsocketSessionManager
 from streamlit.testing.v1 import AppTest
 
 from tests.app_fragments import run_fragment
 from tests.app_pages import ROOT, registered_pages
-from ui.warmup import TRIM_THREAD
+from ui.warmup import TRIM_THREAD, forget_expired_sessions
 
 PAGES = registered_pages()
 
@@ -133,16 +139,47 @@ def test_warm_up_trims_from_one_thread_and_freezes_once_even_after_the_caches_ar
     def trimmers() -> int:
         return sum(thread.name == TRIM_THREAD for thread in threading.enumerate())
 
-    # Elsewhere than glibc there is nothing to trim, and the thread ends at once.
-    glibc = platform.libc_ver()[0] == "glibc"
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.run()
-    assert trimmers() == 1 or not glibc
+    assert trimmers() == 1
     frozen = gc.get_freeze_count()
     assert frozen > 0
     st.cache_resource.clear()  # what a viewer's "Clear caches" does; warm-up runs again
     at.run()
     assert not at.exception
-    assert trimmers() == 1 or not glibc
+    assert trimmers() == 1
     # Nothing of the sessions alive at that moment is frozen for good.
     assert gc.get_freeze_count() <= frozen
+
+
+class _Page:
+    """What a closed tab's session keeps: a page whose globals refer back to it (its fragments)."""
+
+    def __init__(self):
+        self.globals = {"page": self}
+
+
+class _ClosedTab:
+    def __init__(self, page: _Page):
+        self.id = "closed-tab"
+        self.page = page
+
+
+def test_a_closed_tabs_session_is_let_go_once_it_can_no_longer_reconnect():
+    # Streamlit's own session manager and storage, as its server builds them, with a short TTL.
+    storage = MemorySessionStorage(ttl_seconds=0.2)
+    manager = WebsocketSessionManager(
+        storage, MemoryUploadedFileManager("/upload"), ScriptCache(), None
+    )
+    page = _Page()
+    held = weakref.ref(page)
+    storage.save(SessionInfo(client=None, session=_ClosedTab(page)))
+    del page
+    assert forget_expired_sessions(manager) == 0  # the tab may still come back
+    time.sleep(0.3)
+    assert storage.get("closed-tab") is None  # expired: a reconnect would not find it...
+    gc.collect()
+    assert held() is not None  # ...and yet Streamlit still holds it, with its page
+    assert forget_expired_sessions(manager) == 1
+    gc.collect()
+    assert held() is None

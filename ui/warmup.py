@@ -6,7 +6,7 @@ is still importing, but libraries that import lazily look in `sys.modules` witho
 (plotly reaches for pandas that way, array-api-compat for torch) and then find a half-built
 module. So the router calls `ready()` first: the first session imports and exercises the heavy
 libraries under `st.cache_resource`'s lock, and every other session waits for it to finish.
-It also starts the thread that hands freed memory back (`trim_freed_memory_forever`). A viewer's
+It also starts the thread that hands memory back (`trim_freed_memory_forever`). A viewer's
 "Clear caches" runs `ready()` again, so what must happen once per process checks that it has.
 """
 
@@ -18,6 +18,7 @@ import threading
 import time
 
 import streamlit as st
+from streamlit import runtime
 
 from attention_core.models.llama import release_freed_memory
 
@@ -48,16 +49,43 @@ TRIM_THREAD = "attention-explorer-trim"
 
 
 def trim_freed_memory_forever() -> None:
-    """Every TRIM_EVERY_SECONDS, return the pages the page runs freed (a daemon thread).
+    """Every TRIM_EVERY_SECONDS, let go of what no viewer can reach and return the freed pages.
 
-    glibc gives memory back to the system only from the top of a heap, and the decoder page
-    asks it to keep up to 256 MB of that too (`reuse_freed_memory`); pages freed in between
-    stay resident. Trimming now and then makes the server's resident memory what it holds,
-    not what it once held at most. ctypes lets go of the GIL for the call, so page scripts run
-    on while a heap is trimmed.
+    First the sessions whose tabs closed too long ago to come back (`forget_expired_sessions`),
+    with the garbage cycles their pages leave. Then a trim: glibc gives memory back to the
+    system only from the top of a heap, and the decoder page asks it to keep up to 256 MB of
+    that too (`reuse_freed_memory`); pages freed in between stay resident. Trimming now and then
+    makes the server's resident memory what it holds, not what it once held at most. ctypes lets
+    go of the GIL for the call, so page scripts run on while a heap is trimmed.
     """
-    while release_freed_memory():  # False, and the thread ends, where libc is not glibc
+    while True:
+        if forget_expired_sessions():
+            gc.collect()  # a page's fragments and its globals refer to each other
+        release_freed_memory()  # where libc is not glibc, a no-op
         time.sleep(TRIM_EVERY_SECONDS)
+
+
+def forget_expired_sessions(manager=None) -> int:
+    """Drop the sessions Streamlit keeps for tabs that may reconnect, once their time is up.
+
+    A closed tab's session is kept `server.disconnectedSessionTTL` seconds (120) in case the tab
+    comes back, in a cache that removes expired entries only when it stores another. When a room
+    leaves at the end of a talk, nobody disconnects after the last viewers, and each of their
+    sessions keeps its last page alive for good: the page's fragments hold its globals, and on
+    the decoder page those hold the model, so its idle release frees nothing. Streamlit offers
+    no public call for this, so it reaches into the session manager of the pinned version
+    (`manager`, the running server's by default); tests/test_app.py checks that layout. Returns
+    how many sessions were dropped: 0 outside a server, or where the layout is not that one.
+    """
+    if manager is None and not runtime.exists():
+        return 0
+    try:
+        manager = manager or runtime.get_instance()._session_mgr
+        stored = manager._session_storage._cache
+        with manager._storage_lock:  # held by every move between live and stored sessions
+            return len(stored.expire())
+    except (AttributeError, RuntimeError):  # another layout; a session closed mid-sweep
+        return 0
 
 
 @st.cache_resource(show_spinner=False)
