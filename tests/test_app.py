@@ -1,5 +1,6 @@
 """The app shell: every page is registered, reachable, and runs without an exception."""
 
+import asyncio
 import gc
 import json
 import subprocess
@@ -8,9 +9,11 @@ import threading
 import time
 import weakref
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import streamlit as st
+from streamlit.runtime.fragment import MemoryFragmentStorage
 from streamlit.runtime.memory_session_storage import MemorySessionStorage
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 from streamlit.runtime.scriptrunner.script_cache import ScriptCache
@@ -20,7 +23,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.app_fragments import run_fragment
 from tests.app_pages import ROOT, registered_pages
-from ui.warmup import TRIM_THREAD, forget_expired_sessions
+from ui.warmup import TRIM_THREAD, expired_sessions_dropped, forget_expired_sessions
 
 PAGES = registered_pages()
 
@@ -160,26 +163,38 @@ class _Page:
 
 
 class _ClosedTab:
+    """A stored session as Streamlit keeps it: its page reachable through its fragments."""
+
     def __init__(self, page: _Page):
         self.id = "closed-tab"
-        self.page = page
+        self._fragment_storage = MemoryFragmentStorage()
+        self._fragment_storage.register("fragment", lambda: page.globals)
+        self.shut_down = False
+
+    def shutdown(self):
+        self.shut_down = True
 
 
 def test_a_closed_tabs_session_is_let_go_once_it_can_no_longer_reconnect():
     # Streamlit's own session manager and storage, as its server builds them, with a short TTL.
     storage = MemorySessionStorage(ttl_seconds=0.2)
-    manager = WebsocketSessionManager(
-        storage, MemoryUploadedFileManager("/upload"), ScriptCache(), None
+    server = SimpleNamespace(
+        _session_mgr=WebsocketSessionManager(
+            storage, MemoryUploadedFileManager("/upload"), ScriptCache(), None
+        )
     )
     page = _Page()
     held = weakref.ref(page)
-    storage.save(SessionInfo(client=None, session=_ClosedTab(page)))
+    closed_tab = _ClosedTab(page)  # kept here as Streamlit's server loop keeps the last one
+    storage.save(SessionInfo(client=None, session=closed_tab))
     del page
-    assert forget_expired_sessions(manager) == 0  # the tab may still come back
+    assert asyncio.run(expired_sessions_dropped(server)) == 0  # the tab may still come back
     time.sleep(0.3)
     assert storage.get("closed-tab") is None  # expired: a reconnect would not find it...
     gc.collect()
     assert held() is not None  # ...and yet Streamlit still holds it, with its page
-    assert forget_expired_sessions(manager) == 1
+    assert asyncio.run(expired_sessions_dropped(server)) == 1
+    assert closed_tab.shut_down
     gc.collect()
-    assert held() is None
+    assert held() is None  # even though the session itself is still referenced
+    assert forget_expired_sessions() == 0  # outside a server: nothing to do

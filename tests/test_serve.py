@@ -20,7 +20,9 @@ import websockets
 
 from deploy.serve import ROOT, Deployment, haproxy_config
 from tests.streamlit_stream import Viewer, audience, run_to_end, worker_cookie
+from ui.decoder_views import IDLE_ENV_VAR
 from ui.pages import PAGES
+from ui.warmup import TRIM_EVERY_SECONDS
 
 # Every registered page, as a speaker's link would open it.
 PAGE_LINKS = tuple((page.url_path, "") for page in PAGES)
@@ -44,6 +46,29 @@ def test_a_burst_on_a_fresh_server_sees_every_page_without_an_exception(error_de
     assert all(log.first_page is not None for log in logs)
     # Every viewer's page answered real widget changes, not only the first load.
     assert [len(log.actions) for log in logs] == [3] * len(logs)
+
+
+def test_the_decoders_model_is_let_go_once_its_last_viewer_has_left_for_good():
+    # Streamlit keeps a closed tab's session for a reconnect (2 s here, 120 s by default) and
+    # forgets it only when another session is stored: with nobody leaving after this viewer,
+    # its page, and the model with it, stayed until the trim thread learnt to drop it.
+    env = {"STREAMLIT_SERVER_DISCONNECTED_SESSION_TTL": "2", IDLE_ENV_VAR: "0.05"}
+    with Deployment(ROOT / "app.py", env=env) as server:
+        url = f"ws://127.0.0.1:{server.port}/_stcore/stream"
+        viewer = Viewer(url, "decoder", "", None, random.Random(0))
+
+        async def visit():
+            async with viewer.connected():
+                await viewer.rerun()
+
+        run_to_end(visit())
+        assert viewer.log.exceptions == []
+        with_model = server.rss_mb()
+        deadline = time.monotonic() + 2 * TRIM_EVERY_SECONDS + 10
+        while server.rss_mb() > with_model - 150 and time.monotonic() < deadline:
+            time.sleep(1)
+        # The model alone is ~270 MB (bfloat16 weights).
+        assert server.rss_mb() < with_model - 150
 
 
 def test_haproxy_config_names_every_worker_and_sticks_by_cookie():

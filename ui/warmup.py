@@ -12,6 +12,7 @@ It also starts the thread that hands memory back (`trim_freed_memory_forever`). 
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import importlib
 import threading
@@ -52,20 +53,25 @@ def trim_freed_memory_forever() -> None:
     """Every TRIM_EVERY_SECONDS, let go of what no viewer can reach and return the freed pages.
 
     First the sessions whose tabs closed too long ago to come back (`forget_expired_sessions`),
-    with the garbage cycles their pages leave. Then a trim: glibc gives memory back to the
-    system only from the top of a heap, and the decoder page asks it to keep up to 256 MB of
-    that too (`reuse_freed_memory`); pages freed in between stay resident. Trimming now and then
-    makes the server's resident memory what it holds, not what it once held at most. ctypes lets
-    go of the GIL for the call, so page scripts run on while a heap is trimmed.
+    with the garbage cycles their pages leave (a full collection, frozen objects included, only
+    when sessions were dropped). Then a trim: glibc gives memory back to the system only from
+    the top of a heap, and the decoder page asks it to keep up to 256 MB of that too
+    (`reuse_freed_memory`); pages freed in between stay resident. Trimming now and then makes
+    the server's resident memory what it holds, not what it once held at most. ctypes lets go
+    of the GIL for the call, so page scripts run on while a heap is trimmed.
     """
     while True:
         if forget_expired_sessions():
-            gc.collect()  # a page's fragments and its globals refer to each other
+            # What they held is garbage in cycles (a page's fragments and its globals), and part
+            # of it may be frozen: `ready()` freezes within the first session, its own included.
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()
         release_freed_memory()  # where libc is not glibc, a no-op
         time.sleep(TRIM_EVERY_SECONDS)
 
 
-def forget_expired_sessions(manager=None) -> int:
+def forget_expired_sessions() -> int:
     """Drop the sessions Streamlit keeps for tabs that may reconnect, once their time is up.
 
     A closed tab's session is kept `server.disconnectedSessionTTL` seconds (120) in case the tab
@@ -73,19 +79,34 @@ def forget_expired_sessions(manager=None) -> int:
     leaves at the end of a talk, nobody disconnects after the last viewers, and each of their
     sessions keeps its last page alive for good: the page's fragments hold its globals, and on
     the decoder page those hold the model, so its idle release frees nothing. Streamlit offers
-    no public call for this, so it reaches into the session manager of the pinned version
-    (`manager`, the running server's by default); tests/test_app.py checks that layout. Returns
-    how many sessions were dropped: 0 outside a server, or where the layout is not that one.
+    no public call for this, so it reaches into the server of the pinned version; tests check
+    that layout and, on a real server, that the model goes. Returns how many sessions were
+    dropped: 0 outside a server, or where the layout is not that one.
     """
-    if manager is None and not runtime.exists():
+    if not runtime.exists():
         return 0
+    server = runtime.get_instance()
     try:
-        manager = manager or runtime.get_instance()._session_mgr
-        stored = manager._session_storage._cache
-        with manager._storage_lock:  # held by every move between live and stored sessions
-            return len(stored.expire())
-    except (AttributeError, RuntimeError):  # another layout; a session closed mid-sweep
+        # Streamlit's session manager is not thread-safe: it is used from its event loop only.
+        loop = server._get_async_objs().eventloop
+        dropped = asyncio.run_coroutine_threadsafe(expired_sessions_dropped(server), loop)
+        return dropped.result(timeout=TRIM_EVERY_SECONDS)
+    except (AttributeError, RuntimeError, TimeoutError):  # another layout; a server stopping
         return 0
+
+
+async def expired_sessions_dropped(server) -> int:
+    """On `server`'s event loop: shut down and remove its expired stored sessions; how many."""
+    manager = server._session_mgr
+    with manager._storage_lock:  # a script thread's logout moves sessions under it too
+        expired = manager._session_storage._cache.expire()
+    for _, stored in expired:
+        # What Streamlit does when it closes a session: its files and tables go too.
+        stored.session.shutdown()
+        # Its server loop keeps the last session it sent messages to (a loop variable) until
+        # it sends to another one: emptied of its fragments, that session holds no page.
+        stored.session._fragment_storage.clear()
+    return len(expired)
 
 
 @st.cache_resource(show_spinner=False)
@@ -105,8 +126,9 @@ def ready() -> bool:
     figure = go.Figure(go.Scatter(x=pd.Series([0.0, 1.0]), y=[0.0, 1.0]))
     plotly.io.to_json(figure, validate=False)
     # What was built up to here lives as long as the process: keep it out of every later
-    # garbage collection, which then only walks what the page runs allocate. Only the first
-    # time: after a cache clear, sessions' pages are alive too, and frozen they would never go.
+    # garbage collection, which then only walks what the page runs allocate. The first session's
+    # own objects are frozen with it; the trim thread collects them once that session is gone.
+    # Only the first time: after a cache clear, every live session's pages would be frozen too.
     if gc.get_freeze_count() == 0:
         gc.collect()
         gc.freeze()
