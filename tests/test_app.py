@@ -1,6 +1,5 @@
 """The app shell: every page is registered, reachable, and runs without an exception."""
 
-import asyncio
 import gc
 import json
 import subprocess
@@ -23,6 +22,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.app_fragments import run_fragment
 from tests.app_pages import ROOT, registered_pages
+from tests.streamlit_stream import run_to_end
 from ui.warmup import TRIM_THREAD, expired_sessions_dropped, forget_expired_sessions
 
 PAGES = registered_pages()
@@ -188,12 +188,12 @@ def test_a_closed_tabs_session_is_let_go_once_it_can_no_longer_reconnect():
     closed_tab = _ClosedTab(page)  # kept here as Streamlit's server loop keeps the last one
     storage.save(SessionInfo(client=None, session=closed_tab))
     del page
-    assert asyncio.run(expired_sessions_dropped(server)) == 0  # the tab may still come back
+    assert run_to_end(expired_sessions_dropped(server)) == 0  # the tab may still come back
     time.sleep(0.3)
     assert storage.get("closed-tab") is None  # expired: a reconnect would not find it...
     gc.collect()
     assert held() is not None  # ...and yet Streamlit still holds it, with its page
-    assert asyncio.run(expired_sessions_dropped(server)) == 1
+    assert run_to_end(expired_sessions_dropped(server)) == 1
     assert closed_tab.shut_down
     gc.collect()
     assert held() is None  # even though the session itself is still referenced
