@@ -651,20 +651,19 @@ def load_llama(
     )
 
 
-def release_freed_memory() -> bool:
+def release_freed_memory() -> None:
     """Hand freed memory back to the operating system: the loader's temporaries, or a whole
     model and its steps once a server lets them go.
 
     Unpacking and stacking the matrices frees ~150 MB of same-sized pieces that glibc keeps on
     its heap, scattered between the kept weights, so the process would stay that much larger
     (measured: 437 -> 290 MiB resident for bfloat16). malloc_trim(0) returns those free pages.
-    Other C libraries (musl, macOS) have no malloc_trim and nothing to do here (returns False).
+    Other C libraries (musl, macOS) have no malloc_trim, and there is nothing to do here.
     """
     try:
         _libc().malloc_trim(0)
     except (OSError, AttributeError):
-        return False
-    return True
+        pass
 
 
 @cache
