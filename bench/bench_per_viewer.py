@@ -5,10 +5,10 @@ caches and load the decoder's model again. What one more viewer costs once a roo
 the next question, and it is asked here: viewers arrive in batches (`--batch`, 20) and stay
 connected; each opens its page (the room's deep links, spread as in `bench_live_audience.py`)
 and changes one widget; the server's resident memory is read after each batch, once the app's
-periodic trim has run. The first batch
-pays for the warm-up and the caches; every later batch gives the cost of one more viewer,
-(RSS after − RSS before) / batch. The bare page (bench/bare_page.py, this project's settings)
-is measured the same way in the same run: what a Streamlit session costs anyway.
+periodic trim has run. The first batch pays for the warm-up and the caches; every later batch
+gives the cost of one more viewer, (RSS after − RSS before) / batch. The bare page
+(bench/bare_page.py, this project's settings) is measured the same way in the same run: what a
+Streamlit session costs anyway.
 
     .venv/bin/python bench/bench_per_viewer.py [--batch 20] [--batches 4]
 """
