@@ -197,6 +197,25 @@ def test_good_safetensors_round_trips(tmp_path):
     np.testing.assert_array_equal(loaded["a"], arrays["a"])
 
 
+def test_bfloat16_safetensors_are_read_as_their_bits(tmp_path):
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import save_file as save_torch_file
+
+    from attention_core.models.llama_files import widen
+
+    path = tmp_path / "model.safetensors"
+    w = torch.tensor([[1.0, -2.5, 3.140625], [1e-3, 65504.0, -0.0]]).bfloat16()
+    save_torch_file({"w": w, "b": torch.arange(3, dtype=torch.int64)}, str(path))
+    loaded = read_weights(path)
+    assert loaded["w"].dtype == np.uint16 and loaded["w"].shape == (2, 3)
+    np.testing.assert_array_equal(loaded["w"], w.view(torch.int16).numpy().view(np.uint16))
+    np.testing.assert_array_equal(widen(loaded["w"]), w.float().numpy())
+    np.testing.assert_array_equal(loaded["b"], [0, 1, 2])
+    _truncate(path, path.stat().st_size - 4)
+    with pytest.raises(ModelFileError, match="cannot be read as safetensors"):
+        read_weights(path)
+
+
 def test_truncated_config_is_a_clear_error(tmp_path):
     directory = write_tiny_checkpoint(tmp_path / "m")
     config = directory / "config.json"

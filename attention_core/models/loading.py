@@ -201,7 +201,11 @@ def read_config(path: Path | str) -> dict[str, Any]:
 
 
 def read_weights(path: Path | str) -> dict[str, np.ndarray]:
-    """Read model.safetensors into NumPy arrays, by tensor name (e.g. ``embeddings.word_...``)."""
+    """Read model.safetensors into NumPy arrays, by tensor name (e.g. ``embeddings.word_...``).
+
+    bfloat16 tensors (SmolLM2 is published so) come back as their bits, uint16 arrays, which
+    ``llama_files.widen`` reads: NumPy has no bfloat16, and ``safetensors.numpy`` refuses them.
+    """
     path = Path(path)
     try:
         from safetensors.numpy import load_file
@@ -213,6 +217,9 @@ def read_weights(path: Path | str) -> dict[str, np.ndarray]:
     if not path.is_file():
         raise ModelFileError(f"The model weights file {path} does not exist. {_reinstall_hint()}")
     try:
+        header_size, header = _safetensors_header(path)
+        if any(info.get("dtype") == "BF16" for info in header.values() if isinstance(info, dict)):
+            return _read_keeping_bfloat16_bits(path, header_size, header)
         return load_file(path)
     except Exception as exc:  # safetensors raises its own SafetensorError for every bad file
         raise ModelFileError(
@@ -220,6 +227,43 @@ def read_weights(path: Path | str) -> dict[str, np.ndarray]:
             f"({type(exc).__name__}: {_first_line(exc)}). The file is probably damaged or "
             f"incomplete: {_reinstall_hint()}"
         ) from exc
+
+
+# The safetensors format: an 8-byte little-endian header size, a JSON header giving each tensor's
+# dtype, shape and byte range, then the tensors' bytes back to back, little-endian.
+_SAFETENSORS_DTYPES = {
+    "BF16": "<u2", "F16": "<f2", "F32": "<f4", "F64": "<f8",
+    "I8": "i1", "U8": "u1", "I16": "<i2", "I32": "<i4", "I64": "<i8", "BOOL": "?",
+}  # fmt: skip
+
+
+def _safetensors_header(path: Path) -> tuple[int, dict[str, Any]]:
+    with open(path, "rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        if size > 100_000_000:  # safetensors' own limit: the first bytes are not a header size
+            raise ValueError(f"a header of {size} bytes")
+        return size, json.loads(f.read(size))
+
+
+def _read_keeping_bfloat16_bits(
+    path: Path, header_size: int, header: dict[str, Any]
+) -> dict[str, np.ndarray]:
+    # One read per tensor, not one buffer for the file: the model keeps some tensors as they are
+    # and copies others into stacks, and a view would keep the whole file's bytes alive.
+    tensors = {}
+    with open(path, "rb") as f:
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            start, end = info["data_offsets"]
+            dtype = np.dtype(_SAFETENSORS_DTYPES[info["dtype"]])
+            count = int(np.prod(info["shape"]))
+            f.seek(8 + header_size + start)
+            values = np.fromfile(f, dtype=dtype, count=count)
+            if end - start != count * dtype.itemsize or values.size != count:
+                raise ValueError(f"tensor {name} does not fill its bytes {start}..{end}")
+            tensors[name] = values.reshape(info["shape"])
+    return tensors
 
 
 def read_tokenizer(path: Path | str, *, max_length: int):
