@@ -50,8 +50,8 @@ model = loaded.model
 st.caption(
     f":material/memory: {dv.MODEL_NAME} from {rv.plain(loaded.source)}: {num_layers} layers, "
     f"{num_heads} query heads sharing {cfg.num_key_value_heads} KV heads, d_head {cfg.head_dim}, "
-    f"RoPE base {cfg.rope_theta:g}; weights stored as {model.weights.storage}, computed in "
-    f"float32 (loaded in {model.load_seconds:.1f} s)."
+    f"RoPE base {cfg.rope_theta:g}; weights saved as {model.saved_as}, held as "
+    f"{model.weights.storage}, computed in float32 (loaded in {model.load_seconds:.1f} s)."
 )
 
 # -- the prompt -----------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ from attention_core.models.llama import (
     MAX_CONTEXT_TOKENS,
     MAX_PROMPT_CHARS,
     MAX_PROMPT_TOKENS,
+    LlamaConfig,
+    LlamaWeights,
     chat_text,
     first_token_share,
     generate,
@@ -88,6 +90,49 @@ def test_bfloat16_storage_rounds_like_torch_and_widens_exactly():
         llama_files.widen(bits), torch.from_numpy(x).bfloat16().float().numpy()
     )
     assert llama_files.widen(x) is x  # float32 is used as it is
+
+
+def test_saved_as_names_each_format_with_what_it_holds():
+    saved_as = llama_files.saved_as
+    gguf_like = {"model.embed_tokens.weight": "Q8_0", "model.layers.0.mlp.up_proj.weight": "Q4_1"}
+    assert saved_as(gguf_like) == "Q4_1 (4-bit) layers, Q8_0 (8-bit) embedding"
+    mixed = {
+        "lm_head.weight": "F16",
+        "model.embed_tokens.weight": "BF16",
+        "model.layers.3.self_attn.q_proj.weight": "BF16",
+    }
+    assert saved_as(mixed) == "bfloat16 layers and embedding, float16 output head"
+
+
+def test_bfloat16_bits_in_a_state_dict_are_widened_for_norms_and_float32_storage():
+    config = LlamaConfig.from_dict(
+        {"vocab_size": 4, "hidden_size": 4, "num_hidden_layers": 1, "num_attention_heads": 2,
+         "num_key_value_heads": 1, "intermediate_size": 8}
+    )  # fmt: skip
+    shapes = {
+        "model.embed_tokens.weight": (4, 4), "model.norm.weight": (4,),
+        "model.layers.0.input_layernorm.weight": (4,),
+        "model.layers.0.post_attention_layernorm.weight": (4,),
+        "model.layers.0.self_attn.q_proj.weight": (4, 4),
+        "model.layers.0.self_attn.k_proj.weight": (2, 4),
+        "model.layers.0.self_attn.v_proj.weight": (2, 4),
+        "model.layers.0.self_attn.o_proj.weight": (4, 4),
+        "model.layers.0.mlp.gate_proj.weight": (8, 4), "model.layers.0.mlp.up_proj.weight": (8, 4),
+        "model.layers.0.mlp.down_proj.weight": (4, 8),
+    }  # fmt: skip
+    rng = np.random.default_rng(0)
+    values = {name: torch.from_numpy(rng.standard_normal(shape, dtype=np.float32)).bfloat16()
+              for name, shape in shapes.items()}  # fmt: skip
+    bits = {name: v.view(torch.int16).numpy().view(np.uint16) for name, v in values.items()}
+    for dtype in (llama_files.BFLOAT16, np.float32):
+        weights = LlamaWeights.from_state_dict(bits, config, dtype)
+        expected_norm = values["model.layers.0.input_layernorm.weight"].float().numpy()
+        np.testing.assert_array_equal(weights.layers[0].attn_norm, expected_norm)
+        np.testing.assert_array_equal(
+            llama_files.widen(weights.layers[0].w_o),
+            values["model.layers.0.self_attn.o_proj.weight"].float().numpy(),
+        )
+    assert weights.storage == "float32"
 
 
 def test_reuse_freed_memory_lets_the_next_arrays_skip_page_faults():
@@ -397,6 +442,17 @@ def test_a_cache_from_another_model_is_refused(model):
         run_llama(model, [5], fewer_layers)
 
 
+def assert_same_numbers(loaded, model):
+    """The same stored weights, and the same logits bit for bit."""
+    np.testing.assert_array_equal(loaded.weights.layers[7].w_q, model.weights.layers[7].w_q)
+    np.testing.assert_array_equal(loaded.weights.embed, model.weights.embed)
+    ids = _ids(model, 16)
+    np.testing.assert_array_equal(
+        run_llama(loaded, ids, all_logits=True).logits,
+        run_llama(model, ids, all_logits=True).logits,
+    )
+
+
 @pytest.mark.slow
 def test_safetensors_directory_equals_gguf(model, reference, tmp_path_factory):
     hf, tokenizer = reference
@@ -412,13 +468,46 @@ def test_safetensors_directory_equals_gguf(model, reference, tmp_path_factory):
     from_dir = load_llama(folder)
     assert from_dir.location.layout == "hf"
     assert from_dir.config == model.config
-    np.testing.assert_array_equal(from_dir.weights.layers[7].w_q, model.weights.layers[7].w_q)
-    np.testing.assert_array_equal(from_dir.weights.embed, model.weights.embed)
-    ids = _ids(model, 16)
-    np.testing.assert_array_equal(
-        run_llama(from_dir, ids, all_logits=True).logits,
-        run_llama(model, ids, all_logits=True).logits,
-    )
+    assert_same_numbers(from_dir, model)
+
+
+@pytest.mark.slow
+def test_a_bfloat16_safetensors_directory_as_published_equals_gguf(
+    model, reference, tmp_path_factory
+):
+    # The Hub's SmolLM2 (what Community Cloud downloads) is bfloat16 safetensors, which
+    # safetensors.numpy cannot read. Our matrices are the GGUF's rounded to bfloat16, so saved
+    # as bfloat16 they must come back bit for bit; norms stay float32 as in our model.
+    from safetensors.torch import save_file
+
+    hf, tokenizer = reference
+    folder = tmp_path_factory.mktemp("smollm2_bf16")
+    state = {
+        name: (p.bfloat16() if p.ndim == 2 else p).contiguous()
+        for name, p in hf.state_dict().items()
+        if name != "lm_head.weight"  # tied to the embedding, as in the published file
+    }
+    save_file(state, str(folder / "model.safetensors"))
+    hf.config.to_json_file(folder / "config.json")
+    tokenizer.save_pretrained(folder)
+    from_dir = load_llama(folder)
+    assert from_dir.saved_as == "bfloat16 layers and embedding"
+    assert from_dir.weights.storage == "bfloat16" and from_dir.weights.lm_head is None
+    assert_same_numbers(from_dir, model)
+
+
+def test_the_model_says_how_its_file_saved_the_weights(model, gguf_path):
+    import gguf
+
+    kinds = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(gguf_path)).tensors}
+    matrices = ("q", "k", "v", "output", "gate", "up", "down")
+    layer_kinds = {
+        kind for name, kind in kinds.items()
+        if name.startswith("blk.") and name.rsplit(".", 2)[-2].split("_")[-1] in matrices
+    }  # fmt: skip
+    assert layer_kinds == {"Q4_1"}
+    assert kinds["token_embd.weight"] == "Q8_0" and "output.weight" not in kinds
+    assert model.saved_as == "Q4_1 (4-bit) layers, Q8_0 (8-bit) embedding"
 
 
 @pytest.mark.slow

@@ -66,6 +66,9 @@ def test_default_prompt_tokens_top_k_and_cache(model):
     n = len(ids)
     assert metric(at, "Cache shape") == str((30, 2, 3, n, 64))
     assert metric(at, "Bytes used") == f"{30 * 2 * 3 * n * 64 * 4:,}"
+    # The packaged file is 4-bit: the caption says whose numbers these are.
+    (about,) = [c.value for c in at.caption if "weights saved as" in c.value]
+    assert "Q4_1 (4-bit) layers, Q8_0 (8-bit) embedding, held as bfloat16" in about
 
 
 def test_next_token_grows_the_cache_and_the_link(model):

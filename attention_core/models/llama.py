@@ -22,7 +22,9 @@ heads the same keys and values, exactly what ``transformers``' ``repeat_kv`` bui
 Weights are stored bfloat16 (257 MiB instead of 513; the format SmolLM2 was published in) and
 every product is computed in float32: a matrix is widened (a 16-bit shift) just before it is
 used. ``load_llama(weights_dtype=np.float32)`` keeps float32 weights instead, trading memory for
-speed (no widening per step); bench/README.md measures both.
+speed (no widening per step); bench/README.md measures both. The offline package's file is
+llama.cpp's 4-bit Q4_1 (8-bit Q8_0 embedding), so those are the numbers a page shows, and
+``LlamaModel.saved_as`` says so.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from .llama_files import (
     location_of,
     read_gguf,
     read_hf_dir,
+    saved_as,
     to_storage,
     widen,
 )
@@ -242,8 +245,9 @@ class LlamaWeights:
         source: str = "the model file",
     ) -> LlamaWeights:
         """Pick the tensors named like ``LlamaForCausalLM``'s state dict; matrices stored as
-        ``dtype`` (already stored ones are kept), norms as float32, all read-only. Missing or
-        mis-shaped tensors raise ModelFileError."""
+        ``dtype`` (already stored ones are kept), norms as float32, all read-only. A uint16
+        tensor is bfloat16 bits (``read_weights``). Missing or mis-shaped tensors raise
+        ModelFileError."""
         d, h, kv = config.hidden_size, config.num_attention_heads, config.num_key_value_heads
         dh, ff = config.head_dim, config.intermediate_size
         stored = np.uint16 if dtype == BFLOAT16 else np.dtype(dtype)
@@ -259,8 +263,8 @@ class LlamaWeights:
                 problems.append(f"{name} has shape {tuple(arr.shape)}, expected {shape}")
                 return None
             if len(shape) == 1:
-                return read_only(np.ascontiguousarray(arr, dtype=np.float32))
-            return read_only(arr if arr.dtype == stored else to_storage(arr, dtype))
+                return read_only(np.ascontiguousarray(widen(arr), dtype=np.float32))
+            return read_only(arr if arr.dtype == stored else to_storage(widen(arr), dtype))
 
         def stack(*parts: Any) -> Any:
             return None if any(p is None for p in parts) else read_only(np.concatenate(parts))
@@ -538,6 +542,7 @@ class LlamaModel:
     location: LLMLocation | None = None
     load_seconds: float = 0.0
     chat_template: str | None = field(default=None, repr=False)
+    saved_as: str = ""  # the file's number formats (llama_files.saved_as): what the numbers are
 
     @property
     def eos_token_id(self) -> int:
@@ -632,11 +637,15 @@ def load_llama(
     start = time.perf_counter()
     location = find_llm(allow_download=allow_download) if path is None else location_of(path)
     if location.layout == "gguf":
-        raw_config, state, spec, template = read_gguf(location.path, weights_dtype)
+        raw_config, state, spec, template, file_formats = read_gguf(location.path, weights_dtype)
         tokenizer = _gguf_tokenizer(spec)
     else:
         raw_config, state, tokenizer = read_hf_dir(location.path)
         template = None
+        file_formats = saved_as(
+            {name: BFLOAT16 if w.dtype == np.uint16 else w.dtype.name for name, w in state.items()
+             if w.ndim == 2}
+        )  # fmt: skip
     config = LlamaConfig.from_dict(raw_config, source=str(location.path))
     weights = LlamaWeights.from_state_dict(state, config, weights_dtype, str(location.path))
     del state
@@ -648,6 +657,7 @@ def load_llama(
         location=location,
         load_seconds=time.perf_counter() - start,
         chat_template=template,
+        saved_as=file_formats,
     )
 
 

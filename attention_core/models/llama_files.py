@@ -47,6 +47,7 @@ __all__ = [
     "how_to_get_the_llm",
     "read_gguf",
     "read_hf_dir",
+    "saved_as",
     "to_storage",
     "widen",
 ]
@@ -314,8 +315,9 @@ def dequantized(data: np.ndarray, kind: Any) -> np.ndarray:
 
 def read_gguf(
     path: Path | str, dtype: np.dtype | type | str = BFLOAT16
-) -> tuple[dict[str, Any], dict[str, np.ndarray], TokenizerSpec, str | None]:
-    """Read a llama GGUF file: (HF-style config, HF-named state dict, tokenizer, chat template).
+) -> tuple[dict[str, Any], dict[str, np.ndarray], TokenizerSpec, str | None, str]:
+    """Read a llama GGUF file: (HF-style config, HF-named state dict, tokenizer, chat template,
+    how its matrices were saved: ``saved_as``).
 
     Tensors are dequantized one at a time and stored as ``dtype`` (``to_storage``; norm weights
     stay float32), so the peak memory is the stored model plus one float32 tensor.
@@ -364,10 +366,12 @@ def read_gguf(
         for i in range(config["num_hidden_layers"] or 0)
     }
     state: dict[str, np.ndarray] = {}
+    formats: dict[str, str] = {}
     for tensor in reader.tensors:
         target = names.get(tensor.name)
         if target is None:
             continue
+        formats[target] = tensor.tensor_type.name
         values = dequantized(tensor.data, tensor.tensor_type)  # float32, (out, in) like nn.Linear
         if tensor.name.endswith("attn_q.weight"):
             values = _unpermute(values, config["num_attention_heads"])
@@ -380,7 +384,34 @@ def read_gguf(
         merges=tuple(field("tokenizer.ggml.merges", [])),
         control=tuple(i for i, t in enumerate(types) if t == gguf.TokenType.CONTROL),
     )
-    return config, state, spec, field("tokenizer.chat_template")
+    matrices = {name: kind for name, kind in formats.items() if state[name].ndim == 2}
+    return config, state, spec, field("tokenizer.chat_template"), saved_as(matrices)
+
+
+# The packaged SmolLM2 is llama.cpp's 4-bit file, not the bfloat16 one Hugging Face published:
+# every number the page shows comes from these quantized weights, so the page says so.
+_FORMATS = {"Q4_1": "Q4_1 (4-bit)", "Q8_0": "Q8_0 (8-bit)", "F16": "float16", "F32": "float32",
+            "BF16": BFLOAT16}  # fmt: skip
+
+
+_PARTS = ("layers", "embedding", "output head")
+
+
+def saved_as(formats: dict[str, str]) -> str:
+    """How a file's matrices were saved, from ``{HF tensor name: format}``, format by format:
+    "Q4_1 (4-bit) layers, Q8_0 (8-bit) embedding"."""
+    parts_of: dict[str, set[str]] = {}
+    for name, kind in formats.items():
+        part = (
+            "embedding" if name.startswith("model.embed_tokens")
+            else "output head" if name.startswith("lm_head")
+            else "layers"
+        )  # fmt: skip
+        parts_of.setdefault(_FORMATS.get(kind, kind), set()).add(part)
+    in_order = sorted(parts_of.items(), key=lambda item: min(map(_PARTS.index, item[1])))
+    return ", ".join(
+        f"{kind} {' and '.join(p for p in _PARTS if p in parts)}" for kind, parts in in_order
+    )
 
 
 def read_hf_dir(path: Path | str) -> tuple[dict[str, Any], dict[str, np.ndarray], Any]:
