@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -398,6 +399,24 @@ def test_bert_prefixed_checkpoint_loads_the_same(tmp_path, tiny):
     a = run_bert(load_bert(tmp_path / "plain"), "the cat sat")
     b = run_bert(load_bert(prefixed), "the cat sat")
     np.testing.assert_array_equal(a.hidden_states, b.hidden_states)
+
+
+def test_a_bfloat16_checkpoint_runs_on_its_own_values(tmp_path, tiny_dir):
+    # transformers saves bfloat16 checkpoints that safetensors.numpy cannot read; loaded back in
+    # float32 (an exact widening) it is the reference for the same rounded weights.
+    saved = HFBertModel.from_pretrained(str(tiny_dir)).to(torch.bfloat16)
+    saved.save_pretrained(tmp_path)
+    shutil.copy(tiny_dir / "tokenizer.json", tmp_path / "tokenizer.json")
+    ours = load_bert(tmp_path)
+    reference = HFBertModel.from_pretrained(
+        str(tmp_path), dtype=torch.float32, attn_implementation="eager"
+    ).eval()
+    trace = run_bert(ours, "the cat sat on the mat")
+    ref = hf_run(reference, trace.input_ids)
+    np.testing.assert_allclose(trace.attention_weights, ref["attentions"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(trace.hidden_states, ref["hidden_states"], atol=1e-5, rtol=0)
+    rounded = saved.embeddings.word_embeddings.weight.float().detach().numpy()
+    np.testing.assert_array_equal(ours.weights.embeddings.word, rounded)
 
 
 def test_weights_that_do_not_match_the_config_are_named(tmp_path):

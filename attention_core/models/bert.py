@@ -45,6 +45,7 @@ from .loading import (
     read_config,
     read_tokenizer,
     read_weights,
+    widen,
 )
 
 __all__ = [
@@ -213,10 +214,11 @@ class BertWeights:
             if tuple(arr.shape) != shape:
                 problems.append(f"{name} has shape {tuple(arr.shape)}, expected {shape}")
                 return np.zeros(shape, dtype=np.float32)
-            if not np.issubdtype(arr.dtype, np.floating):
+            if arr.dtype != np.uint16 and not np.issubdtype(arr.dtype, np.floating):
                 problems.append(f"{name} holds {arr.dtype} values, expected floats")
                 return np.zeros(shape, dtype=np.float32)
-            out = np.ascontiguousarray(arr, dtype=np.float32)
+            # uint16 is bfloat16 bits (read_weights): widened exactly, like float16 and float64.
+            out = np.ascontiguousarray(widen(arr), dtype=np.float32)
             if not np.isfinite(out).all():
                 problems.append(f"{name} contains NaN or infinite values")
             out.setflags(write=False)

