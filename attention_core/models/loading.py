@@ -3,7 +3,8 @@
 A model directory holds three files, the layout the Hugging Face Hub uses:
 
     config.json         the architecture (sizes, layer-norm epsilon, activation)
-    model.safetensors   the weights, read with ``safetensors.numpy`` (no torch)
+    model.safetensors   the weights, read with ``safetensors.numpy`` (no torch); bfloat16 ones,
+                        which it refuses, as their bits (``widen`` makes them float32)
     tokenizer.json      the tokenizer, read with the ``tokenizers`` library
 
 ``find_model_dir`` looks in this order and stops at the first hit:
