@@ -129,6 +129,10 @@ EQUIVALENT: dict[str, str] = dict(
             "`base <= 1` right after rejects 0 and negative bases too (only the message differs)",
         ),
         (
+            "probing.py::attention_rollout::a.shape[-2] -> a.shape[2]",
+            "checked only after `a.ndim != 4` failed, so the array is 4-D and axis 2 is axis -2",
+        ),
+        (
             "probing.py::attention_rollout::-1 -> -2 #2",
             "`a.shape[-2] == 0` is reached only for square patterns, where both axes are n long",
         ),
