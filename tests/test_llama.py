@@ -10,6 +10,7 @@ exactly the same numbers, and the comparison measures the computation, not the s
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -471,13 +472,11 @@ def test_safetensors_directory_equals_gguf(model, reference, tmp_path_factory):
     assert_same_numbers(from_dir, model)
 
 
-@pytest.mark.slow
-def test_a_bfloat16_safetensors_directory_as_published_equals_gguf(
-    model, reference, tmp_path_factory
-):
-    # The Hub's SmolLM2 (what Community Cloud downloads) is bfloat16 safetensors, which
-    # safetensors.numpy cannot read. Our matrices are the GGUF's rounded to bfloat16, so saved
-    # as bfloat16 they must come back bit for bit; norms stay float32 as in our model.
+@pytest.fixture(scope="module")
+def published_dir(reference, tmp_path_factory):
+    """The model as the Hub publishes it: bfloat16 safetensors, which safetensors.numpy cannot
+    read. Our matrices are the GGUF's rounded to bfloat16, so saved as bfloat16 they lose
+    nothing; norms stay float32, as in our model."""
     from safetensors.torch import save_file
 
     hf, tokenizer = reference
@@ -490,10 +489,54 @@ def test_a_bfloat16_safetensors_directory_as_published_equals_gguf(
     save_file(state, str(folder / "model.safetensors"))
     hf.config.to_json_file(folder / "config.json")
     tokenizer.save_pretrained(folder)
-    from_dir = load_llama(folder)
+    return folder
+
+
+@pytest.mark.slow
+def test_a_bfloat16_safetensors_directory_as_published_equals_gguf(model, published_dir):
+    from_dir = load_llama(published_dir)
     assert from_dir.saved_as == "bfloat16 layers and embedding"
     assert from_dir.weights.storage == "bfloat16" and from_dir.weights.lm_head is None
     assert_same_numbers(from_dir, model)
+
+
+@pytest.mark.slow
+def test_community_clouds_path_reads_the_hub_cache_without_the_package(
+    model, published_dir, tmp_path
+):
+    # Community Cloud cannot install the package: the page downloads the Hub's files, and
+    # huggingface_hub keeps them in its cache, where a restarted server finds them offline. A
+    # fresh process with only that cache (laid out as huggingface_hub lays it out) and the
+    # package hidden must load the same numbers from it.
+    snapshot = tmp_path / "hf" / "hub" / "models--HuggingFaceTB--SmolLM2-135M-Instruct"
+    revision = "0" * 40
+    (snapshot / "refs").mkdir(parents=True)
+    (snapshot / "refs" / "main").write_text(revision)
+    files = snapshot / "snapshots" / revision
+    files.mkdir(parents=True)
+    for name in llama_files.LLM_HUB_FILES:
+        (files / name).symlink_to(published_dir / name)
+    ids = _ids(model, 16)
+    code = (
+        "import sys, numpy as np\n"
+        "from attention_core.models import llama_files\n"
+        "from attention_core.models.llama import load_llama, run_llama\n"
+        "llama_files.package_gguf_path = lambda: None  # as on Community Cloud\n"
+        "m = load_llama(allow_download=True)\n"
+        "print(m.location.source, '|', m.saved_as)\n"
+        f"np.save(sys.argv[1], run_llama(m, {ids.tolist()}, all_logits=True).logits)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != llama_files.LLM_PATH_ENV_VAR}
+    env.update(HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "logits.npy")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "hub | bfloat16 layers and embedding"
+    np.testing.assert_array_equal(
+        np.load(tmp_path / "logits.npy"), run_llama(model, ids, all_logits=True).logits
+    )
 
 
 def test_the_model_says_how_its_file_saved_the_weights(model, gguf_path):
