@@ -642,10 +642,13 @@ def load_llama(
     else:
         raw_config, state, tokenizer = read_hf_dir(location.path)
         template = None
+        matrices = {name: w.dtype for name, w in state.items() if w.ndim == 2}
         file_formats = saved_as(
-            {name: BFLOAT16 if w.dtype == np.uint16 else w.dtype.name for name, w in state.items()
-             if w.ndim == 2}
-        )  # fmt: skip
+            {
+                name: BFLOAT16 if dtype == np.uint16 else dtype.name
+                for name, dtype in matrices.items()
+            }
+        )
     config = LlamaConfig.from_dict(raw_config, source=str(location.path))
     weights = LlamaWeights.from_state_dict(state, config, weights_dtype, str(location.path))
     del state

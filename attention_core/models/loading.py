@@ -208,7 +208,7 @@ def read_weights(path: Path | str) -> dict[str, np.ndarray]:
     """Read model.safetensors into NumPy arrays, by tensor name (e.g. ``embeddings.word_...``).
 
     bfloat16 tensors (SmolLM2 is published so) come back as their bits, uint16 arrays, which
-    ``llama_files.widen`` reads: NumPy has no bfloat16, and ``safetensors.numpy`` refuses them.
+    ``widen`` reads: NumPy has no bfloat16, and ``safetensors.numpy`` refuses them.
     """
     path = Path(path)
     try:
