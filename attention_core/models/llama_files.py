@@ -12,8 +12,8 @@ Two layouts hold the same model, and both end up as the same Hugging Face state 
 
 ``find_llm`` looks in this order: the path in ``$ATTENTION_EXPLORER_LLM_PATH`` (a ``.gguf``
 file or a directory), the offline package (found with ``importlib.util.find_spec`` and never
-imported: its ``__init__`` imports ``llm``, which is not installed), then the Hub only with
-``allow_download=True``.
+imported: its ``__init__`` imports ``llm``, which is not installed), a copy of the Hub's files
+already in huggingface_hub's cache, then the Hub only with ``allow_download=True``.
 
 **The Q/K row permutation.** llama.cpp's converter reorders the rows of ``W_q`` and ``W_k``
 within each head so that its RoPE can rotate *adjacent* pairs (2i, 2i+1); Hugging Face's
@@ -148,7 +148,8 @@ def package_gguf_path() -> Path | None:
 
 
 def find_llm(*, allow_download: bool = False) -> LLMLocation:
-    """Locate the decoder: ``$ATTENTION_EXPLORER_LLM_PATH``, the package, then (optionally) the Hub.
+    """Locate the decoder: ``$ATTENTION_EXPLORER_LLM_PATH``, the package, the Hub's files if
+    huggingface_hub's cache holds them (no network), then (optionally) the Hub.
 
     Raises ``ModelNotFoundError`` (an ``AttentionInputError``) with the install command.
     """
@@ -158,9 +159,25 @@ def find_llm(*, allow_download: bool = False) -> LLMLocation:
     packaged = package_gguf_path()
     if packaged is not None:
         return LLMLocation(packaged, "package", "gguf")
+    cached = cached_hub_copy()
+    if cached is not None:
+        return LLMLocation(cached, "hub", "hf")
     if not allow_download:
         raise ModelNotFoundError(f"The decoder model SmolLM2 was not found. {how_to_get_the_llm()}")
     return LLMLocation(_download_from_hub(), "hub", "hf")
+
+
+def cached_hub_copy() -> Path | None:
+    """The directory of the Hub's files when huggingface_hub's cache holds all of them: a server
+    that downloaded them once (Community Cloud after a restart) needs no network to find them."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    paths = [try_to_load_from_cache(LLM_HUB_REPO_ID, name) for name in LLM_HUB_FILES]
+    if not all(isinstance(path, str) for path in paths):
+        return None
+    return Path(paths[0]).parent
 
 
 def _download_from_hub() -> Path:
