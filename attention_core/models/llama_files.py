@@ -35,6 +35,7 @@ from .loading import (
     BFLOAT16,
     ModelFileError,
     ModelNotFoundError,
+    cached_hub_dir,
     read_config,
     read_weights,
     to_storage,
@@ -159,25 +160,12 @@ def find_llm(*, allow_download: bool = False) -> LLMLocation:
     packaged = package_gguf_path()
     if packaged is not None:
         return LLMLocation(packaged, "package", "gguf")
-    cached = cached_hub_copy()
+    cached = cached_hub_dir(LLM_HUB_REPO_ID, LLM_HUB_FILES)
     if cached is not None:
         return LLMLocation(cached, "hub", "hf")
     if not allow_download:
         raise ModelNotFoundError(f"The decoder model SmolLM2 was not found. {how_to_get_the_llm()}")
     return LLMLocation(_download_from_hub(), "hub", "hf")
-
-
-def cached_hub_copy() -> Path | None:
-    """The directory of the Hub's files when huggingface_hub's cache holds all of them: a server
-    that downloaded them once (Community Cloud after a restart) needs no network to find them."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:
-        return None
-    paths = [try_to_load_from_cache(LLM_HUB_REPO_ID, name) for name in LLM_HUB_FILES]
-    if not all(isinstance(path, str) for path in paths):
-        return None
-    return Path(paths[0]).parent
 
 
 def _download_from_hub() -> Path:

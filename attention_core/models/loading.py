@@ -43,6 +43,7 @@ __all__ = [
     "ModelFileError",
     "ModelLocation",
     "ModelNotFoundError",
+    "cached_hub_dir",
     "find_model_dir",
     "missing_model_files",
     "read_config",
@@ -105,8 +106,9 @@ def missing_model_files(model_dir: Path | str) -> list[str]:
 def find_model_dir(*, allow_download: bool = False) -> ModelLocation:
     """Locate a directory holding config.json, model.safetensors and tokenizer.json.
 
-    Order: ``$ATTENTION_EXPLORER_MODEL_DIR``, the offline package, then (only with
-    ``allow_download=True``) the Hugging Face Hub. An environment variable that is set but
+    Order: ``$ATTENTION_EXPLORER_MODEL_DIR``, the offline package, a copy of the Hub's files
+    already in huggingface_hub's cache (no network), then (only with ``allow_download=True``)
+    the Hugging Face Hub. An environment variable that is set but
     points at an incomplete directory is an error rather than silently skipped: the user asked
     for that directory, so they should hear why it was not used.
 
@@ -133,6 +135,10 @@ def find_model_dir(*, allow_download: bool = False) -> ModelLocation:
     if package_dir is not None:
         return ModelLocation(package_dir, "package")
 
+    cached = cached_hub_dir(HUB_REPO_ID, MODEL_FILES)
+    if cached is not None:
+        return ModelLocation(cached, "hub")
+
     if not allow_download:
         raise ModelNotFoundError(f"No pretrained model was found. {HOW_TO_GET_THE_MODEL}")
     return ModelLocation(_download_from_hub(), "hub")
@@ -148,6 +154,19 @@ def _package_model_dir() -> Path | None:
     if missing_model_files(path):
         return None
     return path
+
+
+def cached_hub_dir(repo_id: str, names: tuple[str, ...]) -> Path | None:
+    """The directory of ``repo_id``'s files when huggingface_hub's cache holds all of ``names``:
+    a server that downloaded them once (Community Cloud after a restart) needs no network."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    paths = [try_to_load_from_cache(repo_id, name) for name in names]
+    if not all(isinstance(path, str) for path in paths):
+        return None
+    return Path(paths[0]).parent  # one revision's files share one snapshot directory
 
 
 def _download_from_hub() -> Path:
