@@ -61,3 +61,12 @@ def test_equivalent_mutants_name_real_ones():
         ids |= {m.id for m in mutate.find_mutants(module)[0]}
     assert set(mutate.EQUIVALENT) <= ids
     assert all(reason.strip() for reason in mutate.EQUIVALENT.values())
+
+
+def test_only_a_kill_by_a_test_makes_an_equivalent_entry_stale():
+    mutants = mutate.find_mutants("probing")[0]
+    listed = [m for m in mutants if m.id in mutate.EQUIVALENT][:3]
+    other = next(m for m in mutants if m.id not in mutate.EQUIVALENT)
+    assert len(listed) == 3
+    fate = {listed[0]: "survived", listed[1]: "timeout", listed[2]: "killed", other: "killed"}
+    assert mutate.stale_entries([*listed, other], fate) == [listed[2].id]
