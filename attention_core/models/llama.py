@@ -54,11 +54,10 @@ from .llama_files import (
     location_of,
     read_gguf,
     read_hf_dir,
-    saved_as,
     to_storage,
     widen,
 )
-from .loading import ModelFileError
+from .loading import ModelFileError, number_format
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -234,7 +233,7 @@ class LlamaWeights:
     @property
     def storage(self) -> str:
         """How the matrices are stored: "bfloat16", "float16" or "float32"."""
-        return BFLOAT16 if self.embed.dtype == np.uint16 else self.embed.dtype.name
+        return number_format(self.embed)
 
     @classmethod
     def from_state_dict(
@@ -640,15 +639,8 @@ def load_llama(
         raw_config, state, spec, template, file_formats = read_gguf(location.path, weights_dtype)
         tokenizer = _gguf_tokenizer(spec)
     else:
-        raw_config, state, tokenizer = read_hf_dir(location.path)
+        raw_config, state, tokenizer, file_formats = read_hf_dir(location.path)
         template = None
-        matrices = {name: w.dtype for name, w in state.items() if w.ndim == 2}
-        file_formats = saved_as(
-            {
-                name: BFLOAT16 if dtype == np.uint16 else dtype.name
-                for name, dtype in matrices.items()
-            }
-        )
     config = LlamaConfig.from_dict(raw_config, source=str(location.path))
     weights = LlamaWeights.from_state_dict(state, config, weights_dtype, str(location.path))
     del state

@@ -36,6 +36,7 @@ from .loading import (
     ModelFileError,
     ModelNotFoundError,
     cached_hub_dir,
+    number_format,
     read_config,
     read_weights,
     to_storage,
@@ -388,11 +389,13 @@ def saved_as(formats: dict[str, str]) -> str:
     )
 
 
-def read_hf_dir(path: Path | str) -> tuple[dict[str, Any], dict[str, np.ndarray], Any]:
-    """Read a Hugging Face directory: (config.json, model.safetensors, tokenizer.json)."""
+def read_hf_dir(path: Path | str) -> tuple[dict[str, Any], dict[str, np.ndarray], Any, str]:
+    """Read a Hugging Face directory: (config.json, model.safetensors, tokenizer.json, how its
+    matrices were saved: ``saved_as``)."""
     path = Path(path)
     config = read_config(path / "config.json")
     state = read_weights(path / "model.safetensors")
+    formats = {name: number_format(w) for name, w in state.items() if w.ndim == 2}
     try:
         from tokenizers import Tokenizer
 
@@ -403,4 +406,4 @@ def read_hf_dir(path: Path | str) -> tuple[dict[str, Any], dict[str, np.ndarray]
         raise ModelFileError(f"The tokenizer file in {path} cannot be read ({exc}).") from exc
     tokenizer.no_padding()
     tokenizer.no_truncation()
-    return config, state, tokenizer
+    return config, state, tokenizer, saved_as(formats)

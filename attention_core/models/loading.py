@@ -46,6 +46,7 @@ __all__ = [
     "cached_hub_dir",
     "find_model_dir",
     "missing_model_files",
+    "number_format",
     "read_config",
     "read_tokenizer",
     "read_weights",
@@ -305,6 +306,11 @@ def to_storage(values: np.ndarray, dtype: np.dtype | type | str) -> np.ndarray:
     # Add half of the dropped 16 bits' range (minus one if the kept part is even): ties go even.
     rounded = bits + (np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1)))
     return (rounded >> 16).astype(np.uint16)
+
+
+def number_format(stored: np.ndarray) -> str:
+    """A stored array's number format: "bfloat16" for bfloat16 bits (uint16), else its dtype."""
+    return BFLOAT16 if stored.dtype == np.uint16 else stored.dtype.name
 
 
 def widen(stored: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
