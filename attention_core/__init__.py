@@ -25,22 +25,21 @@ Contents, module by module:
     chunked        chunked_attention (online softmax, FlashAttention's trick) ->
                    ChunkedAttention; KVCache, decode_step, incremental_causal_attention;
                    online_softmax_weights
-    statistics     attention_entropy, head_statistics; scaling_experiment (why 1/√d_k)
+    summaries      attention_entropy, head_statistics (per-head averages of a pattern)
     validation     AttentionInputError, max_elements (the size cap) and the input checks
     torch_backend  torch only: to_torch / to_numpy, masks built on a device
     reference      torch.nn.MultiheadAttention on our parameters (compare_with_torch),
                    token_embeddings
-    cost           FLOPs and bytes by formula; time and peak memory measured per backend
-    examples       the preset Q, K, V of the scaled dot-product page, row_breakdown
-    mask_lab       the masking page's experiments (padding leaks, additive masks, float16)
-    position_lab   the positional-encoding page's experiments (order blindness, RoPE shifts)
+    cost           FLOPs and bytes of attention, by formula
+    measurement    the measurement harness: time and peak memory, measured per backend
     head_patterns  labels heads as previous-token, self, [CLS], ... from their patterns
     probing        attention_rollout (Abnar & Zuidema), joint_query_key_projection (AttentionViz's
                    PCA map), ablate_token / ablate_head (an encoder with and without one
                    token or head), next_token_change (the same for a decoder's next token)
     compare        compare_patterns: two patterns' difference, per-row total variation, and the
                    sentence saying what differs most
-    quiz           predict-then-reveal questions computed from a page's current numbers
+    lessons/       content built from the formulas: the scaled dot-product presets, the masking
+                   and positional experiments, the √d_k experiment, the quiz questions
     models         real checkpoints run by this code (BERT-style encoder, llama-style decoder)
 """
 
@@ -89,7 +88,7 @@ from .positional import (
     sinusoidal_encoding,
 )
 from .softmax import naive_softmax, softmax, softmax_jacobian
-from .statistics import attention_entropy, head_statistics
+from .summaries import attention_entropy, head_statistics
 from .validation import AttentionInputError, max_elements
 
 __all__ = [

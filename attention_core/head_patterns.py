@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .statistics import attention_entropy
+from .summaries import attention_entropy
 from .validation import AttentionInputError, as_float_array, check_real
 
 __all__ = [

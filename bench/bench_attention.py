@@ -28,11 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from attention_core import max_elements
 from attention_core.cost import (
     attention_flops,
+    chunk_bytes,
+    score_matrix_bytes,
+)
+from attention_core.measurement import (
     available_backends,
     backend_status,
-    chunk_bytes,
     measure_attention,
-    score_matrix_bytes,
 )
 
 

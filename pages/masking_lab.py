@@ -4,7 +4,7 @@ import numpy as np
 import streamlit as st
 
 from attention_core import AttentionInputError
-from attention_core.mask_lab import MASK_KINDS, compare_mask, example_qkv, lab_mask
+from attention_core.lessons.mask_experiments import MASK_KINDS, compare_mask, example_qkv, lab_mask
 from ui import mask_views as mv
 from ui import quiz
 from ui.layout import page_intro, what_to_try

@@ -1,7 +1,7 @@
 import streamlit as st
 
 from attention_core import AttentionInputError
-from attention_core.position_lab import PERMUTATIONS, SENTENCE_ENCODINGS
+from attention_core.lessons.position_experiments import PERMUTATIONS, SENTENCE_ENCODINGS
 from ui import charts, quiz
 from ui import positional_views as pv
 from ui.layout import page_intro, what_to_try

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attention_core import AttentionInputError
-from attention_core.examples import (
+from attention_core.lessons.presets import (
     DEFAULT_SENTENCE,
     PRESETS,
     SIZE_LIMITS,

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from attention_core import AttentionInputError
-from attention_core.examples import Example, attention_for, three_token_example
+from attention_core.lessons.presets import Example, attention_for, three_token_example
 from ui.exports import (
     MAX_UPLOAD_BYTES,
     clean_settings,

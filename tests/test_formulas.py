@@ -1,7 +1,10 @@
 """ui.formulas: the words and LaTeX for each name the core computes with, one entry per name."""
 
 from attention_core import SCORING_FUNCTIONS
-from attention_core.cost import BACKENDS, METHODS
+from attention_core.measurement import (
+    BACKENDS,
+    METHODS,
+)
 from ui.formulas import BACKEND_LABELS, METHOD_LABELS, SCORING_TEXT
 
 

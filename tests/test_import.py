@@ -30,7 +30,7 @@ def run_python(code: str) -> str:
 
 def test_import_loads_neither_torch_nor_streamlit():
     code = (
-        "import sys, json, attention_core, attention_core.statistics;"
+        "import sys, json, attention_core, attention_core.summaries;"
         "print(json.dumps(sorted(m for m in ('torch', 'streamlit', 'plotly', 'pandas')"
         " if m in sys.modules)))"
     )

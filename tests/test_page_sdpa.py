@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attention_core.examples import PRESETS, random_example
-from attention_core.statistics import scaling_experiment
+from attention_core.lessons.presets import PRESETS, random_example
+from attention_core.lessons.scaling import scaling_experiment
 from tests.app_fragments import run_fragment
 from tests.fragment_reruns import torch_after_a_plain_visit
 from tests.plotly_json import plotly_array

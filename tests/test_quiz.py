@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from attention_core import causal_mask, combine_masks, padding_mask, scaled_dot_product_attention
-from attention_core.position_lab import order_blindness
-from attention_core.quiz import (
+from attention_core.lessons.position_experiments import order_blindness
+from attention_core.lessons.quiz import (
     NOTHING,
     QUESTIONS,
     TIE,

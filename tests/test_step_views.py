@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from attention_core import scaled_dot_product_attention
-from attention_core.examples import attention_for, sharp_flat_pair, three_token_example
+from attention_core.lessons.presets import attention_for, sharp_flat_pair, three_token_example
 from ui import charts
 from ui.step_views import (
     STEP_NAMES,

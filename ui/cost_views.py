@@ -28,16 +28,18 @@ from attention_core import (
 )
 from attention_core.chunked import ChunkedAttention, online_softmax_weights
 from attention_core.cost import (
+    max_abs_difference,
+    quadratic_reference,
+    score_matrix_bytes,
+)
+from attention_core.lessons.mask_experiments import example_qkv
+from attention_core.measurement import (
     BackendStatus,
     Measurement,
     backend_status,
-    max_abs_difference,
     measure_attention,
-    quadratic_reference,
-    score_matrix_bytes,
     speedup,
 )
-from attention_core.mask_lab import example_qkv
 from ui.charts import WEIGHT_COLORS, font_size, format_number, heatmap, line_plot
 from ui.formulas import BACKEND_LABELS, METHOD_LABELS
 from ui.state import PageState, is_presenting

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attention_core.examples import Example
+from attention_core.lessons.presets import Example
 
 MAX_REPORTED_PROBLEMS = 3
 

@@ -28,7 +28,7 @@ import numpy as np
 import streamlit as st
 
 from attention_core import AttentionInputError, AttentionSteps
-from attention_core.examples import MAX_EXAMPLE_TOKENS, MAX_EXAMPLE_WIDTH, Example
+from attention_core.lessons.presets import MAX_EXAMPLE_TOKENS, MAX_EXAMPLE_WIDTH, Example
 from ui.state import HandMadeExample
 
 JSON_FORMAT = "attention-explorer/example"

@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from attention_core import AttentionInputError, causal_mask, scaled_dot_product_attention
-from attention_core.mask_lab import (
+from attention_core.lessons.mask_experiments import (
     FLOAT16_MIN,
     MaskComparison,
     additive_mask_softmax,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attention_core import AttentionInputError
-from attention_core.examples import MAX_EXAMPLE_TOKENS, Example
+from attention_core.lessons.presets import MAX_EXAMPLE_TOKENS, Example
 from attention_core.models import BertModel
 from ui import model_views as rv
 from ui.pages import PAGES

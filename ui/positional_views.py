@@ -25,7 +25,7 @@ from attention_core import (
     sinusoid_wavelengths,
     sinusoidal_encoding,
 )
-from attention_core.position_lab import (
+from attention_core.lessons.position_experiments import (
     LEARNED_STD,
     POSITION_FAMILIES,
     SENTENCE_ENCODINGS,

@@ -1,7 +1,7 @@
 """Predict, then reveal: a page's questions, asked about the numbers on screen, with a score.
 
 Each page makes one call (`sdpa`, `masking`, `multi_head`, `positional`) with what it has just
-computed; the questions come from `attention_core.quiz`. A learner chooses, locks the
+computed; the questions come from `attention_core.lessons.quiz`. A learner chooses, locks the
 prediction in, and only then sees whether it was right and why. In presenter mode the room sees
 the question and its options first, and the presenter reveals the answer with a button.
 
@@ -19,8 +19,8 @@ import numpy as np
 import streamlit as st
 
 from attention_core import AttentionInputError
-from attention_core import quiz as questions
-from attention_core.quiz import QUESTIONS, Question, parse_question_ids
+from attention_core.lessons import quiz as questions
+from attention_core.lessons.quiz import QUESTIONS, Question, parse_question_ids
 from ui.state import PageState, is_presenting, stored, write_url_after_fragment
 
 SCORE_KEY = "quiz.answers"  # {(question id, prompt, explanation): right?}, one entry a question

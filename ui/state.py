@@ -390,7 +390,7 @@ class HandMadeExample:
     def read_link(self) -> None:
         """Take Q, K and V (and their token names) from the link, once, when the page opens."""
         from attention_core import AttentionInputError
-        from attention_core.examples import Example
+        from attention_core.lessons.presets import Example
 
         if st.session_state.get(self.view.key("link_read")):
             return
@@ -456,7 +456,7 @@ class HandMadeExample:
 
         The hand-made numbers are cut or grown to the preset's (the chosen) sizes.
         """
-        from attention_core.examples import Example, fit_example
+        from attention_core.lessons.presets import Example, fit_example
 
         custom = st.session_state.get(self._custom)
         if not custom:

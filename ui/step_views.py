@@ -20,7 +20,7 @@ and the Q `(q_pos, d_k)`, K `(k_pos, d_k)`, V `(k_pos, d_v)` it was computed fro
 
 `scoring` is a key of `attention_core.SCORING_FUNCTIONS` ("scaled_dot", "dot", "cosine",
 "additive"); it only changes how the scores are explained. Every number shown comes from
-`steps` or `attention_core.examples.row_breakdown`; nothing here computes attention itself.
+`steps` or `attention_core.lessons.presets.row_breakdown`; nothing here computes attention itself.
 The pure helpers (`cell_hover`, `row_latex`, `grade`) can be tested without Streamlit.
 """
 
@@ -36,14 +36,14 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from attention_core import AttentionInputError, AttentionSteps, attention_entropy
-from attention_core.examples import (
+from attention_core.lessons.presets import (
     RowBreakdown,
     attention_for,
     fit_example,
     row_breakdown,
     sharp_flat_pair,
 )
-from attention_core.statistics import scaling_experiment
+from attention_core.lessons.scaling import scaling_experiment
 from ui import charts, compare
 from ui.exports import download_chooser
 from ui.state import PageState, is_presenting, write_url_after_fragment

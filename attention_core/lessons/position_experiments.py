@@ -21,12 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import positional
-from .masks import causal_mask, mask_to_additive
-from .multihead import init_multi_head_params, multi_head_attention
-from .positional import _check_base, _frequencies
-from .reference import token_embeddings
-from .validation import AttentionInputError, as_float_array, check_int, check_size
+from .. import positional
+from ..masks import causal_mask, mask_to_additive
+from ..multihead import init_multi_head_params, multi_head_attention
+from ..positional import _check_base, _frequencies
+from ..reference import token_embeddings
+from ..validation import AttentionInputError, as_float_array, check_int, check_size
 
 __all__ = [
     "LEARNED_STD",

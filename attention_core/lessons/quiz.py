@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import AttentionSteps, dot_product_attention, scaled_dot_product_attention
-from .head_patterns import head_patterns
-from .masks import causal_mask
-from .positional import sinusoidal_encoding
-from .statistics import attention_entropy
-from .validation import AttentionInputError, as_matrix
+from ..attention import AttentionSteps, dot_product_attention, scaled_dot_product_attention
+from ..head_patterns import head_patterns
+from ..masks import causal_mask
+from ..positional import sinusoidal_encoding
+from ..summaries import attention_entropy
+from ..validation import AttentionInputError, as_matrix
 
 __all__ = [
     "QUESTIONS",

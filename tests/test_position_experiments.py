@@ -1,4 +1,4 @@
-"""attention_core.position_lab against formulas written out here and hand-worked examples.
+"""attention_core.lessons.position_experiments against formulas written here and worked examples.
 
 The sinusoidal table is always rebuilt in this file from its definition,
 PE[p, 2i] = sin(p / base^(2i/d)), PE[p, 2i+1] = cos(p / base^(2i/d)), never taken from the code
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attention_core import AttentionInputError, alibi_slopes
-from attention_core.position_lab import (
+from attention_core.lessons.position_experiments import (
     LEARNED_STD,
     causal_alibi,
     offset_profile,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import (
+from ..attention import (
     SCORING_FUNCTIONS,
     AttentionSteps,
     additive_attention,
@@ -31,8 +31,8 @@ from .attention import (
     init_additive_params,
     scaled_dot_product_attention,
 )
-from .masks import causal_mask
-from .validation import AttentionInputError, as_matrix, check_int, check_real
+from ..masks import causal_mask
+from ..validation import AttentionInputError, as_matrix, check_int, check_real
 
 __all__ = [
     "ADDITIVE_D_ATTN",

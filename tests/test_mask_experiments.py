@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from attention_core import AttentionInputError
-from attention_core.mask_lab import (
+from attention_core.lessons.mask_experiments import (
     FLOAT16_MIN,
     additive_mask_softmax,
     compare_mask,

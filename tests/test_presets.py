@@ -1,4 +1,4 @@
-"""attention_core.examples: the presets, the page's settings, and one row's breakdown.
+"""attention_core.lessons.presets: the presets, the page's settings, and one row's breakdown.
 
 The 3-token preset is checked against numbers worked out by hand (the derivation is written
 next to each assertion); the settings against torch's SDPA and one-line NumPy formulas.
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from attention_core import AttentionInputError, init_additive_params, softmax
-from attention_core.examples import (
+from attention_core.lessons.presets import (
     ADDITIVE_D_ATTN,
     PRESETS,
     Example,

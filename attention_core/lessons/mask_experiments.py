@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from . import masks
-from .attention import AttentionSteps, scaled_dot_product_attention
-from .softmax import _stable_softmax, naive_softmax
-from .validation import (
+from .. import masks
+from ..attention import AttentionSteps, scaled_dot_product_attention
+from ..softmax import _stable_softmax, naive_softmax
+from ..validation import (
     AttentionInputError,
     as_array,
     as_float_array,
