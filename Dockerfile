@@ -1,5 +1,5 @@
 # Attention Explorer for a container host: WORKERS Streamlit processes behind HAProxy, sticky by
-# cookie, the same set-up as `make serve` (deploy/serve.py). Build and run where a Docker engine
+# cookie, the same set-up as `make serve` (server/serve.py). Build and run where a Docker engine
 # runs (the project machines have only the client, so it is linted there, not built):
 #   docker build -t attention-explorer .
 #   docker run --rm -p 8501:8501 -e WORKERS=2 attention-explorer
@@ -26,4 +26,4 @@ ENV WORKERS=2
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s \
     CMD ["python", "-c", "import urllib.request as u; u.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"]
-CMD [".venv/bin/python", "deploy/serve.py", "--address", "0.0.0.0", "--port", "8501"]
+CMD [".venv/bin/python", "server/serve.py", "--address", "0.0.0.0", "--port", "8501"]

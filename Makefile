@@ -21,11 +21,11 @@ dev: $(VENV)/.app-installed
 	$(BIN)/streamlit run app.py --server.port $(PORT) --server.fileWatcherType auto \
 		--server.runOnSave true
 
-# A lecture hall: WORKERS Streamlit processes behind HAProxy, sticky by cookie (deploy/serve.py).
+# A lecture hall: WORKERS Streamlit processes behind HAProxy, sticky by cookie (server/serve.py).
 WORKERS ?= 2
 serve: $(VENV)/.app-installed
 	@scripts/ensure-apt-package haproxy haproxy "make serve"
-	$(BIN)/python deploy/serve.py --workers $(WORKERS) --port $(PORT)
+	$(BIN)/python server/serve.py --workers $(WORKERS) --port $(PORT)
 
 # System packages come first: on a machine that cannot install them, stop before any pip install.
 test: system-packages $(VENV)/.dev-installed

@@ -2,8 +2,9 @@
 
 import streamlit as st
 
-from ui import pages, warmup
-from ui.layout import app_frame, initial_sidebar_state
+from server import warmup
+from ui import pages
+from ui.widgets.layout import app_frame, initial_sidebar_state
 
 st.set_page_config(
     page_title="Attention Explorer",

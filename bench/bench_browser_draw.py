@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from tests.e2e.streamlit_browser import (  # noqa: E402
+from harness.browser import (  # noqa: E402
     StreamlitServer,
     exceptions,
     launch_chromium,

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.e2e.streamlit_browser import (  # noqa: E402
+from harness.browser import (  # noqa: E402
     StreamlitServer,
     exceptions,
     launch_chromium,

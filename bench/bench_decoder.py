@@ -59,7 +59,8 @@ def main() -> None:
     import numpy as np
 
     from attention_core.models import llama_files
-    from attention_core.models.llama import generate, load_llama, reuse_freed_memory, run_llama
+    from attention_core.models.llama import generate, load_llama, run_llama
+    from server.memory import reuse_freed_memory
 
     path = llama_files.package_gguf_path()
     if path is None:

@@ -52,8 +52,8 @@ FEATURES = {
     "real_head_in_editor": (
         "pages/sdpa_steps.py",
         {"source": "bert", "text": SENTENCE, "layer": "4", "head": "2"},
-        ("temperature", set_to("slider", "sdpa.tau"), [0.5, 1.0, 2.0]),
-        ("causal", set_to("toggle", "sdpa.causal"), [True, False]),
+        ("temperature", set_to("slider", "scaled_dot_product.tau"), [0.5, 1.0, 2.0]),
+        ("causal", set_to("toggle", "scaled_dot_product.causal"), [True, False]),
     ),
     "token_ablation_encoder": (
         "pages/probe_model.py",
@@ -82,13 +82,13 @@ FEATURES = {
     "compare_two_views": (
         "pages/multi_head.py",
         {"cmp": "1"},
-        ("seed", set_to("number_input", "mha.seed"), [1, 2, 3]),
-        ("head_b", set_to("selectbox", "mha.cmp_b"), [2, 3, 4, 1]),
+        ("seed", set_to("number_input", "multi_head.seed"), [1, 2, 3]),
+        ("head_b", set_to("selectbox", "multi_head.cmp_b"), [2, 3, 4, 1]),
     ),
     "predict_then_reveal": (
         "pages/sdpa_steps.py",
         {"quiz": "sdpa.winner"},
-        ("temperature", set_to("slider", "sdpa.tau"), [0.5, 1.0, 2.0]),
+        ("temperature", set_to("slider", "scaled_dot_product.tau"), [0.5, 1.0, 2.0]),
         ("lock_in_or_again", predict("sdpa.winner"), [0, 0, 1, 1]),
     ),
     "joint_query_key_map": (

@@ -19,7 +19,7 @@ with Streamlit's defaults (`bare_stock`, `--targets app bare bare_stock workers`
   app's viewers on a mixed tour of its pages; the figure is page runs per second.
 
 Past one process, the app is also served as `--workers` (2) processes behind HAProxy
-(`deploy/serve.py`, as `make serve` does) under the same two scenarios.
+(`server/serve.py`, as `make serve` does) under the same two scenarios.
 
 Reported as JSON: page runs per second, time to the first page (p50/p95), action to finished
 run (p50/p95, and per page), the slowest actions with the widget each moved, exceptions shown,
@@ -46,8 +46,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from deploy.serve import Deployment  # noqa: E402
-from tests.streamlit_stream import MAX_VIEWERS, ViewerLog, audience  # noqa: E402
+from harness.stream import MAX_VIEWERS, ViewerLog, audience  # noqa: E402
+from server.serve import Deployment  # noqa: E402
 from ui.pages import PAGES  # noqa: E402
 
 # Deep links a speaker would put on a slide, one per registered page, dealt round-robin.

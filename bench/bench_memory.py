@@ -37,10 +37,10 @@ from streamlit import config  # noqa: E402
 from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
 
 from bench.bench_live_audience import APP_LINKS  # noqa: E402
-from deploy.serve import Deployment  # noqa: E402
-from tests.streamlit_stream import Viewer  # noqa: E402
-from ui.decoder_views import IDLE_ENV_VAR  # noqa: E402
-from ui.warmup import TRIM_EVERY_SECONDS  # noqa: E402
+from harness.stream import Viewer  # noqa: E402
+from server.memory import TRIM_EVERY_SECONDS  # noqa: E402
+from server.serve import Deployment  # noqa: E402
+from ui.models.smollm import IDLE_ENV_VAR  # noqa: E402
 
 
 async def tour_every_page(url: str) -> list[str]:

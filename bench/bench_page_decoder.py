@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
 
-    from ui import decoder_views as dv
+    from ui.models import smollm
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()
     started = time.perf_counter()
@@ -42,7 +42,7 @@ def main() -> None:
     first_ms = (time.perf_counter() - started) * 1000
     if at.exception or at.error:
         sys.exit(f"the page failed: {[e.value for e in [*at.exception, *at.error]]}")
-    model = dv.load_decoder().model
+    model = smollm.load_decoder().model
 
     results = {}
     for what, key, count in (("layer", "decoder.layer", 30), ("head", "decoder.head", 9)):

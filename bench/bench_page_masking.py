@@ -42,9 +42,9 @@ def main() -> None:
     def change(i: int):
         step = i % 3
         if step == 0:
-            return at.multiselect(key="mask.kinds").set_value(KIND_CYCLE[(i // 3) % 3])
-        if step == 1 and "mask.grid.version" in at.session_state:
-            editor = f"mask.grid.editor.v{at.session_state['mask.grid.version']}"
+            return at.multiselect(key="masking.kinds").set_value(KIND_CYCLE[(i // 3) % 3])
+        if step == 1 and "masking.grid.version" in at.session_state:
+            editor = f"masking.grid.editor.v{at.session_state['masking.grid.version']}"
             if editor in at.session_state:
                 at.session_state[editor] = {
                     "edited_rows": {0: {"k2": bool(i % 2)}},
@@ -52,7 +52,7 @@ def main() -> None:
                     "deleted_rows": [],
                 }
                 return at
-        return at.select_slider(key="mask.scale").set_value(SCALES[i % 3])
+        return at.select_slider(key="masking.scale").set_value(SCALES[i % 3])
 
     times, cpu = [], []
     for i in range(1, args.runs + 1):

@@ -38,9 +38,9 @@ def main() -> None:
         sys.exit(f"the page raised: {[e.value for e in at.exception]}")
 
     changes = (
-        lambda i: at.number_input(key="mha.seed").set_value(i % 50),
-        lambda i: at.select_slider(key="mha.heads").set_value(2 if i % 2 else 4),
-        lambda i: at.toggle(key="mha.causal").set_value(bool(i % 2)),
+        lambda i: at.number_input(key="multi_head.seed").set_value(i % 50),
+        lambda i: at.select_slider(key="multi_head.heads").set_value(2 if i % 2 else 4),
+        lambda i: at.toggle(key="multi_head.causal").set_value(bool(i % 2)),
     )
     times, cpu_times = [], []
     for i in range(1, args.runs + 1):

@@ -55,14 +55,14 @@ def reruns(at: AppTest, runs: int, positions: int) -> list[float]:
     def change(i: int):
         step = i % 5
         if step == 0:
-            return at.slider(key="pe.position").set_value((7 * i) % positions)
+            return at.slider(key="positional.position").set_value((7 * i) % positions)
         if step == 1:
-            return at.slider(key="pe.offset").set_value(1 + (3 * i) % (positions - 1))
+            return at.slider(key="positional.offset").set_value(1 + (3 * i) % (positions - 1))
         if step == 2:
-            return at.slider(key="pe.compare_n").set_value(8 + i % 9)
+            return at.slider(key="positional.compare_n").set_value(8 + i % 9)
         if step == 3:
-            return at.slider(key="pe.train").set_value(16 + i % 17)
-        return at.button_group(key="pe.family").set_value(FAMILIES[i % 3])
+            return at.slider(key="positional.train").set_value(16 + i % 17)
+        return at.button_group(key="positional.family").set_value(FAMILIES[i % 3])
 
     times = []
     for i in range(1, runs + 1):
@@ -89,12 +89,12 @@ def main() -> None:
     default = summary(reruns(at, args.runs, 128))
     default_bytes = figure_bytes(at)
 
-    at.slider(key="pe.d_model").set_value(1024)
-    largest_first_ms = timed(at.slider(key="pe.positions").set_value(2048).run)
+    at.slider(key="positional.d_model").set_value(1024)
+    largest_first_ms = timed(at.slider(key="positional.positions").set_value(2048).run)
     check(at)
     largest = summary(reruns(at, args.runs, 2048))
     largest_bytes = figure_bytes(at)
-    rebuild_ms = timed(at.slider(key="pe.d_model").set_value(1022).run)
+    rebuild_ms = timed(at.slider(key="positional.d_model").set_value(1022).run)
     check(at)
 
     print(

@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="times round the 12 heads")
     args = parser.parse_args()
 
-    from ui import model_views
+    from ui.models import minilm
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()
     started = time.perf_counter()
@@ -43,15 +43,15 @@ def main() -> None:
     first_ms = (time.perf_counter() - started) * 1000
     if at.exception or at.error:
         sys.exit(f"the page failed: {[e.value for e in [*at.exception, *at.error]]}")
-    passes = model_views.forward_passes()
+    passes = minilm.forward_passes()
 
     results = {}
     for picture in ("head", "model", "layers"):
-        at.radio(key="bert.view").set_value(picture).run()
+        at.radio(key="pretrained.view").set_value(picture).run()
         cold, warm, cpu = [], [], []
         for round_ in range(args.rounds):
             for head in range(1, 13):
-                widget = at.select_slider(key="bert.head").set_value(head)
+                widget = at.select_slider(key="pretrained.head").set_value(head)
                 wall_start, cpu_start = time.perf_counter(), time.process_time()
                 widget.run()
                 (cold if round_ == 0 else warm).append((time.perf_counter() - wall_start) * 1000)
@@ -65,7 +65,7 @@ def main() -> None:
             **({"warm_revisit": summary(warm)} if warm else {}),
             "cpu": summary(cpu),
         }
-    if model_views.forward_passes() != passes:
+    if minilm.forward_passes() != passes:
         sys.exit("changing the head ran the model again: the trace cache is broken")
 
     print(
@@ -75,7 +75,7 @@ def main() -> None:
                 "settings": "default sentence, 16 tokens; heads 1..12 in turn, "
                 f"{args.rounds} rounds per picture",
                 "first_load_ms": round(first_ms, 1),
-                "forward_passes_during_head_changes": model_views.forward_passes() - passes,
+                "forward_passes_during_head_changes": minilm.forward_passes() - passes,
                 **results,
                 "load_average_1min": round(os.getloadavg()[0], 1),
                 "python": platform.python_version(),

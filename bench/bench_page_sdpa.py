@@ -25,7 +25,7 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ui.editors import editor_widget_key  # noqa: E402
+from ui.widgets.editors import editor_widget_key  # noqa: E402
 
 KINDS = ("edit Q cell", "causal toggle", "temperature", "explain row")
 
@@ -56,18 +56,18 @@ def main() -> None:
     def change(i: int) -> None:
         kind = KINDS[i % len(KINDS)]
         if kind == "edit Q cell":
-            key = editor_widget_key(at.session_state, "sdpa.q")
+            key = editor_widget_key(at.session_state, "scaled_dot_product.q")
             at.session_state[key] = {
                 "edited_rows": {0: {"d1": 1.0 + i / 100}},
                 "added_rows": [],
                 "deleted_rows": [],
             }
         elif kind == "causal toggle":
-            at.toggle(key="sdpa.causal").set_value(not at.toggle(key="sdpa.causal").value)
+            at.toggle(key="scaled_dot_product.causal").set_value(not at.toggle(key="scaled_dot_product.causal").value)
         elif kind == "temperature":
-            at.slider(key="sdpa.tau").set_value(round(0.5 + i / 20, 2))
+            at.slider(key="scaled_dot_product.tau").set_value(round(0.5 + i / 20, 2))
         else:
-            at.selectbox(key="sdpa.row").set_value(1 + i % 3)
+            at.selectbox(key="scaled_dot_product.row").set_value(1 + i % 3)
         return kind
 
     by_kind: dict[str, list[float]] = {kind: [] for kind in KINDS}

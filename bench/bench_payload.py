@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import plotly.io  # noqa: E402
 
-from tests.app_pages import registered_pages  # noqa: E402
-from ui import charts  # noqa: E402
+from harness.app_pages import registered_pages  # noqa: E402
+from ui.widgets import heatmaps  # noqa: E402
 
 SIDES = (8, 12, 32, 64, 128, 256, 512, 1024, 2048)
 # The largest heatmaps each page's link can ask for (validated and capped by ui.state).
@@ -52,7 +52,7 @@ def figure_payload(side: int, rng: np.random.Generator) -> dict:
     weights /= weights.sum(-1, keepdims=True)
     labels = [f"tok{i}" for i in range(side)]
     started = time.perf_counter()
-    fig = charts.heatmap(weights, row_labels=labels, col_labels=labels, kind="weights")
+    fig = heatmaps.heatmap(weights, row_labels=labels, col_labels=labels, kind="weights")
     spec = plotly.io.to_json(fig, validate=False)
     elapsed_ms = (time.perf_counter() - started) * 1e3
     drawn = np.asarray(fig.data[0].z)
@@ -71,7 +71,7 @@ def figure_payload(side: int, rng: np.random.Generator) -> dict:
 def page_payloads() -> dict:
     from playwright.sync_api import sync_playwright
 
-    from tests.e2e.streamlit_browser import (
+    from harness.browser import (
         StreamlitServer,
         exceptions,
         launch_chromium,
@@ -125,7 +125,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     report = {
         "benchmark": "bytes sent for heatmaps (figure JSON; websocket bytes per page visit)",
-        "max_side_drawn": charts.MAX_SIDE,
+        "max_side_drawn": heatmaps.MAX_SIDE,
         "figures": [figure_payload(side, rng) for side in SIDES],
     }
     if not args.no_browser:

@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_live_audience import APP_LINKS, BARE_LINKS  # noqa: E402
-from deploy.serve import Deployment  # noqa: E402
-from tests.streamlit_stream import Viewer  # noqa: E402
-from ui.warmup import TRIM_EVERY_SECONDS  # noqa: E402
+from harness.stream import Viewer  # noqa: E402
+from server.memory import TRIM_EVERY_SECONDS  # noqa: E402
+from server.serve import Deployment  # noqa: E402
 
 TARGETS = {"app": ("app.py", APP_LINKS), "bare": ("bench/bare_page.py", BARE_LINKS)}
 

@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from tests.app_pages import registered_pages  # noqa: E402
+from harness.app_pages import registered_pages  # noqa: E402
 
 
 def percentiles(times_ms: list[float]) -> dict:

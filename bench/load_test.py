@@ -45,9 +45,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 
-from tests.app_pages import registered_pages  # noqa: E402
-from tests.e2e.references import bert_tokens  # noqa: E402
-from tests.e2e.streamlit_browser import (  # noqa: E402
+from harness.app_pages import registered_pages  # noqa: E402
+from harness.browser import (  # noqa: E402
     APP_ROOT,
     EXCEPTION,
     StreamlitServer,
@@ -59,6 +58,7 @@ from tests.e2e.streamlit_browser import (  # noqa: E402
     open_app,
     rerun_after,
 )
+from harness.references import bert_tokens  # noqa: E402
 
 WAIT_MS = 180_000  # one rerun on a 2-core machine shared with 10 browsers can take a while
 CHECK_MS = 60_000  # after the rerun finished, how long the page may take to draw its result
@@ -188,7 +188,7 @@ V = np.array([[10.0, 0.0], [0.0, 10.0], [5.0, 5.0]])
 def _sdpa_edit(tab, session, step, memory):
     value = round(session + (step % 90 + 1) / 100, 2)  # 3.01, 3.02, ... for session 3
     with rerun_after(tab, WAIT_MS):
-        edit_cell(tab, key_selector("sdpa.q.v1"), row=0, col=1, text=str(value))
+        edit_cell(tab, key_selector("scaled_dot_product.q.v1"), row=0, col=1, text=str(value))
     return value
 
 
@@ -200,7 +200,7 @@ def _sdpa_check(tab, value):
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)
     expected = [f"{x:.4f}" for x in (weights @ V)[0]]
-    scope = key_selector("sdpa.pipeline.output.chart")
+    scope = key_selector("scaled_dot_product.pipeline.output.chart")
     problems = []
     shown_right = _settled(
         tab,
@@ -228,7 +228,7 @@ def _sdpa_check(tab, value):
 
 def _bert_edit(tab, session, step, memory):
     sentence = f"Session {session} reads sentence number {step} aloud"
-    field_ = tab.locator(f"{key_selector('bert.text')} textarea")
+    field_ = tab.locator(f"{key_selector('pretrained.text')} textarea")
     with rerun_after(tab, WAIT_MS):
         field_.fill(sentence)
         field_.press("Control+Enter")
@@ -255,15 +255,15 @@ def _bert_check(tab, sentence):
     return problems
 
 
-_mha_edit, _mha_check = _text_edit("mha.sentence", "sentence")
-_pe_edit, _pe_check = _text_edit("pe.sentence", "sentence")
+_mha_edit, _mha_check = _text_edit("multi_head.sentence", "sentence")
+_pe_edit, _pe_check = _text_edit("positional.sentence", "sentence")
 
 SCENARIOS = {
     "scaled-dot-product": Scenario("scaled-dot-product", _sdpa_edit, _sdpa_check),
     "why": Scenario(
-        "", _slider_edit("home.n", 2, 10), _slider_check("home.n", "n", 6, extra=_home_metric)
+        "", _slider_edit("why.n", 2, 10), _slider_check("why.n", "n", 6, extra=_home_metric)
     ),
-    "masking": Scenario("masking", _slider_edit("mask.n", 2, 8), _slider_check("mask.n", "n", 6)),
+    "masking": Scenario("masking", _slider_edit("masking.n", 2, 8), _slider_check("masking.n", "n", 6)),
     "multi-head": Scenario("multi-head", _mha_edit, _mha_check),
     "positional": Scenario("positional", _pe_edit, _pe_check),
     "pretrained": Scenario("pretrained", _bert_edit, _bert_check),

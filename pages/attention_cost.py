@@ -9,11 +9,12 @@ from attention_core.cost import (
     max_abs_difference,
     score_matrix_bytes,
 )
-from ui import charts, cost_views
-from ui.cost_views import MEMORY_KEY, TIMING_COLUMNS, TIMINGS_KEY, Job
-from ui.formulas import BACKEND_LABELS
-from ui.layout import page_intro, what_to_try
-from ui.state import PageState, write_url_after_fragment
+from ui.cost import views as cost_views
+from ui.cost.views import MEMORY_KEY, TIMING_COLUMNS, TIMINGS_KEY, Job
+from ui.widgets import render
+from ui.widgets.formulas import BACKEND_LABELS
+from ui.widgets.layout import page_intro, what_to_try
+from ui.widgets.state import PageState, write_url_after_fragment
 
 # Every size a link can ask for is one of these: a crafted link can never request more.
 MAX_LENGTHS = (256, 512, 1024, 2048)
@@ -103,8 +104,8 @@ def time_and_memory(available: list[str]) -> None:
         builders = {"time": cost_views.time_figure, "memory": cost_views.memory_figure}
         for column, (name, build) in zip(st.columns(2), builders.items(), strict=True):
             with column:
-                figure = charts.cached(build, timings, sizes)
-                charts.show(figure, filename=f"attention-{name}-vs-length")
+                figure = render.cached(build, timings, sizes)
+                render.show(figure, filename=f"attention-{name}-vs-length")
         st.caption(
             "FLOPs count the two matrix products, 4·n²·d (the softmax adds a few operations per "
             "score). Small n is dominated by fixed overheads, so the curves bend towards the n² "
@@ -150,8 +151,8 @@ def online_softmax(page_seed: int) -> None:
         key="cost.online_table",
         column_config=cost_views.ONLINE_COLUMNS,
     )
-    figure = charts.cached(cost_views.online_softmax_figure, n_keys, block, seed)
-    charts.show(figure, filename="online-softmax-blocks")
+    figure = render.cached(cost_views.online_softmax_figure, n_keys, block, seed)
+    render.show(figure, filename="online-softmax-blocks")
     output_column, difference_column = st.columns([3, 1])
     output_column.dataframe(
         cost_views.output_table(online, full_output),
@@ -236,13 +237,13 @@ def peak_memory(available: list[str]) -> None:
                 "n/a" if result.peak_bytes is None else f"{result.peak_bytes / MB:,.2f} MB",
                 help=result.peak_note,
             )
-        figure = charts.cached(
+        figure = render.cached(
             cost_views.memory_bars,
             list(by_method.values()),
             score_matrix_bytes(n_long, n_long),
             chunk_bytes(n_long, n_long, chunk),
         )
-        charts.show(figure, filename="attention-peak-memory")
+        render.show(figure, filename="attention-peak-memory")
     else:
         st.info("Press **Measure peak memory** to run each method once.", icon=":material/memory:")
     write_url_after_fragment(view)
@@ -257,8 +258,8 @@ peak_memory(available)
 @st.fragment
 def kv_cache(seed: int) -> None:
     n_decode = st.slider("Tokens generated", 2, 12, key=view.int_key("decode", 6, lo=2, hi=12))
-    figure = charts.cached(cost_views.decoding_figure, n_decode, seed)
-    charts.show(figure, filename="kv-cache-decoding-weights")
+    figure = render.cached(cost_views.decoding_figure, n_decode, seed)
+    render.show(figure, filename="kv-cache-decoding-weights")
     with_cache, without_cache = decoding_score_counts(n_decode)
     cached_column, uncached_column, match_column = st.columns(3)
     cached_column.metric("q·k products with the cache", f"{with_cache:,}")

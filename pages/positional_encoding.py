@@ -2,14 +2,15 @@ import streamlit as st
 
 from attention_core import AttentionInputError
 from attention_core.lessons.position_experiments import PERMUTATIONS, SENTENCE_ENCODINGS
-from ui import charts, quiz
-from ui import positional_views as pv
-from ui.layout import page_intro, what_to_try
-from ui.state import PageState, write_url_after_fragment
+from ui.positional import questions
+from ui.positional import views as positional_views
+from ui.widgets import heatmaps
+from ui.widgets.layout import page_intro, what_to_try
+from ui.widgets.state import PageState, write_url_after_fragment
 
 BASES = [2, 10, 100, 1000, 10000, 100000, 500000, 1000000]
 
-view = PageState("pe")
+view = PageState("positional")
 page_intro(
     "Positional encoding",
     "Attention compares every token with every other token, but nothing in "
@@ -35,7 +36,7 @@ def order_blindness(tokens: tuple[str, ...], order_kind: str, width: int, seed: 
     )
     example = (tokens, order_kind, width, encoding, seed, 10000.0)
     try:
-        blind = pv.blindness(*example)
+        blind = positional_views.blindness(*example)
     except AttentionInputError as error:
         st.error(str(error))
     else:
@@ -44,8 +45,8 @@ def order_blindness(tokens: tuple[str, ...], order_kind: str, width: int, seed: 
             for column, name, suffix in zip(st.columns(2), pair, ("", "-reordered"), strict=True):
                 with column:
                     kind = "weights" if "weights" in name else "output"
-                    pv.show(
-                        pv.blindness_figure,
+                    positional_views.show(
+                        positional_views.blindness_figure,
                         name,
                         *example,
                         filename=f"order-blindness-{kind}{suffix}",
@@ -69,8 +70,11 @@ def order_blindness(tokens: tuple[str, ...], order_kind: str, width: int, seed: 
                 icon=":material/info:",
             )
         with figure_column:
-            pv.show(
-                pv.blindness_figure, "difference", *example, filename="order-blindness-difference"
+            positional_views.show(
+                positional_views.blindness_figure,
+                "difference",
+                *example,
+                filename="order-blindness-difference",
             )
     write_url_after_fragment(view)
 
@@ -83,12 +87,14 @@ st.markdown(
 )
 left, right = st.columns([5, 3])
 sentence = left.text_input(
-    "Sentence", key=view.text_key("sentence", pv.DEFAULT_SENTENCE, max_chars=200), max_chars=200
+    "Sentence",
+    key=view.text_key("sentence", positional_views.DEFAULT_SENTENCE, max_chars=200),
+    max_chars=200,
 )
 order_kind = right.selectbox(
     "Reorder it", PERMUTATIONS, key=view.choice_key("order", "reverse", PERMUTATIONS)
 )
-tokens, sentence_error = pv.sentence_words(sentence)
+tokens, sentence_error = positional_views.sentence_words(sentence)
 if sentence_error:
     left.error(sentence_error)
 width_column, seed_column = st.columns(2)
@@ -107,7 +113,7 @@ seed = seed_column.number_input(
     key=view.int_key("seed", 0, lo=0, hi=999),
 )
 order_blindness(tokens, order_kind, width, seed)
-pv.compare_encodings(view, tokens, order_kind, width, seed)
+positional_views.compare_encodings(view, tokens, order_kind, width, seed)
 
 # -- 2. the sinusoidal table -------------------------------------------------------------------
 
@@ -120,14 +126,14 @@ def chosen_dimensions(n: int, d_model: int, base: float) -> None:
     dims = st.multiselect(
         "Dimensions to plot",
         list(range(d_model)),
-        key=pv.keep(view.multi("dims", default_dims, list(range(d_model)))),
+        key=positional_views.keep(view.multi("dims", default_dims, list(range(d_model)))),
         help="Even dimensions are sines, odd ones cosines; the legend gives each wavelength.",
     )
     if len(dims) > 8:
         st.caption("The first 8 chosen dimensions are plotted.")
     if dims:
-        pv.show(
-            pv.dimensions_figure,
+        positional_views.show(
+            positional_views.dimensions_figure,
             n,
             d_model,
             base,
@@ -145,15 +151,17 @@ st.markdown(
     "fast for the first pairs, ever slower for the last, like the hands of a clock. Together "
     "they give every position a unique pattern of values between −1 and 1."
 )
-d_key = pv.even_d_model_key(view)
+d_key = positional_views.even_d_model_key(view)
 a, b, c = st.columns(3)
 d_model = a.slider("d_model (dimensions)", 2, 1024, step=2, key=d_key)
 n = b.slider("Positions", 2, 2048, key=view.int_key("positions", 128, lo=2, hi=2048))
 base = c.select_slider(
     "Base", BASES, key=view.choice_key("base", 10000, BASES), help="10000 in the original paper."
 )
-pv.show(pv.pe_figure, n, d_model, base, filename=f"sinusoidal-pe-{n}x{d_model}")
-if max(n, d_model) > charts.MAX_SIDE:
+positional_views.show(
+    positional_views.pe_figure, n, d_model, base, filename=f"sinusoidal-pe-{n}x{d_model}"
+)
+if max(n, d_model) > heatmaps.MAX_SIDE:
     st.caption(
         f"The table has {n:,} × {d_model:,} entries, more than a screen has pixels: the picture "
         "averages blocks of cells (see its title); the plots and the table below use exact "
@@ -169,17 +177,20 @@ def position_and_rotation(n: int, d_model: int, base: float) -> None:
     # One fragment: the rotation below starts from the position p chosen here.
     st.subheader("The exact values at one position")
     position = st.slider(
-        "Position p", 0, n - 1, key=pv.keep(view.int_key("position", 1, lo=0, hi=n - 1))
+        "Position p",
+        0,
+        n - 1,
+        key=positional_views.keep(view.int_key("position", 1, lo=0, hi=n - 1)),
     )
     st.markdown(
         "Check a hand calculation: with d_model = 4 and p = 1 the row is "
         "(sin 1, cos 1, sin 0.01, cos 0.01), because ω₁ = 10000^(−2/4) = 0.01."
     )
     st.dataframe(
-        pv.breakdown_frame(position, d_model, base),
+        positional_views.breakdown_frame(position, d_model, base),
         hide_index=True,
         height=260,
-        column_config=pv.BREAKDOWN_COLUMNS,
+        column_config=positional_views.BREAKDOWN_COLUMNS,
     )
     st.header("Similar positions, and a shift that is a rotation", divider="gray")
     st.markdown(
@@ -187,9 +198,17 @@ def position_and_rotation(n: int, d_model: int, base: float) -> None:
         "PE(p)·PE(p+k) = Σᵢ cos(ωᵢ k), the same for every p. Near positions are alike, far ones "
         "less so (though not monotonically)."
     )
-    pv.show(pv.similarity_figure, n, d_model, base, filename=f"pe-similarity-{n}x{d_model}")
-    pv.show(pv.similarity_profile_figure, n, d_model, base, filename="pe-dot-by-distance")
-    spread = pv.similarity_profile(n, d_model, base).spread
+    positional_views.show(
+        positional_views.similarity_figure,
+        n,
+        d_model,
+        base,
+        filename=f"pe-similarity-{n}x{d_model}",
+    )
+    positional_views.show(
+        positional_views.similarity_profile_figure, n, d_model, base, filename="pe-dot-by-distance"
+    )
+    spread = positional_views.similarity_profile(n, d_model, base).spread
     st.caption(
         f"Largest spread over p at any distance: {spread:.1e} (rounding), so the three lines "
         "coincide: the similarity is a function of the distance alone."
@@ -202,20 +221,22 @@ def position_and_rotation(n: int, d_model: int, base: float) -> None:
         "“k tokens back”."
     )
     a, b = st.columns(2)
-    offset = a.slider("Offset k", 0, n - 1, key=pv.keep(view.int_key("offset", 4, lo=0, hi=n - 1)))
-    pair_key = pv.keep(view.int_key("pair", 0, lo=0, hi=d_model // 2 - 1))
+    offset = a.slider(
+        "Offset k", 0, n - 1, key=positional_views.keep(view.int_key("offset", 4, lo=0, hi=n - 1))
+    )
+    pair_key = positional_views.keep(view.int_key("pair", 0, lo=0, hi=d_model // 2 - 1))
     if d_model > 2:
         pair = b.slider("Frequency pair i", 0, d_model // 2 - 1, key=pair_key)
     else:
         pair = 0
         b.caption("d_model = 2 has a single frequency pair, i = 0.")
     try:
-        example = pv.rotation(position, offset, pair, d_model, base)
-        check = pv.shift(n, d_model, offset, base)
+        example = positional_views.rotation(position, offset, pair, d_model, base)
+        check = positional_views.shift(n, d_model, offset, base)
     except AttentionInputError as error:
         st.error(str(error))
     else:
-        st.latex(pv.rotation_latex(example))
+        st.latex(positional_views.rotation_latex(example))
         values, error_column = st.columns(2)
         values.markdown(
             f"Table value PE({position + offset})<sub>{2 * pair},{2 * pair + 1}</sub> = "
@@ -245,7 +266,7 @@ st.markdown(
     "“Positions added” above to *sinusoidal* to see these very inputs change the outputs."
 )
 try:
-    pv.blindness(tokens, order_kind, width, "sinusoidal", seed, 10000.0)
+    positional_views.blindness(tokens, order_kind, width, "sinusoidal", seed, 10000.0)
 except AttentionInputError as error:
     st.error(str(error))
 else:
@@ -254,8 +275,11 @@ else:
     ):
         with column:
             example = (tokens, order_kind, width, "sinusoidal", seed, 10000.0)
-            pv.show(
-                pv.blindness_figure, name, *example, filename=f"sentence-{name.replace('_', '-')}"
+            positional_views.show(
+                positional_views.blindness_figure,
+                name,
+                *example,
+                filename=f"sentence-{name.replace('_', '-')}",
             )
 
 # -- 5. the families, and 6. beyond the training length ---------------------------------------
@@ -268,8 +292,8 @@ st.markdown(
 )
 
 
-pv.families(view, n, d_model, seed, base)
-quiz.positional(view, (tokens, order_kind, width, seed), d_model, base, n)
+positional_views.families(view, n, d_model, seed, base)
+questions.ask_questions(view, (tokens, order_kind, width, seed), d_model, base, n)
 
 what_to_try(
     [

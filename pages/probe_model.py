@@ -3,16 +3,16 @@
 import streamlit as st
 
 from attention_core import AttentionInputError
-from ui import charts
-from ui import model_views as rv
-from ui import probe_views as pv
-from ui.layout import page_intro, what_to_try
-from ui.state import PageState, write_url_after_fragment
+from ui.models import minilm
+from ui.probe import views as probe_views
+from ui.widgets import layout, render
+from ui.widgets.layout import page_intro, what_to_try
+from ui.widgets.state import PageState, write_url_after_fragment
 
 view = PageState("probe")
 page_intro(
     "Probe a real model",
-    f"Seeing a head is not testing an idea about it. Ask {rv.MODEL_NAME} where information "
+    f"Seeing a head is not testing an idea about it. Ask {minilm.MODEL_NAME} where information "
     "comes from once every layer has mixed it (rollout), which keys sit near which queries "
     "(a joint map), and what changes when one token is taken away (ablation).",
     r"A'_\ell = \tfrac12\,\bar A_\ell + \tfrac12\,I,\qquad "
@@ -20,30 +20,32 @@ page_intro(
 )
 view.show_notices()
 
-loaded = rv.load_model()
+loaded = minilm.load_model()
 # Every part of the view is bound first, so a link keeps its state even when there is no model.
-text_key, layer_key, head_key, token_key = rv.sentence_view_keys(
-    view, loaded.shape, text=pv.DEFAULT_TEXT, layer=pv.DEFAULT_LAYER, head=pv.DEFAULT_HEAD,
-    token=pv.DEFAULT_TOKEN, max_token=pv.MAX_PROBE_TOKENS,
+text_key, layer_key, head_key, token_key = minilm.sentence_view_keys(
+    view, loaded.shape, text=probe_views.DEFAULT_TEXT, layer=probe_views.DEFAULT_LAYER, head=probe_views.DEFAULT_HEAD,
+    token=probe_views.DEFAULT_TOKEN, max_token=probe_views.MAX_PROBE_TOKENS,
 )  # fmt: skip
 num_layers, num_heads, _ = loaded.shape
-pairs_key = view.int_key("pairs", 12, lo=0, hi=pv.MAX_PROBE_TOKENS)
-ablate_key = view.int_key("ablate", pv.DEFAULT_ABLATE, lo=1, hi=pv.MAX_PROBE_TOKENS)
-mode_key = view.choice_key("mode", pv.DEFAULT_MODE, list(pv.MODES))
-with_key = view.text_key("with", pv.DEFAULT_REPLACEMENT, max_chars=40)
-cut_layer_key = view.int_key("cut_layer", pv.DEFAULT_ABLATED_LAYER, lo=1, hi=num_layers)
-cut_head_key = view.int_key("cut_head", pv.DEFAULT_ABLATED_HEAD, lo=1, hi=num_heads)
+pairs_key = view.int_key("pairs", 12, lo=0, hi=probe_views.MAX_PROBE_TOKENS)
+ablate_key = view.int_key(
+    "ablate", probe_views.DEFAULT_ABLATE, lo=1, hi=probe_views.MAX_PROBE_TOKENS
+)
+mode_key = view.choice_key("mode", probe_views.DEFAULT_MODE, list(probe_views.MODES))
+with_key = view.text_key("with", probe_views.DEFAULT_REPLACEMENT, max_chars=40)
+cut_layer_key = view.int_key("cut_layer", probe_views.DEFAULT_ABLATED_LAYER, lo=1, hi=num_layers)
+cut_head_key = view.int_key("cut_head", probe_views.DEFAULT_ABLATED_HEAD, lo=1, hi=num_heads)
 
 if loaded.model is None:
-    rv.model_missing_page(view, loaded.error)
+    minilm.model_missing_page(view, loaded.error)
 
 model = loaded.model
-text, trace = rv.traced_text(view, text_key, lambda text: pv.probe_trace(model, text))
+text, trace = minilm.traced_text(view, text_key, lambda text: probe_views.probe_trace(model, text))
 
 tokens = trace.labels()
 n = trace.num_tokens
-positions, token_label = pv.token_options(tokens)
-st.caption(f"{n} tokens: " + " · ".join(rv.plain(t) for t in tokens))
+positions, token_label = probe_views.token_options(tokens)
+st.caption(f"{n} tokens: " + " · ".join(layout.plain(t) for t in tokens))
 layer_col, head_col = st.columns(2)
 layer = layer_col.select_slider("Layer", list(range(1, num_layers + 1)), key=layer_key) - 1
 head = head_col.select_slider("Head", list(range(1, num_heads + 1)), key=head_key) - 1
@@ -66,23 +68,23 @@ st.markdown(
 
 @st.fragment
 def rollout_section() -> None:
-    moved = pv.fit_token(view, "token", n)
+    moved = probe_views.fit_token(view, "token", n)
     if moved:
         st.warning(moved, icon=":material/link_off:")
     token = st.selectbox("Token to follow", positions, format_func=token_label, key=token_key) - 1
     whole_col, one_col = st.columns(2)
     with whole_col:
-        charts.show(charts.cached(pv.rollout_figure, text), filename="probe-rollout")
+        render.show(render.cached(probe_views.rollout_figure, text), filename="probe-rollout")
     with one_col:
-        charts.show(
-            charts.cached(pv.token_rollout_figure, text, token),
+        render.show(
+            render.cached(probe_views.token_rollout_figure, text, token),
             filename=f"probe-rollout-token-{token + 1}",
         )
-    rollout = pv.rollout_of(text)
+    rollout = probe_views.rollout_of(text)
     top = int(rollout.rollout[token].argmax())
     st.caption(
-        f"Token {token + 1} “{rv.plain(tokens[token])}” traces most to token {top + 1} "
-        f"“{rv.plain(tokens[top])}” ({rollout.rollout[token, top]:.0%}), against "
+        f"Token {token + 1} “{layout.plain(tokens[token])}” traces most to token {top + 1} "
+        f"“{layout.plain(tokens[top])}” ({rollout.rollout[token, top]:.0%}), against "
         f"{rollout.head_mean[-1, token, top]:.0%} in the last layer's own attention. The rows on "
         "the right grow layer by layer: each multiplication spreads the mixture further."
     )
@@ -124,12 +126,14 @@ st.markdown(
 
 @st.fragment
 def query_key_section(layer: int, head: int) -> None:
-    pairs = st.slider("Lines for the heaviest weights", 0, pv.MAX_PROBE_TOKENS, key=pairs_key)
-    charts.show(
-        charts.cached(pv.query_key_map_figure, text, layer, head, pairs),
+    pairs = st.slider(
+        "Lines for the heaviest weights", 0, probe_views.MAX_PROBE_TOKENS, key=pairs_key
+    )
+    render.show(
+        render.cached(probe_views.query_key_map_figure, text, layer, head, pairs),
         filename=f"probe-query-key-map-l{layer + 1}-h{head + 1}",
     )
-    projection = pv.projection_of(text, layer, head)
+    projection = probe_views.projection_of(text, layer, head)
     kept = projection.explained.sum()
     st.caption(
         f"Circles are queries, diamonds keys; a line joins a query to a key it gives much "
@@ -157,10 +161,16 @@ st.markdown(
 
 @st.fragment
 def ablation_section(layer: int, head: int) -> None:
-    moved = pv.fit_token(view, "ablate", n)
+    moved = probe_views.fit_token(view, "ablate", n)
     if moved:
         st.warning(moved, icon=":material/link_off:")
-    mode = st.radio("How", list(pv.MODES), format_func=pv.MODES.get, horizontal=True, key=mode_key)
+    mode = st.radio(
+        "How",
+        list(probe_views.MODES),
+        format_func=probe_views.MODES.get,
+        horizontal=True,
+        key=mode_key,
+    )
     token_col, with_col, cut_col, cut_head_col = st.columns(4)
     position = (
         token_col.selectbox(
@@ -186,13 +196,13 @@ def ablation_section(layer: int, head: int) -> None:
     replacement = replacement.strip() if mode == "replace" else ""
     ablated = (cut_layer - 1, cut_head - 1)
     try:
-        ablation = pv.ablation_of(model, text, position, mode, replacement, ablated)
+        ablation = probe_views.ablation_of(model, text, position, mode, replacement, ablated)
     except AttentionInputError as error:
         with_col.error(str(error), icon=":material/edit_off:")
         write_url_after_fragment(view)
         return
     args = (text, position, mode, replacement, ablated, layer, head)
-    change, (i, j) = pv.largest_change(ablation, layer, head)
+    change, (i, j) = probe_views.largest_change(ablation, layer, head)
     sim_col, weight_col = st.columns(2)
     sim_col.metric("Sentence embeddings, cosine similarity", f"{ablation.cosine:.4f}")
     weight_col.metric(
@@ -200,14 +210,20 @@ def ablation_section(layer: int, head: int) -> None:
         f"{change:+.3f}",
         help=f"query {i + 1} “{tokens[i]}” → key {j + 1} “{tokens[j]}”",
     )
-    if note := pv.unchanged_layer_note(ablation, layer):
+    if note := probe_views.unchanged_layer_note(ablation, layer):
         st.info(note, icon=":material/info:")
     before_col, after_col = st.columns(2)
     with before_col:
-        charts.show(charts.cached(pv.ablation_figure, *args, "before"), filename="probe-before")
+        render.show(
+            render.cached(probe_views.ablation_figure, *args, "before"), filename="probe-before"
+        )
     with after_col:
-        charts.show(charts.cached(pv.ablation_figure, *args, "after"), filename="probe-after")
-    charts.show(charts.cached(pv.ablation_figure, *args, "difference"), filename="probe-difference")
+        render.show(
+            render.cached(probe_views.ablation_figure, *args, "after"), filename="probe-after"
+        )
+    render.show(
+        render.cached(probe_views.ablation_figure, *args, "difference"), filename="probe-difference"
+    )
     st.caption(
         "Below zero a cell lost weight, above zero it gained some (the middle of the colour "
         "bar is no change). "
@@ -225,8 +241,8 @@ def ablation_section(layer: int, head: int) -> None:
             else ""
         )
     )
-    charts.show(
-        charts.cached(pv.token_change_figure, text, position, mode, replacement, ablated),
+    render.show(
+        render.cached(probe_views.token_change_figure, text, position, mode, replacement, ablated),
         filename="probe-token-change",
     )
     write_url_after_fragment(view)

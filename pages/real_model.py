@@ -2,18 +2,19 @@
 
 import streamlit as st
 
-from ui import charts, quiz, step_views
-from ui import model_figures as mf
-from ui import model_head as mh
-from ui import model_views as rv
-from ui.layout import page_intro, what_to_try
-from ui.state import PageState, write_url_after_fragment
+from ui.models import head_link, minilm
+from ui.pretrained import figures as pretrained_figures
+from ui.pretrained import questions
+from ui.pretrained import views as pretrained_views
+from ui.widgets import layout, render, steps
+from ui.widgets.layout import page_intro, what_to_try
+from ui.widgets.state import PageState, write_url_after_fragment
 
-view = PageState("bert")
+view = PageState("pretrained")
 page_intro(
     "Attention in a real pretrained model",
     f"Toy matrices show the mechanism; trained heads show what it is for. Type a sentence and "
-    f"see all 72 heads (6 layers × 12) of {rv.MODEL_NAME}, a BERT encoder, computed by this "
+    f"see all 72 heads (6 layers × 12) of {minilm.MODEL_NAME}, a BERT encoder, computed by this "
     "project's own NumPy attention code (it matches Hugging Face transformers to 1e-4).",
     r"\begin{aligned}\mathrm{head}_{\ell,h}(X) &= \mathrm{softmax}\!\left(\frac{Q_h K_h^\top}"
     r"{\sqrt{32}}\right) V_h \\ Q = X W_Q^\top + b_Q,\quad K &= X W_K^\top + b_K,\quad"
@@ -21,24 +22,24 @@ page_intro(
 )
 view.show_notices()
 
-loaded = rv.load_model()
+loaded = minilm.load_model()
 num_layers, num_heads, max_tokens = loaded.shape
 
 # Every part of the view is bound first, so a link keeps its state even when there is no model.
-text_key, layer_key, head_key, token_key = rv.sentence_view_keys(
-    view, loaded.shape, text=rv.DEFAULT_TEXT, layer=rv.DEFAULT_LAYER, head=rv.DEFAULT_HEAD,
-    token=rv.DEFAULT_QUERY, max_token=max_tokens,
+text_key, layer_key, head_key, token_key = minilm.sentence_view_keys(
+    view, loaded.shape, text=minilm.DEFAULT_TEXT, layer=pretrained_views.DEFAULT_LAYER, head=pretrained_views.DEFAULT_HEAD,
+    token=pretrained_views.DEFAULT_QUERY, max_token=max_tokens,
 )  # fmt: skip
-view_key = view.choice_key("view", "head", list(rv.VIEWS))
+view_key = view.choice_key("view", "head", list(pretrained_views.VIEWS))
 only_key = view.bool_key("only", False)
 pipeline_key = view.bool_key("steps", False)
 
 if loaded.model is None:
-    rv.model_missing_page(view, loaded.error)
+    minilm.model_missing_page(view, loaded.error)
 
 model = loaded.model
 st.caption(
-    f":material/memory: {rv.MODEL_NAME} from {rv.plain(loaded.source)}: {num_layers} layers, "
+    f":material/memory: {minilm.MODEL_NAME} from {layout.plain(loaded.source)}: {num_layers} layers, "
     f"{num_heads} heads, d_model {model.config.hidden_size}, d_head {model.config.head_dim}, "
     f"at most {max_tokens} tokens."
 )
@@ -47,20 +48,20 @@ st.caption(
 
 st.header(":material/edit_note: The text")
 for column, (name, (title, _, _)) in zip(
-    st.columns(len(rv.PRESETS)), rv.PRESETS.items(), strict=True
+    st.columns(len(minilm.PRESETS)), minilm.PRESETS.items(), strict=True
 ):
     column.button(
         title,
-        key=f"bert.preset.{name}",
-        on_click=rv.use_preset,
+        key=f"pretrained.preset.{name}",
+        on_click=pretrained_views.use_preset,
         args=(view, name),
         width="stretch",
     )
-text, trace = rv.traced_text(view, text_key, lambda text: rv.page_trace(model, text))
+text, trace = minilm.traced_text(view, text_key, lambda text: minilm.page_trace(model, text))
 
 tokens = trace.labels()
 n = trace.num_tokens
-shown = " · ".join(rv.plain(t) for t in tokens[:80]) + (" · …" if n > 80 else "")
+shown = " · ".join(layout.plain(t) for t in tokens[:80]) + (" · …" if n > 80 else "")
 st.caption(f"{n} tokens (WordPiece; [CLS] and [SEP] are added by the model): {shown}")
 if trace.truncated:
     st.warning(
@@ -69,7 +70,7 @@ if trace.truncated:
         f"{trace.num_input_tokens - n} tokens are cut off.",
         icon=":material/content_cut:",
     )
-rv.fit_query_token(view, tokens)
+pretrained_views.fit_query_token(view, tokens)
 
 # -- which head -----------------------------------------------------------------------------------
 
@@ -85,46 +86,52 @@ query = (
     )
     - 1
 )
-query_token = rv.plain(tokens[query])
-mh.send_link(model, text, layer, head)
+query_token = layout.plain(tokens[query])
+head_link.send_link(model, text, layer, head)
 
 
 @st.fragment
 def picture(layer: int, head: int, query: int) -> None:
     shown_view = st.radio(
-        "Picture", list(rv.VIEWS), format_func=rv.VIEWS.get, horizontal=True, key=view_key
+        "Picture",
+        list(pretrained_views.VIEWS),
+        format_func=pretrained_views.VIEWS.get,
+        horizontal=True,
+        key=view_key,
     )
-    zoom = charts.cached(mf.zoom_figure, text, layer, head, query)
+    zoom = render.cached(pretrained_figures.zoom_figure, text, layer, head, query)
     if shown_view == "head":
         st.header(f":material/linear_scale: Layer {layer + 1}, head {head + 1}: who looks at whom")
-        too_long = n > mf.MAX_HEAD_VIEW_TOKENS
+        too_long = n > pretrained_figures.MAX_HEAD_VIEW_TOKENS
         only = st.toggle(
             f"Only the lines of the query token “{query_token}”",
             key=only_key,
-            disabled=too_long or n > mf.MAX_ALL_LINES_TOKENS,
+            disabled=too_long or n > pretrained_figures.MAX_ALL_LINES_TOKENS,
         )
         lines_col, heat_col = st.columns(2)
         with lines_col:
             if too_long:
                 st.info(
-                    f"The line view is drawn for texts of up to {mf.MAX_HEAD_VIEW_TOKENS} tokens; "
+                    f"The line view is drawn for texts of up to {pretrained_figures.MAX_HEAD_VIEW_TOKENS} tokens; "
                     "the heatmap beside it shows all of them.",
                     icon=":material/info:",
                 )
             else:
-                only_lines = only or n > mf.MAX_ALL_LINES_TOKENS
-                lines = charts.cached(mf.head_view_figure, text, layer, head, query, only_lines)
-                charts.show(lines, filename=f"bert-head-view-l{layer + 1}-h{head + 1}")
+                only_lines = only or n > pretrained_figures.MAX_ALL_LINES_TOKENS
+                lines = render.cached(
+                    pretrained_figures.head_view_figure, text, layer, head, query, only_lines
+                )
+                render.show(lines, filename=f"bert-head-view-l{layer + 1}-h{head + 1}")
                 st.caption(
                     "Each line joins a query (left) to a key (right); the thicker and darker, the "
-                    f"more weight. Lines under {mf.MIN_LINE_WEIGHT:.0%} are not drawn. "
+                    f"more weight. Lines under {pretrained_figures.MIN_LINE_WEIGHT:.0%} are not drawn. "
                     f"Red: the query “{query_token}”; hover its keys for the weights."
                 )
         with heat_col:
-            charts.show(zoom, filename=f"bert-weights-l{layer + 1}-h{head + 1}")
+            render.show(zoom, filename=f"bert-weights-l{layer + 1}-h{head + 1}")
     elif shown_view == "model":
         st.header(":material/grid_view: Every head at once")
-        mf.show_model_view(view, trace, layer, head)
+        pretrained_figures.show_model_view(view, trace, layer, head)
         if (view.value("layer") - 1, view.value("head") - 1) != (layer, head):
             st.rerun()  # a click on a tile picked another head: the whole page follows it
         st.caption(
@@ -132,13 +139,17 @@ def picture(layer: int, head: int, query: int) -> None:
             f"across. Click a map to zoom into it; framed, the head chosen (layer {layer + 1}, "
             f"head {head + 1}), zoomed below. Early layers look at neighbours; many later heads "
             "park their weight on [CLS] or [SEP] (see the labels below)."
-            + (" Long texts are averaged over blocks of tokens here." if n > mf.MAX_TILE else "")
+            + (
+                " Long texts are averaged over blocks of tokens here."
+                if n > pretrained_figures.MAX_TILE
+                else ""
+            )
         )
-        charts.show(zoom, filename=f"bert-weights-l{layer + 1}-h{head + 1}")
+        render.show(zoom, filename=f"bert-weights-l{layer + 1}-h{head + 1}")
     else:
         st.header(":material/layers: Each layer, averaged over its heads")
-        averages = charts.cached(mf.averages_figure, text, layer)
-        charts.show(averages, filename="bert-layer-averages")
+        averages = render.cached(pretrained_figures.averages_figure, text, layer)
+        render.show(averages, filename="bert-layer-averages")
         st.caption(
             "The mean of the 12 heads of each layer. Averages blur heads with different jobs into "
             "one picture: compare with the single heads in the model view."
@@ -147,9 +158,9 @@ def picture(layer: int, head: int, query: int) -> None:
 
 
 picture(layer, head, query)
-mf.compare_heads(view, trace, layer, head)
-quiz.real_model(view, trace, layer, tokens)
-label = rv.PATTERN_TITLES[str(trace.patterns.labels[layer, head])]
+pretrained_figures.compare_heads(view, trace, layer, head)
+questions.ask_questions(view, trace, layer, tokens)
+label = pretrained_views.PATTERN_TITLES[str(trace.patterns.labels[layer, head])]
 
 # -- what the heads do ----------------------------------------------------------------------------
 
@@ -160,20 +171,20 @@ st.markdown(
     f"{trace.patterns.threshold:.0%}, *broad* when its weight is spread almost evenly "
     f"(normalised entropy ≥ {trace.patterns.broad_threshold:.0%}), otherwise *mixed*."
 )
-charts.show(charts.cached(mf.roles_figure, text), filename="bert-head-roles")
-counts = rv.label_counts(trace)
+render.show(render.cached(pretrained_figures.roles_figure, text), filename="bert-head-roles")
+counts = pretrained_views.label_counts(trace)
 st.caption("Heads per label: " + ", ".join(f"{name} {count}" for name, count in counts.items()))
 scores_col, sink_col = st.columns([3, 2])
 with scores_col:
     st.markdown(f"**Layer {layer + 1}, head {head + 1}: {label}**")
     st.dataframe(
-        rv.head_scores_table(trace, layer, head),
+        pretrained_views.head_scores_table(trace, layer, head),
         hide_index=True,
         column_config={
             "score": st.column_config.NumberColumn(format="%.3f"),
             "what the score is": st.column_config.TextColumn(width="large"),
         },
-        key="bert.head_scores",
+        key="pretrained.head_scores",
     )
 with sink_col:
     share = trace.patterns.special_share()
@@ -193,7 +204,7 @@ with sink_col:
 st.header(
     f":material/calculate: Layer {layer + 1}, head {head + 1}, query “{query_token}”, step by step"
 )
-one, difference = rv.head_steps(trace, layer, head)
+one, difference = pretrained_views.head_steps(trace, layer, head)
 q = trace.q_heads[layer, head]
 k = trace.k_heads[layer, head]
 v = trace.v_heads[layer, head]
@@ -207,41 +218,41 @@ st.markdown(
     f"`({n}, {q.shape[-1]})` (one row per token). Scaled dot-product attention rerun on "
     f"them gives {agreement}; here is every step for the query “{query_token}”."
 )
-if n <= rv.MAX_WRITTEN_KEYS:
-    step_views.explain_row(one, query, q=q, k=k, v=v, query_labels=tokens, key_labels=tokens)
+if n <= pretrained_views.MAX_WRITTEN_KEYS:
+    steps.explain_row(one, query, q=q, k=k, v=v, query_labels=tokens, key_labels=tokens)
 else:
     st.caption(
         f"{n} keys are too many to write out one by one: the row of query {query + 1} "
         f"“{query_token}”, key by key."
     )
     st.dataframe(
-        rv.row_table(one, query, tokens),
+        pretrained_views.row_table(one, query, tokens),
         hide_index=True,
         column_config={
             name: st.column_config.NumberColumn(format="%.4f")
             for name in ("score q·k", "scaled", "weight")
         },
-        key="bert.row",
+        key="pretrained.row",
     )
 
 
 @st.fragment
 def step_heatmaps(layer: int, head: int) -> None:
     if st.toggle("Show every step as a heatmap", key=pipeline_key):
-        if n <= rv.MAX_PIPELINE_TOKENS:
-            step_views.show_pipeline(
+        if n <= pretrained_views.MAX_PIPELINE_TOKENS:
+            steps.show_pipeline(
                 one,
                 q=q,
                 k=k,
                 v=v,
                 query_labels=tokens,
                 key_labels=tokens,
-                key="bert.pipeline",
+                key="pretrained.pipeline",
                 filename=f"bert-l{layer + 1}-h{head + 1}",
             )
         else:
             st.info(
-                f"The step heatmaps are drawn for texts of up to {rv.MAX_PIPELINE_TOKENS} tokens; "
+                f"The step heatmaps are drawn for texts of up to {pretrained_views.MAX_PIPELINE_TOKENS} tokens; "
                 f"this one has {n}.",
                 icon=":material/info:",
             )

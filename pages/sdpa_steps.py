@@ -13,11 +13,15 @@ from attention_core.lessons.presets import (
     preset_sizes,
     sentence_tokens,
 )
-from ui import exports, model_head, quiz, step_views
-from ui.editors import qkv_editors
-from ui.formulas import SCORING_TEXT
-from ui.layout import page_intro, stale_notice, what_to_try
-from ui.state import HandMadeExample, PageState, is_presenting, stored, write_url_after_fragment
+from ui.models import head_link
+from ui.scaled_dot_product import check_work, questions
+from ui.scaled_dot_product import scaling as scaling_views
+from ui.widgets import exports, steps
+from ui.widgets.editors import qkv_editors
+from ui.widgets.formulas import SCORING_TEXT
+from ui.widgets.hand_made import HandMadeExample
+from ui.widgets.layout import page_intro, stale_notice, what_to_try
+from ui.widgets.state import PageState, is_presenting, stored, write_url_after_fragment
 
 PRESET_TITLES = {
     "three_token": "3 tokens, d_k = 2 (worked by hand)",
@@ -33,7 +37,7 @@ SCORING_TITLES = {
 SIZES = ("n_q", "n_k", "d_k", "d_v")
 TAU_RANGE = (0.1, 5.0)
 
-view = PageState("sdpa")
+view = PageState("scaled_dot_product")
 # Numbers typed by hand, or brought by a link or an upload, replace the preset's.
 hand = HandMadeExample(view, sizes=SIZES, max_size=SIZE_LIMITS["n_q"], max_width=SIZE_LIMITS["d_k"])
 page_intro(
@@ -46,7 +50,7 @@ page_intro(
 )
 view.show_notices()
 hand.read_link()
-model_head.bring_head(view, hand)  # a real head sent from the pretrained-model page
+head_link.bring_head(view, hand)  # a real head sent from the pretrained-model page
 
 
 def use_preset_sizes() -> None:
@@ -136,7 +140,7 @@ st.markdown(
     "Edit any cell, and the token names of Q and K. Row *i* of V is the value of key *i* (the "
     "key's token names it)."
 )
-current, stale = qkv_editors("sdpa", base, side_by_side=max(d_k, d_v) <= 4 and not is_presenting())
+current, stale = qkv_editors(view.page, base, side_by_side=max(d_k, d_v) <= 4 and not is_presenting())
 q, k, v = current.q, current.k, current.v
 # A link carries hand-edited numbers only: an untouched preset is rebuilt from its settings.
 hand.remember(current, preset_example)
@@ -144,7 +148,7 @@ hand.remember(current, preset_example)
 with st.expander("Upload or download Q, K, V", icon=":material/swap_vert:"):
     exports.upload_example(
         hand,
-        key="sdpa.upload",
+        key="scaled_dot_product.upload",
         label="Upload a JSON example saved from this page, or CSV files named q.csv, k.csv, "
         "v.csv (one or more; the others stay as they are)",
         choices={"scoring": list(SCORING_TITLES)},
@@ -157,7 +161,7 @@ with st.expander("Upload or download Q, K, V", icon=":material/swap_vert:"):
             for name, matrix, labels in (("Q", q, current.query_labels),
                                          ("K", k, current.key_labels), ("V", v, current.key_labels))
         },
-        key="sdpa.download.qkv",
+        key="scaled_dot_product.download.qkv",
         label="Download a matrix",
     )  # fmt: skip
 for name in stale:
@@ -167,7 +171,7 @@ for name in stale:
 # Fragments: a setting reruns only what follows it, a query or a step only its own part.
 
 
-@st.fragment(key="sdpa.steps")
+@st.fragment(key="scaled_dot_product.steps")
 def settings_and_steps(current: Example, preset: str, sizes: tuple[int, int, int, int]) -> None:
     q, k, v = current.q, current.k, current.v
     st.header("Settings")
@@ -211,33 +215,33 @@ def settings_and_steps(current: Example, preset: str, sizes: tuple[int, int, int
         write_url_after_fragment(view)
         return
 
-    quiz.sdpa(view, result, current, causal=causal)
+    questions.ask_questions(view, result, current, causal=causal)
     st.header("The steps")
     pipeline(result, current, scoring)
     settings = {"scoring": scoring_choice, "scaling": scaling, "causal": causal, "tau": tau,
                 "scoring_function": scoring, "scale": result.scale}  # fmt: skip
     exports.download_example(current, settings=settings, steps=result, filename="sdpa-example",
-                             key="sdpa.download.json")  # fmt: skip
+                             key="scaled_dot_product.download.json")  # fmt: skip
     if preset == "sharp_flat":
-        step_views.show_sharp_vs_flat(sizes, scoring=scoring, tau=tau, causal=causal, key="sdpa")
+        scaling_views.show_sharp_vs_flat(sizes, scoring=scoring, tau=tau, causal=causal, key=view.page)
     explain_one_row(result, current, scoring)
     check_my_work(result, current)
-    step_views.compare_scaling(view, current, scoring_choice, tau, causal)
+    scaling_views.compare_scaling(view, current, scoring_choice, tau, causal)
     write_url_after_fragment(view)
 
 
-@st.fragment(key="sdpa.pipeline")
+@st.fragment(key="scaled_dot_product.pipeline")
 def pipeline(result, current: Example, scoring: str) -> None:
-    upto = step_views.presenter_steps(view)  # presenters reveal one step at a time
-    step_views.show_pipeline(
+    upto = steps.presenter_steps(view)  # presenters reveal one step at a time
+    steps.show_pipeline(
         result, q=current.q, k=current.k, v=current.v, query_labels=current.query_labels,
-        key_labels=current.key_labels, key="sdpa.pipeline", filename="sdpa", upto=upto,
+        key_labels=current.key_labels, key="scaled_dot_product.pipeline", filename="sdpa", upto=upto,
         scoring=scoring,
     )  # fmt: skip
     write_url_after_fragment(view)
 
 
-@st.fragment(key="sdpa.row")
+@st.fragment(key="scaled_dot_product.row")
 def explain_one_row(result, current: Example, scoring: str) -> None:
     st.header("Explain one row")
     labels = current.query_labels
@@ -247,14 +251,14 @@ def explain_one_row(result, current: Example, scoring: str) -> None:
         format_func=lambda i: f"{i}: {labels[i - 1]}",
         key=view.int_key("row", 1, lo=1, hi=len(labels)),
     )
-    step_views.explain_row(
+    steps.explain_row(
         result, row - 1, q=current.q, k=current.k, v=current.v, query_labels=labels,
         key_labels=current.key_labels, scoring=scoring,
     )  # fmt: skip
     write_url_after_fragment(view)
 
 
-@st.fragment(key="sdpa.check")
+@st.fragment(key="scaled_dot_product.check")
 def check_my_work(result, current: Example) -> None:
     # Opened on demand (and from links: a teacher's exercise link can open "check my work").
     check = st.expander("Check my work", icon=":material/task_alt:",
@@ -265,13 +269,13 @@ def check_my_work(result, current: Example) -> None:
                 "Work out the weights or the output by hand (the formulas above show how), type "
                 "them in, and see which cells are right."
             )
-            step_views.check_my_work(result, key="sdpa.check", query_labels=current.query_labels,
+            check_work.check_my_work(result, key="scaled_dot_product.check", query_labels=current.query_labels,
                                 key_labels=current.key_labels)  # fmt: skip
     write_url_after_fragment(view)
 
 
 settings_and_steps(current, preset, (n_q, n_k, d_k, d_v))
-step_views.why_scale(view, key="sdpa.sqrt_dk")
+scaling_views.why_scale(view, key="scaled_dot_product.sqrt_dk")
 
 what_to_try(
     [

@@ -2,14 +2,15 @@
 
 import streamlit as st
 
-from ui import charts
-from ui.layout import page_intro
 from ui.pages import PAGES
-from ui.state import PageState
+from ui.why import figures as why_figures
+from ui.widgets import render
+from ui.widgets.layout import page_intro
+from ui.widgets.state import PageState
 
 THIS_PAGE = "pages/why_attention.py"
 
-view = PageState("home")
+view = PageState("why")
 page_intro(
     "Why attention?",
     "Attention lets every token look at every other token and take a weighted average of what "
@@ -25,13 +26,13 @@ view.show_notices()
 SENTENCE = tuple("The cat sat on the mat because it was warm".split())
 
 
-@st.fragment(key="home.chain_or_pairs")
+@st.fragment(key="why.chain_or_pairs")
 def chain_or_pairs() -> None:
     """The slider, the diagram and the counts: moving the slider reruns only this."""
     length = st.slider(
         "Tokens in the sentence", 2, len(SENTENCE), key=view.int_key("n", 6, lo=2, hi=len(SENTENCE))
     )
-    charts.show(charts.cached(charts.rnn_vs_attention, SENTENCE[:length]),
+    render.show(render.cached(why_figures.rnn_vs_attention, SENTENCE[:length]),
                 filename="rnn-vs-attention")  # fmt: skip
     steps, pairs, ops = st.columns(3)
     steps.metric("RNN: sequential steps, first → last token", length - 1)

@@ -2,7 +2,7 @@
 
 `AppTest.run()` always reruns the whole script; in the browser, a widget inside a fragment
 reruns only that fragment, so the page's closing `sync_url()` does not run and whatever the
-fragment needs must already be in it. `run_fragment(at, "home.chain_or_pairs")` sends the rerun
+fragment needs must already be in it. `run_fragment(at, "why.chain_or_pairs")` sends the rerun
 request the frontend sends (the fragment's id with the widget states) for the fragment
 declared with `@st.fragment(key=...)`. Afterwards `at` holds only what the fragment drew.
 """

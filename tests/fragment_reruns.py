@@ -3,7 +3,7 @@
 AppTest reruns the whole script for every widget change, so it cannot show that a widget inside
 an `st.fragment` reruns only its fragment, nor that the link (written at the fragment's end,
 since the page's closing `sync_url` does not run then) follows it. This drives `streamlit run`
-over its websocket protocol as a browser tab does (tests/streamlit_stream.py) and records, per
+over its websocket protocol as a browser tab does (harness/stream.py) and records, per
 run, the link the server set (`page_info_changed`), the text and metric values it drew and how
 many elements it sent.
 
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 import websockets
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-from deploy.serve import ROOT, Deployment
-from tests.streamlit_stream import Viewer, Widget, run_to_end
+from harness.stream import Viewer, Widget, run_to_end
+from server.serve import ROOT, Deployment
 
 
 @dataclass

@@ -20,10 +20,11 @@ from streamlit.runtime.session_manager import SessionInfo
 from streamlit.runtime.websocket_session_manager import WebsocketSessionManager
 from streamlit.testing.v1 import AppTest
 
+from harness.app_pages import ROOT, registered_pages
+from harness.stream import run_to_end
+from server.memory import TRIM_THREAD
+from server.sessions import expired_sessions_dropped, forget_expired_sessions
 from tests.app_fragments import run_fragment
-from tests.app_pages import ROOT, registered_pages
-from tests.streamlit_stream import run_to_end
-from ui.warmup import TRIM_THREAD, expired_sessions_dropped, forget_expired_sessions
 
 PAGES = registered_pages()
 
@@ -59,7 +60,7 @@ def test_home_slider_changes_the_counts():
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["RNN: sequential steps, first → last token"] == "5"
     assert metrics["Attention: query·key scores computed"] == "36"
-    at.slider(key="home.n").set_value(9).run()
+    at.slider(key="why.n").set_value(9).run()
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["RNN: sequential steps, first → last token"] == "8"
     assert metrics["Attention: query·key scores computed"] == "81"
@@ -70,12 +71,12 @@ def test_home_reads_its_state_from_the_link_and_refuses_bad_values():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.query_params["n"] = "4"
     at.run()
-    assert at.slider(key="home.n").value == 4
+    assert at.slider(key="why.n").value == 4
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.query_params["n"] = "1000000000"
     at.run()
-    assert at.slider(key="home.n").value == 6
+    assert at.slider(key="why.n").value == 6
     assert any("n=1000000000" in w.value for w in at.warning)
     assert not at.exception
 
@@ -85,7 +86,7 @@ def test_presenter_mode_from_the_link_is_kept_in_the_link():
     at.query_params["present"] = "1"
     at.run()
     assert at.toggle(key="app.present").value is True
-    at.slider(key="home.n").set_value(3).run()
+    at.slider(key="why.n").set_value(3).run()
     assert at.query_params["present"] == "1"
     at.toggle(key="app.present").set_value(False).run()
     assert "present" not in at.query_params
@@ -102,8 +103,8 @@ def test_chart_downloads_switch_between_png_and_svg_with_a_meaningful_name():
 
 def test_the_home_slider_reruns_only_its_fragment_and_keeps_the_link():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
-    at.slider(key="home.n").set_value(3)
-    run_fragment(at, "home.chain_or_pairs")
+    at.slider(key="why.n").set_value(3)
+    run_fragment(at, "why.chain_or_pairs")
     assert not at.exception, [e.value for e in at.exception]
     metrics = {m.label: m.value for m in at.metric}
     # 3 tokens: 2 hops along the chain, 3 × 3 query·key scores.

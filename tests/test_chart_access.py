@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app_pages import registered_pages
-from ui import charts, describe
-from ui.multihead_views import HEAD_COLORS
-from ui.step_views import _mark_colour
+from harness.app_pages import registered_pages
+from ui.multi_head.views import HEAD_COLORS
+from ui.scaled_dot_product.check_work import _mark_colour
+from ui.widgets import describe, heatmaps, lines, render, theme
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,9 +99,9 @@ def contrast(a: np.ndarray, b: np.ndarray) -> float:
 
 
 SCALES = {
-    "weights": charts.WEIGHT_COLORS,
-    "diverging": charts.DIVERGING_COLORS,
-    "mask": charts.MASK_COLORS,
+    "weights": theme.WEIGHT_COLORS,
+    "diverging": theme.DIVERGING_COLORS,
+    "mask": theme.MASK_COLORS,
 }
 
 
@@ -151,23 +151,23 @@ def test_right_and_wrong_answers_differ_beyond_their_hue(vision):
 
 @pytest.mark.parametrize("vision", list(MACHADO))
 def test_masked_cells_stay_apart_from_every_scale_colour(vision):
-    blocked = simulate(rgb(charts.BLOCKED_COLOR), vision)
+    blocked = simulate(rgb(theme.BLOCKED_COLOR), vision)
     for name in ("weights", "diverging"):
         nearest = min(
             delta_e(blocked, simulate(scale_color(SCALES[name], t), vision))
             for t in np.linspace(0, 1, 101)
         )
         assert nearest > 2 * MIN_DELTA_E, (name, vision, nearest)
-    low, high = (simulate(rgb(c), vision) for _, c in charts.MASK_COLORS)
+    low, high = (simulate(rgb(c), vision) for _, c in theme.MASK_COLORS)
     assert delta_e(low, high) > 10 * MIN_DELTA_E  # a mask is two colours: far apart
 
 
 def test_weights_scale_is_uniform_in_lightness_and_fixed():
-    lightness = [lab(scale_color(charts.WEIGHT_COLORS, t))[0] for t in np.linspace(0, 1, 11)]
+    lightness = [lab(scale_color(theme.WEIGHT_COLORS, t))[0] for t in np.linspace(0, 1, 11)]
     steps = np.diff(lightness)
     assert (steps > 0).all()  # more weight is always lighter, in every reader's eyes
     assert steps.max() / steps.min() < 1.5
-    trace = charts.heatmap(np.full((2, 2), 0.01), row_labels="ab", col_labels="cd").data[0]
+    trace = heatmaps.heatmap(np.full((2, 2), 0.01), row_labels="ab", col_labels="cd").data[0]
     assert (trace.zmin, trace.zmax) == (0.0, 1.0)
 
 
@@ -179,7 +179,7 @@ def cell_numbers(fig) -> dict:
 @pytest.mark.parametrize("kind", ["weights", "scores", "sequential"])
 def test_numbers_in_cells_contrast_with_their_cell(kind):
     values = np.linspace(-1 if kind == "scores" else 0, 1, 121).reshape(11, 11)
-    fig = charts.heatmap(values, row_labels="abcdefghijk", col_labels="abcdefghijk", kind=kind)
+    fig = heatmaps.heatmap(values, row_labels="abcdefghijk", col_labels="abcdefghijk", kind=kind)
     trace, layer = fig.data[0], cell_numbers(fig)
     scale = trace.colorscale
     colors = layer.textfont.color
@@ -192,18 +192,18 @@ def test_numbers_in_cells_contrast_with_their_cell(kind):
 
 
 def test_masked_cells_write_minus_infinity_legibly():
-    fig = charts.heatmap(
+    fig = heatmaps.heatmap(
         np.array([[1.5, -np.inf], [0.25, 2.0]]), row_labels="ab", col_labels="cd", kind="scores"
     )
     layer = cell_numbers(fig)
     assert list(layer.text) == ["1.50", "−∞", "0.25", "2.00"]
-    assert contrast(rgb(layer.textfont.color[1]), rgb(charts.BLOCKED_COLOR)) >= 4.5
+    assert contrast(rgb(layer.textfont.color[1]), rgb(theme.BLOCKED_COLOR)) >= 4.5
 
 
 def test_numbers_appear_up_to_12_by_12_and_not_beyond():
-    small = charts.heatmap(np.eye(12), row_labels=["t"] * 12, col_labels=["t"] * 12)
+    small = heatmaps.heatmap(np.eye(12), row_labels=["t"] * 12, col_labels=["t"] * 12)
     assert len(cell_numbers(small).text) == 144
-    big = charts.heatmap(np.eye(13), row_labels=["t"] * 13, col_labels=["t"] * 13)
+    big = heatmaps.heatmap(np.eye(13), row_labels=["t"] * 13, col_labels=["t"] * 13)
     assert not [t for t in big.data if t.type == "scatter"]
 
 
@@ -212,7 +212,7 @@ HAND = np.array([[0.62, 0.20, 0.18], [0.71, 0.10, 0.19], [0.30, 0.30, 0.40]])
 
 
 def test_summary_names_each_rows_strongest_key_and_the_strongest_weight():
-    fig = charts.heatmap(HAND, row_labels=["the", "cat", "sat"], col_labels=["the", "cat", "sat"])
+    fig = heatmaps.heatmap(HAND, row_labels=["the", "cat", "sat"], col_labels=["the", "cat", "sat"])
     text = describe.summary(fig)
     assert text.startswith("Attention weights, 3 queries × 3 keys:")
     assert "“the” puts 0.62 on “the”" in text
@@ -223,7 +223,7 @@ def test_summary_names_each_rows_strongest_key_and_the_strongest_weight():
 
 def test_summary_of_scores_names_the_range_and_the_masked_cells():
     scores = np.array([[1.5, -np.inf, -np.inf], [0.25, -2.0, -np.inf], [0.5, 3.0, 1.0]])
-    fig = charts.heatmap(scores, row_labels="abc", col_labels="xyz", kind="scores")
+    fig = heatmaps.heatmap(scores, row_labels="abc", col_labels="xyz", kind="scores")
     text = describe.summary(fig)
     assert "from -2.00 (query 2 “b” → key 2 “y”)" in text
     assert "to 3.00 (query 3 “c” → key 2 “y”)" in text
@@ -232,36 +232,36 @@ def test_summary_of_scores_names_the_range_and_the_masked_cells():
 
 def test_grid_and_line_summaries_read_their_numbers():
     stack = np.stack([HAND, HAND.T])
-    grid = charts.heatmap_grid(
+    grid = heatmaps.heatmap_grid(
         stack, titles=["Head 1", "Head 2"], row_labels="abc", col_labels="xyz"
     )
     assert describe.summary(grid) == (
         "2 panels of 3 queries × 3 keys, the strongest weight of each: "
         "Head 1: 0.71 (“b” → “x”); Head 2: 0.71 (“a” → “y”)."
     )
-    lines = charts.line_plot(
+    figure = lines.line_plot(
         np.array([1, 2, 4]), {"full": np.array([1.0, 4.0, 16.0])}, x_title="n", y_title="ms"
     )
-    assert describe.summary(lines) == (
+    assert describe.summary(figure) == (
         "ms against n, 1 line over n 1 to 4: full goes from 1 to 16 (highest 16)."
     )
-    np.testing.assert_array_equal(describe.table(lines).values[:, 0], [1.0, 4.0, 16.0])
+    np.testing.assert_array_equal(describe.table(figure).values[:, 0], [1.0, 4.0, 16.0])
 
 
 def test_a_hand_made_figure_is_described_inside_the_cache():
     def bars(values):
-        return charts._figure(
+        return render.figure(
             [{"type": "bar", "x": ["a", "b"], "y": values, "name": "bytes"}],
             {"title": {"text": "<b>Memory</b>"}},
         )
 
-    fig = charts.cached(bars, [3.0, 7.0])
+    fig = render.cached(bars, [3.0, 7.0])
     assert describe.summary(fig) == "Memory: bytes: 2 bars from 3 to 7."
     assert fig._alt == describe.summary(fig)  # computed once, at build time
 
 
 def test_the_table_holds_the_matrix_with_labels():
-    fig = charts.heatmap(
+    fig = heatmaps.heatmap(
         np.array([[0.5, 0.5], [1.0, 0.0]]),
         row_labels=["the", "the"],
         col_labels=["a", "b"],

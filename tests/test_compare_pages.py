@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app_pages import ROOT, open_model_page
+from harness.app_pages import ROOT, open_model_page
 from tests.plotly_json import plotly_array
 
 A, B, DIFFERENCE = "A: ", "B: ", "B − A"
@@ -73,7 +73,7 @@ SENTENCE = ("the", "cat", "sat", "on", "the", "mat", "and", "slept")
 def test_masking_compares_causal_off_and_on():
     at = open_page(MASK_PAGE)
     assert not compared(at), "the comparison is opt-in: closed, it draws nothing"
-    at.session_state["mask.cmp"] = True
+    at.session_state["masking.cmp"] = True
     at.run()
     n = 6
     q, k, _ = np.random.default_rng(0).standard_normal((3, n, 4))
@@ -123,8 +123,8 @@ def test_multi_head_compares_two_heads_and_keeps_them_in_the_link():
     at = open_page(MHA_PAGE, {"cmp": "1"})
     weights = head_weights(tokens, 8, 4, 0)
     assert_drawn(compared(at), weights[0], weights[1], atol=1e-6)  # heads 1 and 2 by default
-    at.selectbox(key="mha.cmp_a").set_value(4).run()
-    at.selectbox(key="mha.cmp_b").set_value(3).run()
+    at.selectbox(key="multi_head.cmp_a").set_value(4).run()
+    at.selectbox(key="multi_head.cmp_b").set_value(3).run()
     shown = compared(at)
     assert shown[A + "title"] == "A: head 4" and shown[B + "title"] == "B: head 3"
     assert_drawn(shown, weights[3], weights[2], atol=1e-6)
@@ -165,7 +165,7 @@ def test_positional_compares_no_positions_with_sinusoidal():
     assert shown[A + "title"] == "A: none positions"
     assert_drawn(shown, none, sinusoidal, atol=1e-6)
     # The same encoding twice: nothing differs, and the sentence says so.
-    at.selectbox(key="pe.cmp_b").set_value("none").run()
+    at.selectbox(key="positional.cmp_b").set_value("none").run()
     np.testing.assert_array_equal(compared(at)[DIFFERENCE], 0)
     assert "the same pattern" in sentence(at)
     assert at.query_params["cmp_b"] == "none"
@@ -193,7 +193,7 @@ def test_sdpa_compares_scaled_and_unscaled():
         sentence(at)
     )
     # With the causal mask both sides are masked: row 1 sees only itself, in A and in B.
-    at.toggle(key="sdpa.causal").set_value(True).run()
+    at.toggle(key="scaled_dot_product.causal").set_value(True).run()
     causal = np.where(np.tril(np.ones((3, 3), bool)), THREE_TOKEN_SCORES, -np.inf)
     assert_drawn(compared(at), softmax_rows(causal / np.sqrt(2)), softmax_rows(causal))
 
@@ -220,8 +220,8 @@ def test_real_model_compares_two_heads_of_two_layers():
     # A: the page's head (layer 4, head 2); B: layer 1, head 1 by default.
     assert shown[A + "title"] == "A: layer 4 head 2"
     assert_drawn(shown, weights[3, 1], weights[0, 0], atol=1e-6)
-    at.select_slider(key="bert.cmp_layer").set_value(6).run()
-    at.select_slider(key="bert.cmp_head").set_value(12).run()
+    at.select_slider(key="pretrained.cmp_layer").set_value(6).run()
+    at.select_slider(key="pretrained.cmp_head").set_value(12).run()
     a, b = weights[3, 1], weights[5, 11]
     assert_drawn(compared(at), a, b, atol=1e-6)
     i, j = largest_cell(a, b)
@@ -261,7 +261,7 @@ def test_the_maps_are_described_and_the_difference_names_what_differs_most():
 def _compare_mismatched_shapes():
     import numpy as np
 
-    from ui import compare
+    from ui.widgets import compare
 
     compare.show(np.eye(2), np.ones((2, 3)) / 3, names=("head 1", "head 2"),
                  query_labels=["a", "b"], key_labels=["x", "y"], filename="bad")  # fmt: skip

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui.editors import editor_widget_key, parse_matrix
+from ui.widgets.editors import editor_widget_key, parse_matrix
 
 
 def _table(rows, labels=("a", "b")):
@@ -68,7 +68,7 @@ def _editor_script():
     import numpy as np
     import streamlit as st
 
-    from ui.editors import matrix_editor
+    from ui.widgets.editors import matrix_editor
 
     size = st.session_state.get("size", 2)
     default = np.arange(size * 2, dtype=float).reshape(size, 2)  # [[0, 1], [2, 3], ...]

@@ -9,7 +9,7 @@ import pytest
 
 from attention_core import AttentionInputError
 from attention_core.lessons.presets import Example, attention_for, three_token_example
-from ui.exports import (
+from ui.widgets.formats import (
     MAX_UPLOAD_BYTES,
     clean_settings,
     combine_upload,

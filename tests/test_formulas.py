@@ -5,7 +5,7 @@ from attention_core.measurement import (
     BACKENDS,
     METHODS,
 )
-from ui.formulas import BACKEND_LABELS, METHOD_LABELS, SCORING_TEXT
+from ui.widgets.formulas import BACKEND_LABELS, METHOD_LABELS, SCORING_TEXT
 
 
 def test_every_scoring_function_has_a_description_and_a_formula():

@@ -7,7 +7,7 @@ Chromium on every page; these check how they follow the figure.
 import numpy as np
 import pytest
 
-from ui import charts, margins
+from ui.widgets import heatmaps, lines, margins, render
 
 FONT = 12
 
@@ -81,7 +81,7 @@ def test_tokens_that_look_like_tags_count_and_formatting_tags_do_not():
 
 
 def test_only_panels_on_the_figures_edge_push_its_margins():
-    figure = charts.heatmap_grid(
+    figure = heatmaps.heatmap_grid(
         np.full((2, 3, 3), 1 / 3),
         titles=["head 1", "head 2"],
         row_labels=["a", "b", "c"],
@@ -102,7 +102,7 @@ def test_a_legend_below_the_plot_reserves_its_rows():
     x = np.arange(10)
 
     def line(names):
-        figure = charts.line_plot(x, {name: x * 1.0 for name in names}, x_title="x", y_title="y")
+        figure = lines.line_plot(x, {name: x * 1.0 for name in names}, x_title="x", y_title="y")
         return margins.reserved(figure._data, figure._layout)["b"]
 
     one_row = line(["a", "b"])
@@ -113,8 +113,8 @@ def test_a_legend_below_the_plot_reserves_its_rows():
 
 def test_numbers_on_an_axis_are_measured_as_plotly_writes_them():
     x = np.arange(10)
-    small = charts.line_plot(x, {"a": x / 10, "b": x / 20}, x_title="x", y_title="y")
-    large = charts.line_plot(x, {"a": x * 1e5, "b": x * 1e4}, x_title="x", y_title="y")
+    small = lines.line_plot(x, {"a": x / 10, "b": x / 20}, x_title="x", y_title="y")
+    large = lines.line_plot(x, {"a": x * 1e5, "b": x * 1e4}, x_title="x", y_title="y")
     # 0..0.9 is written "0.9" at most; 0..900 000 as "900k".
     assert (
         margins.reserved(large._data, large._layout)["l"]
@@ -123,8 +123,8 @@ def test_numbers_on_an_axis_are_measured_as_plotly_writes_them():
 
 
 def test_figures_leave_the_cache_with_their_margins_reserved():
-    figure = charts.cached(
-        charts.heatmap, np.full((3, 3), 1 / 3), row_labels=["the", "cat", "sat"],
+    figure = render.cached(
+        heatmaps.heatmap, np.full((3, 3), 1 / 3), row_labels=["the", "cat", "sat"],
         col_labels=["the", "cat", "sat"], title="weights",
     )  # fmt: skip
     drawn = figure.to_dict()["layout"]["margin"]
@@ -138,7 +138,7 @@ def test_reserving_widens_the_margin_and_keeps_what_else_the_figure_set():
     data, layout = _heatmap(["a long token label", "b"])
     layout["margin"] = {"l": 10, "r": 10, "t": 10, "b": 10, "pad": 4}
     figure = go.Figure({"data": data, "layout": layout})
-    charts.reserve_margins(figure)
+    render.reserve_margins(figure)
     wanted = margins.reserved(data, layout)
     assert figure.layout.margin.l == wanted["l"] > 10
     assert figure.layout.margin.pad == 4

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app_pages import ROOT
+from harness.app_pages import ROOT
 from tests.fragment_reruns import change_in_fragment, torch_after_a_plain_visit
 from tests.plotly_json import plotly_array
-from ui import cost_views
+from ui.cost import views as cost_views
 
 PAGE = "pages/attention_cost.py"
 MB = 1e6

@@ -16,9 +16,11 @@ from streamlit.testing.v1 import AppTest
 
 from attention_core.models import llama_files
 from attention_core.models.llama import load_llama, run_llama
-from tests.app_pages import open_model_page
+from harness.app_pages import open_model_page
+from server.idle import IdleRelease
 from tests.plotly_json import figures, plotly_array
-from ui import decoder_views as dv
+from ui.decoder import generation
+from ui.models import smollm
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def model():
     path = llama_files.package_gguf_path()
     if path is None:
-        pytest.skip(f"the model package is not installed ({dv.INSTALL_COMMAND})")
+        pytest.skip(f"the model package is not installed ({smollm.INSTALL_COMMAND})")
     return load_llama(path)
 
 
@@ -53,7 +55,7 @@ def softmax(x: np.ndarray) -> np.ndarray:
 
 def test_default_prompt_tokens_top_k_and_cache(model):
     at = open_page()
-    ids = model.encode(dv.DEFAULT_PROMPT)
+    ids = model.encode(generation.DEFAULT_PROMPT)
     tokens_md = [m.value for m in at.markdown if "`The`" in m.value]
     assert tokens_md and "` capital`" in tokens_md[0]
     table = at.dataframe[0].value
@@ -73,7 +75,7 @@ def test_default_prompt_tokens_top_k_and_cache(model):
 
 def test_next_token_grows_the_cache_and_the_link(model):
     at = open_page()
-    n = len(model.encode(dv.DEFAULT_PROMPT))
+    n = len(model.encode(generation.DEFAULT_PROMPT))
     (button,) = [b for b in at.button if b.label == "Next token"]
     button.click().run()
     assert not at.exception
@@ -110,8 +112,8 @@ def test_a_generated_text_is_shown_without_a_new_forward_pass_and_matches_one(mo
     """The page shows generated tokens from the prompt's pass plus the row each decode step
     computed; one full forward pass over the same tokens gives the same numbers."""
     prompt = tuple(model.encode("Attention lets every token look back at"))
-    state = dv.continuation(model, prompt, 3, 0.0, 0, 0)
-    shown = dv.page_trace(model, state.ids, state)
+    state = generation.continuation(model, prompt, 3, 0.0, 0, 0)
+    shown = generation.page_trace(model, state.ids, state)
     n = len(state.ids)
     assert shown.weights.shape == (30, 9, n, n) and len(state.rows) == 3
     # Each generated row is the decode step's own, not recomputed.
@@ -129,19 +131,19 @@ def test_a_generated_text_is_shown_without_a_new_forward_pass_and_matches_one(mo
         shown.sink, full.attention_weights[:, :, 1:, 0].mean(axis=-1), atol=2e-5
     )
     # The figures find the same trace by the ids alone.
-    assert dv.page_trace(model, state.ids) is shown
+    assert generation.page_trace(model, state.ids) is shown
 
 
 def test_generation_reuses_the_decode_steps_of_the_same_tokens_and_stays_exact(model):
     """A decode step is cached by the tokens it reads, not by how they were drawn."""
     prompt = tuple(model.encode("The capital of France is"))
-    greedy = dv.continuation(model, prompt, 6, 0.0, 0, 0)
-    assert dv.continuation(model, prompt, 6, 0.0, 7, 123) is greedy  # argmax ignores both
-    cold = dv.continuation(model, prompt, 6, 0.1, 0, 0)  # draws the argmax every time here
+    greedy = generation.continuation(model, prompt, 6, 0.0, 0, 0)
+    assert generation.continuation(model, prompt, 6, 0.0, 7, 123) is greedy  # argmax ignores both
+    cold = generation.continuation(model, prompt, 6, 0.1, 0, 0)  # draws the argmax every time here
     assert cold is not greedy and cold.ids == greedy.ids
     assert all(a is b for a, b in zip(cold.rows, greedy.rows, strict=True))
     assert cold.cache is greedy.cache and cold.logits is greedy.logits
-    sampled = dv.continuation(model, prompt, 6, 1.0, 20, 3)
+    sampled = generation.continuation(model, prompt, 6, 1.0, 20, 3)
     pairs = zip(sampled.ids[len(prompt) :], greedy.ids[len(prompt) :], strict=True)
     shared = next(i for i, (a, b) in enumerate(pairs) if a != b)
     assert shared >= 1  # both begin " Paris": that step is shared, the rest its own
@@ -157,11 +159,11 @@ def test_empty_prompt_and_missing_model(monkeypatch, tmp_path):
     at = open_page({"prompt": " "})
     assert any("empty" in e.value for e in at.error)
     monkeypatch.setenv(llama_files.LLM_PATH_ENV_VAR, str(tmp_path / "nowhere.gguf"))
-    monkeypatch.setattr(dv, "hub_reachable", lambda: False)
-    dv.forget_decoder()
+    monkeypatch.setattr(smollm, "hub_reachable", lambda: False)
+    smollm.forget_decoder()
     at = open_page()
     assert any("neither a .gguf file" in e.value for e in at.error)
-    assert any(dv.INSTALL_COMMAND in c.value for c in at.code)
+    assert any(smollm.INSTALL_COMMAND in c.value for c in at.code)
 
 
 def test_autoplay_appends_one_token_per_tick(model):
@@ -220,7 +222,7 @@ def test_what_if_runs_only_when_opened(model):
 def test_what_if_removing_france_is_two_forward_passes(model):
     at = open_page({"whatif": "1"})
     assert not at.exception and not at.error
-    ids = np.asarray(model.encode(dv.DEFAULT_PROMPT))
+    ids = np.asarray(model.encode(generation.DEFAULT_PROMPT))
     before = run_llama(model, ids).next_token_logits
     after = run_llama(model, np.delete(ids, 3)).next_token_logits  # " France" is token 4
     p, q = check_what_if(at, model, before, after)
@@ -229,7 +231,7 @@ def test_what_if_removing_france_is_two_forward_passes(model):
 
 
 def test_what_if_hiding_a_token_and_removing_a_head_follow_links(model):
-    ids = np.asarray(model.encode(dv.DEFAULT_PROMPT))
+    ids = np.asarray(model.encode(generation.DEFAULT_PROMPT))
     before = run_llama(model, ids).next_token_logits
     at = open_page({"whatif": "1", "what": "mask", "what_token": "1"})
     keep = np.arange(len(ids)) != 0
@@ -245,7 +247,7 @@ def test_what_if_hiding_a_token_and_removing_a_head_follow_links(model):
 
 def test_what_if_token_past_the_end_is_said_next_to_its_control(model):
     at = open_page({"whatif": "1", "what_token": "40"})
-    n = len(model.encode(dv.DEFAULT_PROMPT))
+    n = len(model.encode(generation.DEFAULT_PROMPT))
     assert any(f"Token 40 does not exist: this text has {n} tokens" in w.value for w in at.warning)
     assert at.selectbox(key="decoder.what_token").value == n
 
@@ -256,7 +258,7 @@ def test_what_if_token_past_the_end_is_said_next_to_its_control(model):
 def test_idle_release_waits_for_the_last_use_and_zero_minutes_never_releases():
     releases = []
     minutes = [10.0]
-    idle = dv.IdleRelease(lambda: releases.append(1), lambda: minutes[0])
+    idle = IdleRelease(lambda: releases.append(1), lambda: minutes[0])
     assert not idle.armed
     idle.used()
     idle.used()
@@ -282,23 +284,24 @@ import json, time
 from pathlib import Path
 import numpy as np
 from attention_core.models.llama import run_llama
-from ui import decoder_views as dv
+from ui.decoder.generation import DEFAULT_PROMPT
+from ui.models import smollm
 
 def rss_mb():
     status = Path("/proc/self/status").read_text()
     return int(status.split("VmRSS:")[1].split()[0]) / 1024
 
 before = rss_mb()
-model = dv.load_decoder().model
+model = smollm.load_decoder().model
 loaded = rss_mb()
-dv.release_decoder()  # an idle release while a viewer's page still holds the model
-kept = dv.load_decoder().model is model
+smollm.release_decoder()  # an idle release while a viewer's page still holds the model
+kept = smollm.load_decoder().model is model
 del model
-dv.release_decoder()  # the last holder has gone: the model and its memory go too
+smollm.release_decoder()  # the last holder has gone: the model and its memory go too
 time.sleep(1.5)
 released = rss_mb()
-again = dv.load_decoder().model
-logits = run_llama(again, again.encode(dv.DEFAULT_PROMPT)).next_token_logits
+again = smollm.load_decoder().model
+logits = run_llama(again, again.encode(DEFAULT_PROMPT)).next_token_logits
 print(json.dumps({"before": before, "loaded": loaded, "released": released, "kept": kept,
                   "next": again.token_text(int(np.argmax(logits)))}))
 """

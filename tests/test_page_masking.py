@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app_pages import ROOT
+from harness.app_pages import ROOT
 from tests.plotly_json import plotly_array
 
 PAGE = "pages/masking_lab.py"
@@ -98,22 +98,22 @@ def test_default_is_causal_with_the_right_zeros_and_values():
     ("kinds", "options", "expected"),
     [
         # Positions 2 and 5 (1-based) are padding: those key columns are blocked everywhere.
-        (["padding"], {"mask.pad": [2, 5]}, lambda i, j: j not in (1, 4)),
+        (["padding"], {"masking.pad": [2, 5]}, lambda i, j: j not in (1, 4)),
         # Window 3: query i sees keys i-2 .. i.
-        (["window"], {"mask.window": 3}, lambda i, j: 0 <= i - j < 3),
+        (["window"], {"masking.window": 3}, lambda i, j: 0 <= i - j < 3),
         # Prefix 2: keys 0, 1 visible to all; causal after that.
-        (["prefix"], {"mask.prefix": 2}, lambda i, j: j < 2 or j <= i),
+        (["prefix"], {"masking.prefix": 2}, lambda i, j: j < 2 or j <= i),
         # Combined: causal AND key 4 (1-based) padding.
-        (["causal", "padding"], {"mask.pad": [4]}, lambda i, j: j <= i and j != 3),
+        (["causal", "padding"], {"masking.pad": [4]}, lambda i, j: j <= i and j != 3),
         ([], {}, lambda i, j: True),
     ],
     ids=["padding", "window", "prefix", "causal+padding", "none"],
 )
 def test_each_mask_kind_blocks_exactly_its_cells(kinds, options, expected):
     at = open_page()
-    at.multiselect(key="mask.kinds").set_value(kinds).run()
+    at.multiselect(key="masking.kinds").set_value(kinds).run()
     for key, value in options.items():
-        widget = at.multiselect(key=key) if key == "mask.pad" else at.slider(key=key)
+        widget = at.multiselect(key=key) if key == "masking.pad" else at.slider(key=key)
         widget.set_value(value).run()
     assert not at.exception and not at.error
     n = 6
@@ -155,12 +155,12 @@ def test_padding_positions_are_labelled_pad():
 
 
 def grid_editor_key(at: AppTest) -> str:
-    return f"mask.grid.editor.v{at.session_state['mask.grid.version']}"
+    return f"masking.grid.editor.v{at.session_state['masking.grid.version']}"
 
 
 def test_custom_grid_ticks_become_the_mask_and_the_link():
     at = open_page()
-    at.multiselect(key="mask.kinds").set_value(["custom"]).run()
+    at.multiselect(key="masking.kinds").set_value(["custom"]).run()
     # The grid starts causal; untick row 2's two keys (it becomes fully masked) and tick (1, 3).
     at.session_state[grid_editor_key(at)] = {
         "edited_rows": {1: {"k1": False, "k2": False}, 0: {"k3": True}},
@@ -183,12 +183,12 @@ def test_custom_grid_ticks_become_the_mask_and_the_link():
 
 def test_custom_grid_preset_buttons_refill_the_grid():
     at = open_page({"kinds": "custom"})
-    at.button(key="mask.grid.fill.All allowed").click().run()
+    at.button(key="masking.grid.fill.All allowed").click().run()
     assert at.query_params["grid"] == ".".join(["111111"] * 6)
     q, k, _ = qkv(6)
     weights = heatmap_z(figures(at)["Weights with the mask"])
     np.testing.assert_allclose(weights, reference_weights(q, k, True), rtol=1e-6, atol=1e-7)
-    at.button(key="mask.grid.fill.Causal").click().run()
+    at.button(key="masking.grid.fill.Causal").click().run()
     assert "grid" not in at.query_params  # the causal grid is the default
 
 
@@ -200,7 +200,7 @@ def test_custom_grid_from_the_link():
     np.testing.assert_allclose(weights, reference_weights(q, k, allowed), rtol=1e-6, atol=1e-7)
     # Each of the first two queries sees only itself: weight exactly 1 there.
     assert weights[0, 0] == 1.0 and weights[1, 1] == 1.0
-    assert at.slider(key="mask.n").value == 3
+    assert at.slider(key="masking.n").value == 3
 
 
 # -- deep links ----------------------------------------------------------------------------------
@@ -217,11 +217,11 @@ def test_link_restores_kinds_and_options():
             "scale": "6e4",
         }
     )
-    assert at.multiselect(key="mask.kinds").value == ["padding", "window"]
-    assert at.multiselect(key="mask.pad").value == [2]
-    assert at.slider(key="mask.window").value == 3
-    assert at.number_input(key="mask.seed").value == 7
-    assert at.select_slider(key="mask.scale").value == "6e4"
+    assert at.multiselect(key="masking.kinds").value == ["padding", "window"]
+    assert at.multiselect(key="masking.pad").value == [2]
+    assert at.slider(key="masking.window").value == 3
+    assert at.number_input(key="masking.seed").value == 7
+    assert at.select_slider(key="masking.scale").value == "6e4"
     allowed = np.array([[0 <= i - j < 3 and j != 1 for j in range(5)] for i in range(5)])
     q, k, _ = qkv(5, seed=7)
     weights = heatmap_z(figures(at)["Weights with the mask"])
@@ -232,9 +232,9 @@ def test_link_restores_kinds_and_options():
 def test_a_control_change_updates_the_link():
     at = open_page()
     assert dict(at.query_params) == {}
-    at.slider(key="mask.n").set_value(4).run()
-    at.multiselect(key="mask.kinds").set_value(["window"]).run()
-    at.slider(key="mask.window").set_value(3).run()
+    at.slider(key="masking.n").set_value(4).run()
+    at.multiselect(key="masking.kinds").set_value(["window"]).run()
+    at.slider(key="masking.window").set_value(3).run()
     assert at.query_params["n"] == "4"
     assert at.query_params["kinds"] == "window"
     assert at.query_params["window"] == "3"
@@ -259,7 +259,7 @@ def test_crafted_links_give_a_notice_and_the_defaults(params, refused):
     at = open_page(params)
     assert not at.exception
     assert any(refused in w.value for w in at.warning), [w.value for w in at.warning]
-    n = at.slider(key="mask.n").value
+    n = at.slider(key="masking.n").value
     assert n == 6
     # The page still draws correct weights for whatever mask it fell back to.
     weights = heatmap_z(figures(at)["Weights with the mask"])
@@ -281,8 +281,8 @@ def test_a_custom_grid_of_another_size_is_fitted_to_the_tokens():
 
 def test_changing_a_later_value_moves_only_later_rows_under_causal():
     at = open_page()
-    at.selectbox(key="mask.change_at").set_value(3).run()
-    at.slider(key="mask.delta").set_value(1.5).run()
+    at.selectbox(key="masking.change_at").set_value(3).run()
+    at.slider(key="masking.delta").set_value(1.5).run()
     table = dataframe_with(at, "causal")
     q, k, _ = qkv(6)
     # output_i changes by w_i,2 · 1.5 in every feature (position 3 is index 2).
@@ -328,7 +328,7 @@ def test_padding_mask_makes_the_batched_result_exactly_equal():
     assert metric(at, "max |batched − alone|, “the cat sat”") == 0.0
     assert metric(at, "max |batched − alone|, “my dog") == 0.0
     assert any("equal the ones computed alone" in s.value for s in at.success)
-    at.toggle(key="mask.batch_mask").set_value(False).run()
+    at.toggle(key="masking.batch_mask").set_value(False).run()
     leaked = metric(at, "max |batched − alone|, “the cat sat”")
     expected = batch_reference(1.0, "right", use_mask=False, causal=False)
     assert expected > 1e-3
@@ -340,7 +340,7 @@ def test_right_padding_under_causal_needs_no_padding_mask_but_left_padding_does(
     at = open_page({"batch_mask": "0", "batch_causal": "1"})
     assert metric(at, "max |batched − alone|, “the cat sat”") == 0.0
     assert any("already hides the pad slots" in i.value for i in at.info)
-    at.segmented_control(key="mask.batch_side").set_value("left").run()
+    at.segmented_control(key="masking.batch_side").set_value("left").run()
     expected = batch_reference(1.0, "left", use_mask=False, causal=True)
     assert expected > 1e-3
     assert metric(at, "max |batched − alone|, “the cat sat”") == float(f"{expected:.3g}")
@@ -402,7 +402,7 @@ KEYS = ["1 the", "2 cat", "3 <pad> (blocked)", "4 <pad> (blocked)"]
 def test_leak_demo_in_float16_matches_half_precision_arithmetic():
     at = open_page()  # float16, scale 1e4
     table, scores = leak_table(at), biased_table(at, "float16")
-    assert at.segmented_control(key="mask.leak_dtype").value == "float16"
+    assert at.segmented_control(key="masking.leak_dtype").value == "float16"
     for name, fill in {"−1e4 (original BERT)": -1e4, "float16 min (−65504)": -65504.0}.items():
         biased, leaked = float16_reference(1e4, fill, BLOCKED)
         np.testing.assert_array_equal(scores.loc[name, KEYS].to_numpy(dtype=float), biased)
@@ -469,12 +469,12 @@ def test_cached_heatmaps_follow_presenter_mode():
 
 def test_a_control_inside_a_fragment_updates_its_numbers_and_the_link():
     at = open_page()
-    at.select_slider(key="mask.scale").set_value("6e4").run()
+    at.select_slider(key="masking.scale").set_value("6e4").run()
     # By hand, float16: blocked key 3 sits at 60000 − 65504 = −5504, the best allowed key at
     # −0.5 · 60000 = −30000: exp(−24496) is 0, so the float16 minimum leaks everything.
     assert leak_table(at).loc["float16 min (−65504)", "weight on blocked keys"] == 1.0
     assert at.query_params["scale"] == "6e4"
-    at.slider(key="mask.delta").set_value(-1.0).run()
+    at.slider(key="masking.delta").set_value(-1.0).run()
     q, k, _ = qkv(6)
     causal_w = reference_weights(q, k, np.tril(np.ones((6, 6), bool)))
     # Position 4 (index 3) changed by −1 in every feature: row i moves by w_i,3.

@@ -18,9 +18,9 @@ from streamlit.testing.v1 import AppTest
 from transformers import BertModel as HFBertModel
 
 from attention_core.models import MODEL_DIR_ENV_VAR, load_bert, run_bert
-from tests.app_pages import ROOT
+from harness.app_pages import ROOT
 from tests.test_page_sdpa import HAND_WEIGHTS, softmax_rows, step, type_into
-from ui.editors import editor_widget_key
+from ui.widgets.editors import editor_widget_key
 
 SDPA = "pages/sdpa_steps.py"
 MODEL_PAGE = "pages/real_model.py"
@@ -74,7 +74,7 @@ def editor_link(at: AppTest) -> dict[str, str]:
 
 def editor(at: AppTest, name: str) -> tuple[np.ndarray, list[str]]:
     """The numbers and token names in the editor of Q, K or V."""
-    key = editor_widget_key(at.session_state, f"sdpa.{name}")
+    key = editor_widget_key(at.session_state, f"scaled_dot_product.{name}")
     (frame,) = [f for f in at.dataframe if f.proto.id.endswith(key)]
     table = frame.value
     return table.drop(columns="token").to_numpy(np.float64), table["token"].tolist()
@@ -114,15 +114,15 @@ def test_the_model_pages_link_puts_the_real_head_into_the_editor(model, hf_atten
     np.testing.assert_allclose(shown, softmax_rows(q @ k.T / math.sqrt(32)), atol=1e-7)
     (notice,) = [i.value for i in at.info]
     assert "layer 3, head 5" in notice and "√32" in notice and "tired" in notice
-    assert (at.slider(key="sdpa.n_q").value, at.slider(key="sdpa.d_k").value) == (16, 32)
-    assert at.toggle(key="sdpa.scaling").value and not at.toggle(key="sdpa.causal").value
+    assert (at.slider(key="scaled_dot_product.n_q").value, at.slider(key="scaled_dot_product.d_k").value) == (16, 32)
+    assert at.toggle(key="scaled_dot_product.scaling").value and not at.toggle(key="scaled_dot_product.causal").value
     assert not warnings(at)
     # The link stays short: the request, not 3 × 16 × 32 numbers.
     assert {at.query_params[n] for n in ("source", "layer", "head")} == {"bert", "3", "5"}
     assert at.query_params["text"] == TIRED and "Q" not in at.query_params
 
     # One number of BERT's attention changed: only the query "it" (row 10) moves.
-    type_into(at, "sdpa.q", {9: {"d1": float(q[9, 0]) + 3.0}})
+    type_into(at, "scaled_dot_product.q", {9: {"d1": float(q[9, 0]) + 3.0}})
     q[9, 0] += 3.0
     moved = step(at, "weights")
     np.testing.assert_allclose(moved, softmax_rows(q @ k.T / math.sqrt(32)), atol=1e-6)
@@ -130,9 +130,9 @@ def test_the_model_pages_link_puts_the_real_head_into_the_editor(model, hf_atten
     assert np.abs(moved[9] - shown[9]).max() > 1e-3
 
     # A preset takes the page back, and the link forgets the head.
-    at.selectbox(key="sdpa.preset").set_value("random").run()
+    at.selectbox(key="scaled_dot_product.preset").set_value("random").run()
     assert not at.info and "source" not in at.query_params and "text" not in at.query_params
-    assert at.slider(key="sdpa.n_q").value == 4
+    assert at.slider(key="scaled_dot_product.n_q").value == 4
 
 
 def test_a_long_text_is_cut_to_the_editor_with_a_notice(model):

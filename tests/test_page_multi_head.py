@@ -18,9 +18,9 @@ from attention_core import (
     multi_head_attention,
 )
 from attention_core.reference import token_embeddings
-from tests.app_pages import ROOT
+from harness.app_pages import ROOT
 from tests.plotly_json import figures, plotly_array
-from ui.editors import editor_widget_key
+from ui.widgets.editors import editor_widget_key
 
 SENTENCE = "the cat sat on the mat".split()
 
@@ -105,7 +105,7 @@ def test_default_page_shows_the_sizes_and_every_heads_pattern():
 
 def test_changing_the_number_of_heads_changes_the_grid_and_the_url():
     at = open_page()
-    at.select_slider(key="mha.heads").set_value(2).run()
+    at.select_slider(key="multi_head.heads").set_value(2).run()
     assert not at.exception
     titles, z = pattern_grid(at)
     assert titles == ["head 1", "head 2", "average of the heads"]
@@ -114,7 +114,7 @@ def test_changing_the_number_of_heads_changes_the_grid_and_the_url():
     assert metrics(at)["parameters"] == "288"  # the same parameters, split differently
     assert at.query_params["heads"] == "2"
 
-    at.select_slider(key="mha.heads").set_value(8).run()
+    at.select_slider(key="multi_head.heads").set_value(8).run()
     titles, z = pattern_grid(at)
     assert len(titles) == 9 and z.shape == (9, 6, 6)
     np.testing.assert_allclose(z[:8], expected_steps(heads=8).attention.weights, atol=1e-6)
@@ -122,13 +122,13 @@ def test_changing_the_number_of_heads_changes_the_grid_and_the_url():
 
 def test_only_divisors_of_d_model_are_offered_and_a_stale_head_count_moves_to_the_nearest():
     at = open_page()
-    assert list(at.select_slider(key="mha.heads").options) == ["1", "2", "4", "8"]
-    at.select_slider(key="mha.heads").set_value(8).run()
-    at.select_slider(key="mha.d_model").set_value(12).run()
+    assert list(at.select_slider(key="multi_head.heads").options) == ["1", "2", "4", "8"]
+    at.select_slider(key="multi_head.heads").set_value(8).run()
+    at.select_slider(key="multi_head.d_model").set_value(12).run()
     assert not at.exception
-    assert list(at.select_slider(key="mha.heads").options) == ["1", "2", "3", "4", "6", "12"]
+    assert list(at.select_slider(key="multi_head.heads").options) == ["1", "2", "3", "4", "6", "12"]
     # 8 does not divide 12; the nearest count that does is 6.
-    assert at.select_slider(key="mha.heads").value == 6
+    assert at.select_slider(key="multi_head.heads").value == 6
     titles, z = pattern_grid(at)
     assert len(titles) == 7
     np.testing.assert_allclose(
@@ -139,13 +139,13 @@ def test_only_divisors_of_d_model_are_offered_and_a_stale_head_count_moves_to_th
 
 def test_zooming_a_head_shows_that_heads_numbers():
     at = open_page()
-    at.selectbox(key="mha.head").set_value(3).run()
+    at.selectbox(key="multi_head.head").set_value(3).run()
     assert not at.exception
     assert any("Head 3, step by step" in s.value for s in at.header)
     head = expected_steps().attention
-    scores = decode(chart_by_key(at, "mha.zoom.h3.scores")["data"][0]["z"])
-    weights = decode(chart_by_key(at, "mha.zoom.h3.weights")["data"][0]["z"])
-    output = decode(chart_by_key(at, "mha.zoom.h3.output")["data"][0]["z"])
+    scores = decode(chart_by_key(at, "multi_head.zoom.h3.scores")["data"][0]["z"])
+    weights = decode(chart_by_key(at, "multi_head.zoom.h3.weights")["data"][0]["z"])
+    output = decode(chart_by_key(at, "multi_head.zoom.h3.output")["data"][0]["z"])
     np.testing.assert_allclose(scores, head.scores[2], atol=1e-5)
     np.testing.assert_allclose(weights, head.weights[2], atol=1e-6)
     np.testing.assert_allclose(output, head.output[2], atol=1e-5)
@@ -160,7 +160,7 @@ def test_zooming_a_head_shows_that_heads_numbers():
 
 def test_causal_toggle_hides_the_future_in_every_head_and_in_the_statistics():
     at = open_page()
-    at.toggle(key="mha.causal").set_value(True).run()
+    at.toggle(key="multi_head.causal").set_value(True).run()
     assert not at.exception
     _, z = pattern_grid(at)
     future = ~causal_mask(6).astype(bool)
@@ -204,15 +204,15 @@ def test_statistics_table_matches_formulas_and_the_average_row():
 
 def test_cross_attention_with_different_lengths():
     at = open_page()
-    at.radio(key="mha.attention").set_value("cross").run()
-    at.text_input(key="mha.kv_sentence").input("a dog slept there").run()
+    at.radio(key="multi_head.attention").set_value("cross").run()
+    at.text_input(key="multi_head.kv_sentence").input("a dog slept there").run()
     assert not at.exception
     _, z = pattern_grid(at)
     assert z.shape == (5, 6, 4)  # 4 heads + average, 6 queries, 4 keys
     kv = "a dog slept there".split()
     np.testing.assert_allclose(z[:4], expected_steps(kv_tokens=kv).attention.weights, atol=1e-6)
     # Cross-attention with the causal mask: the triangle starts at the top-left corner.
-    at.toggle(key="mha.causal").set_value(True).run()
+    at.toggle(key="multi_head.causal").set_value(True).run()
     _, z = pattern_grid(at)
     np.testing.assert_allclose(
         z[:4], expected_steps(kv_tokens=kv, causal=True).attention.weights, atol=1e-6
@@ -220,9 +220,9 @@ def test_cross_attention_with_different_lengths():
     assert np.all(z[:, 0, 1:] == 0)
     assert at.query_params["attention"] == "cross"
     # The number-of-tokens mode: 3 queries against 5 key/value tokens.
-    at.radio(key="mha.source").set_value("count").run()
-    at.slider(key="mha.n").set_value(3).run()
-    at.slider(key="mha.n_kv").set_value(5).run()
+    at.radio(key="multi_head.source").set_value("count").run()
+    at.slider(key="multi_head.n").set_value(3).run()
+    at.slider(key="multi_head.n_kv").set_value(5).run()
     assert not at.exception
     _, z = pattern_grid(at)
     expected = expected_steps(
@@ -255,7 +255,7 @@ def torch_differences(causal=False, d_model=8, heads=4) -> tuple[float, float]:
 def test_the_torch_comparison_shows_the_differences_torch_gives_here():
     at = open_page()
     assert "largest |ours − torch|, output" not in metrics(at)  # only when asked
-    at.toggle(key="mha.torch").set_value(True).run()
+    at.toggle(key="multi_head.torch").set_value(True).run()
     shown = metrics(at)
     output, weights = torch_differences()
     # Ours is float64 and torch float32, so the output differs by float32 rounding (~1e-7),
@@ -266,9 +266,9 @@ def test_the_torch_comparison_shows_the_differences_torch_gives_here():
     assert 1e-9 < output < 1e-5 and 1e-10 < weights < 1e-5
     assert output / 2 <= float(shown["largest |ours − torch|, output"]) <= 2 * output
     assert weights / 2 <= float(shown["largest |ours − torch|, weights"]) <= 2 * weights
-    at.select_slider(key="mha.d_model").set_value(64).run()
-    at.select_slider(key="mha.heads").set_value(16).run()
-    at.toggle(key="mha.causal").set_value(True).run()
+    at.select_slider(key="multi_head.d_model").set_value(64).run()
+    at.select_slider(key="multi_head.heads").set_value(16).run()
+    at.toggle(key="multi_head.causal").set_value(True).run()
     output, _ = torch_differences(causal=True, d_model=64, heads=16)
     assert 1e-9 < output < 1e-5
     assert output / 2 <= float(metrics(at)["largest |ours − torch|, output"]) <= 2 * output
@@ -298,7 +298,7 @@ def test_the_split_picture_and_the_flow_diagram_carry_the_shapes():
         )
     assert len(split["layout"]["shapes"]) == 8  # 4 frames on Q, 4 on the stack
 
-    at.radio(key="mha.split").set_value("V").run()
+    at.radio(key="multi_head.split").set_value("V").run()
     (split,) = [s for s in figures(at) if any("split_heads(V)" in a for a in annotations(s))]
     np.testing.assert_allclose(decode(split["data"][0]["z"]), steps.v, atol=1e-6)
 
@@ -330,7 +330,7 @@ def test_concat_and_output_are_the_model_steps():
 
 def test_typing_into_x_changes_the_result_and_the_link_keeps_it():
     at = open_page()
-    key = editor_widget_key(at.session_state, "mha.x")
+    key = editor_widget_key(at.session_state, "multi_head.x")
     at.session_state[key] = {"edited_rows": {1: {"f1": 5.0}}, "added_rows": [], "deleted_rows": []}
     at.run()
     assert not at.exception
@@ -350,7 +350,7 @@ def test_typing_into_x_changes_the_result_and_the_link_keeps_it():
 
 def test_a_bad_cell_keeps_the_last_valid_x_and_says_so():
     at = open_page()
-    key = editor_widget_key(at.session_state, "mha.x")
+    key = editor_widget_key(at.session_state, "multi_head.x")
     at.session_state[key] = {"edited_rows": {0: {"f2": None}}, "added_rows": [], "deleted_rows": []}
     at.run()
     assert not at.exception
@@ -375,14 +375,14 @@ def test_a_deep_link_restores_the_whole_view():
         }
     )
     assert not at.warning, [w.value for w in at.warning]
-    assert at.text_input(key="mha.sentence").value == "one two three four five"
-    assert at.select_slider(key="mha.d_model").value == 12
-    assert at.select_slider(key="mha.heads").value == 3
-    assert at.number_input(key="mha.seed").value == 7
-    assert at.toggle(key="mha.causal").value is True
-    assert at.radio(key="mha.attention").value == "cross"
-    assert at.selectbox(key="mha.head").value == 2
-    assert at.radio(key="mha.split").value == "K"
+    assert at.text_input(key="multi_head.sentence").value == "one two three four five"
+    assert at.select_slider(key="multi_head.d_model").value == 12
+    assert at.select_slider(key="multi_head.heads").value == 3
+    assert at.number_input(key="multi_head.seed").value == 7
+    assert at.toggle(key="multi_head.causal").value is True
+    assert at.radio(key="multi_head.attention").value == "cross"
+    assert at.selectbox(key="multi_head.head").value == 2
+    assert at.radio(key="multi_head.split").value == "K"
     expected = expected_steps(
         tokens="one two three four five".split(),
         kv_tokens=["uno", "dos", "tres"],
@@ -393,7 +393,7 @@ def test_a_deep_link_restores_the_whole_view():
     )
     _, z = pattern_grid(at)
     np.testing.assert_allclose(z[:3], expected.attention.weights, atol=1e-6)
-    weights = decode(chart_by_key(at, "mha.zoom.h2.weights")["data"][0]["z"])
+    weights = decode(chart_by_key(at, "multi_head.zoom.h2.weights")["data"][0]["z"])
     np.testing.assert_allclose(weights, expected.attention.weights[1], atol=1e-6)
     # The link is written back unchanged (only values that differ from the defaults).
     assert at.query_params["d_model"] == "12"
@@ -418,8 +418,8 @@ def test_crafted_links_give_a_notice_and_the_defaults(params, refused):
     at = open_page(params)
     assert not at.exception
     assert any(refused in w.value for w in at.warning), [w.value for w in at.warning]
-    assert at.select_slider(key="mha.d_model").value == 8
-    assert at.select_slider(key="mha.heads").value == 4
+    assert at.select_slider(key="multi_head.d_model").value == 8
+    assert at.select_slider(key="multi_head.heads").value == 4
     tokens = [f"t{i}" for i in range(1, 7)] if params.get("source") == "count" else SENTENCE
     _, z = pattern_grid(at)
     np.testing.assert_allclose(z[:4], expected_steps(tokens=tokens).attention.weights, atol=1e-6)
@@ -427,14 +427,14 @@ def test_crafted_links_give_a_notice_and_the_defaults(params, refused):
 
 def test_sentence_problems_are_explained_next_to_the_input():
     at = open_page()
-    at.text_input(key="mha.sentence").input("   ").run()
+    at.text_input(key="multi_head.sentence").input("   ").run()
     assert not at.exception
     assert any("The sentence is empty" in e.value for e in at.error)
     _, z = pattern_grid(at)
     np.testing.assert_allclose(z[:4], expected_steps().attention.weights, atol=1e-6)
 
     words = [f"w{i}" for i in range(15)]
-    at.text_input(key="mha.sentence").input(" ".join(words)).run()
+    at.text_input(key="multi_head.sentence").input(" ".join(words)).run()
     assert any("has 15 words" in e.value for e in at.error)
     _, z = pattern_grid(at)
     assert z.shape[1:] == (12, 12)
@@ -458,13 +458,13 @@ def test_large_sizes_render_without_the_editor():
     )
     assert metrics(at)["d_head"] == "1"
     assert metrics(at)["parameters"] == f"{4 * 64**2 + 4 * 64:,}"
-    at.toggle(key="mha.torch").set_value(True).run()
+    at.toggle(key="multi_head.torch").set_value(True).run()
     assert math.isclose(float(metrics(at)["largest |ours − torch|, output"]), 0, abs_tol=1e-5)
 
 
 def test_cross_attention_keys_and_values_can_be_typed_too():
     at = open_page({"attention": "cross"})
-    key = editor_widget_key(at.session_state, "mha.xkv")
+    key = editor_widget_key(at.session_state, "multi_head.xkv")
     at.session_state[key] = {"edited_rows": {2: {"f3": -4.5}}, "added_rows": [], "deleted_rows": []}
     at.run()
     assert not at.exception
@@ -479,17 +479,17 @@ def test_cross_attention_keys_and_values_can_be_typed_too():
     np.testing.assert_allclose(z[:4], expected.attention.weights, atol=1e-6)
     assert at.query_params["xkv"].split(";")[2].split(",")[2] == "-4.5"
     assert "x" not in at.query_params  # X itself was not edited
-    at.toggle(key="mha.torch").set_value(True).run()
+    at.toggle(key="multi_head.torch").set_value(True).run()
     assert float(metrics(at)["largest |ours − torch|, output"]) < 1e-5
 
 
 def test_controls_inside_fragments_update_their_pictures_and_the_link():
     at = open_page()
-    at.selectbox(key="mha.head").set_value(3).run()
+    at.selectbox(key="multi_head.head").set_value(3).run()
     assert any(s.value.endswith("6 · Head 3, step by step") for s in at.header)
     titles = annotations(next(s for s in figures(at) if "average of the heads" in annotations(s)))
     assert titles[2] == "<b>head 3</b>" and titles[0] == "head 1"
-    at.radio(key="mha.split").set_value("K").run()
+    at.radio(key="multi_head.split").set_value("K").run()
     (split,) = [s for s in figures(at) if any("split_heads(K)" in a for a in annotations(s))]
     np.testing.assert_allclose(decode(split["data"][0]["z"]), expected_steps().k, atol=1e-6)
     assert at.query_params["head"] == "3" and at.query_params["split"] == "K"
@@ -504,7 +504,7 @@ def test_a_plain_visit_does_not_import_torch_and_asking_does():
         "at.switch_page('pages/multi_head.py').run()\n"
         "assert not at.exception, at.exception\n"
         "print('visit', 'torch' in sys.modules)\n"
-        "at.toggle(key='mha.torch').set_value(True).run()\n"
+        "at.toggle(key='multi_head.torch').set_value(True).run()\n"
         "print('asked', 'torch' in sys.modules)\n"
         "print('metric', any(m.label.startswith('largest |ours') for m in at.metric))\n"
     )

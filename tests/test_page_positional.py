@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app_pages import ROOT
+from harness.app_pages import ROOT
 from tests.fragment_reruns import change_in_fragment, torch_after_a_plain_visit
 from tests.plotly_json import figures, plotly_array
 
@@ -66,9 +66,9 @@ def test_heatmap_lines_and_table_follow_d_model_positions_and_base():
     z = plotly_array(figure(at, "PE: 128 positions × 64 dimensions")["data"][0]["z"])
     np.testing.assert_allclose(z, reference_pe(128, 64), atol=1e-6)  # float32 in the figure
 
-    at.slider(key="pe.d_model").set_value(16).run()
-    at.slider(key="pe.positions").set_value(50).run()
-    at.select_slider(key="pe.base").set_value(100).run()
+    at.slider(key="positional.d_model").set_value(16).run()
+    at.slider(key="positional.positions").set_value(50).run()
+    at.select_slider(key="positional.base").set_value(100).run()
     assert not at.exception
     z = plotly_array(figure(at, "PE: 50 positions × 16 dimensions")["data"][0]["z"])
     assert z.shape == (50, 16)
@@ -100,13 +100,13 @@ def test_hand_calculation_position_1_with_d_model_4():
 
 def test_order_blindness_difference_is_zero_without_positions_and_not_with_them():
     at = open_page()
-    assert at.text_input(key="pe.sentence").value == "I love AI"
+    assert at.text_input(key="positional.sentence").value == "I love AI"
     assert any("**I love AI** → **AI love I**" in m.value for m in at.markdown)
     assert metric(at, "max |difference|") < 1e-12
-    at.button_group(key="pe.family").set_value("sinusoidal").run()
+    at.button_group(key="positional.family").set_value("sinusoidal").run()
     assert metric(at, "max |difference|") > 1e-3
     assert at.query_params["family"] == "sinusoidal"
-    at.button_group(key="pe.family").set_value("learned").run()
+    at.button_group(key="positional.family").set_value("learned").run()
     assert metric(at, "max |difference|") > 1e-3
 
     # The sinusoidal rows added to the sentence, d_model = 4, base 10000.
@@ -116,9 +116,9 @@ def test_order_blindness_difference_is_zero_without_positions_and_not_with_them(
 
 def test_sentence_errors_are_shown_not_raised():
     at = open_page()
-    at.text_input(key="pe.sentence").set_value("   ").run()
+    at.text_input(key="positional.sentence").set_value("   ").run()
     assert any("empty" in e.value for e in at.error)
-    at.text_input(key="pe.sentence").set_value("one two three four five six seven eight nine").run()
+    at.text_input(key="positional.sentence").set_value("one two three four five six seven eight nine").run()
     assert any("first 8 words" in e.value for e in at.error)
     assert not at.exception
 
@@ -137,8 +137,8 @@ def test_similarity_depends_on_distance_and_the_shift_is_exact():
         np.testing.assert_allclose(plotly_array(line["y"]), by_distance, atol=1e-12)
 
     assert metric(at, "Largest |PE(p+4) − M·PE(p)|") < 1e-12
-    at.slider(key="pe.pair").set_value(1).run()
-    at.slider(key="pe.offset").set_value(3).run()
+    at.slider(key="positional.pair").set_value(1).run()
+    at.slider(key="positional.offset").set_value(3).run()
     latex = next(e.value for e in at.latex if "bmatrix" in e.value)
     w = 10000.0 ** (-2 / 16)  # pair 1
     assert f"{math.cos(3 * w):.6f} & {math.sin(3 * w):.6f}" in latex
@@ -182,7 +182,7 @@ def test_alibi_slopes_and_biases():
     head3 = plotly_array(grid["data"][2]["z"])
     assert head3[5, 1] == pytest.approx(-0.5)
     assert np.isnan(head3[1, 5])
-    at.slider(key="pe.heads").set_value(4).run()
+    at.slider(key="positional.heads").set_value(4).run()
     slopes = dataframe(at, "slope m")
     np.testing.assert_allclose(slopes["slope m"], [2 ** (-8 * h / 4) for h in range(1, 5)])
 
@@ -233,16 +233,16 @@ def test_a_link_restores_the_view():
             "width": "6",
         }
     )
-    assert at.slider(key="pe.d_model").value == 8
-    assert at.slider(key="pe.positions").value == 20
-    assert at.select_slider(key="pe.base").value == 100
-    assert at.multiselect(key="pe.dims").value == [0, 3]
-    assert at.slider(key="pe.position").value == 5
-    assert at.button_group(key="pe.family").value == "sinusoidal"
-    assert at.selectbox(key="pe.order").value == "rotate"
-    assert at.slider(key="pe.heads").value == 4
-    assert at.slider(key="pe.train").value == 12
-    assert at.slider(key="pe.width").value == 6
+    assert at.slider(key="positional.d_model").value == 8
+    assert at.slider(key="positional.positions").value == 20
+    assert at.select_slider(key="positional.base").value == 100
+    assert at.multiselect(key="positional.dims").value == [0, 3]
+    assert at.slider(key="positional.position").value == 5
+    assert at.button_group(key="positional.family").value == "sinusoidal"
+    assert at.selectbox(key="positional.order").value == "rotate"
+    assert at.slider(key="positional.heads").value == 4
+    assert at.slider(key="positional.train").value == 12
+    assert at.slider(key="positional.width").value == 6
     assert any("**the cat sat** → **cat sat the**" in m.value for m in at.markdown)
     table = dataframe(at, "PE[p, dimension]")
     np.testing.assert_allclose(table["PE[p, dimension]"], reference_pe(6, 8, base=100.0)[5])
@@ -268,25 +268,25 @@ def test_crafted_links_give_a_notice_and_the_defaults():
     for part in ("d_model=abc", "positions=1000000000", "base=7", "dims=0,9999", "train=-3"):
         assert part in warnings, part
     assert "`sentence` is 5,000 characters long" in warnings
-    assert at.slider(key="pe.d_model").value == 64
-    assert at.slider(key="pe.positions").value == 128
-    assert at.select_slider(key="pe.base").value == 10000
-    assert at.text_input(key="pe.sentence").value == "I love AI"
-    assert at.slider(key="pe.train").value == 32
+    assert at.slider(key="positional.d_model").value == 64
+    assert at.slider(key="positional.positions").value == 128
+    assert at.select_slider(key="positional.base").value == 10000
+    assert at.text_input(key="positional.sentence").value == "I love AI"
+    assert at.slider(key="positional.train").value == 32
     assert not at.exception
 
 
 def test_a_10_mb_parameter_is_dropped_and_the_page_runs_with_its_defaults():
     # Streamlit itself ignores a query string this long; the page must still come up.
     at = open_page({"sentence": "x" * 10_000_000, "d_model": "8"})
-    assert at.text_input(key="pe.sentence").value == "I love AI"
-    assert at.slider(key="pe.d_model").value == 64
+    assert at.text_input(key="positional.sentence").value == "I love AI"
+    assert at.slider(key="positional.d_model").value == 64
     assert not at.exception
 
 
 def test_an_odd_d_model_in_a_link_is_rounded_down_with_a_notice():
     at = open_page({"d_model": "5"})
-    assert at.slider(key="pe.d_model").value == 4
+    assert at.slider(key="positional.d_model").value == 4
     assert any("d_model=5" in w.value and "rounded to 4" in w.value for w in at.warning)
     assert not at.exception
 
@@ -306,10 +306,10 @@ def test_the_largest_setting_is_block_averaged_and_still_exact_in_the_table():
 
 def test_a_fragment_widget_in_apptest_updates_its_values_and_the_link():
     at = open_page({"d_model": "16"})
-    at.slider(key="pe.offset").set_value(7).run()
+    at.slider(key="positional.offset").set_value(7).run()
     assert at.query_params["offset"] == "7"
     assert metric(at, "Largest |PE(p+7) − M·PE(p)|") < 1e-12
-    at.slider(key="pe.train").set_value(40).run()
+    at.slider(key="positional.train").set_value(40).run()
     assert at.query_params["train"] == "40"
     share = plotly_array(figure(at, "Angles never seen")["data"][0]["y"])
     assert share.shape == (320,)

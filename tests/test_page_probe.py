@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attention_core.models import MODEL_DIR_ENV_VAR, load_bert, run_bert_ids
-from tests.app_pages import open_model_page
+from harness.app_pages import open_model_page
 from tests.fragment_reruns import change_in_fragment, torch_after_a_plain_visit
 from tests.plotly_json import figures, plotly_array
 

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from attention_core import init_multi_head_params
 from attention_core.reference import token_embeddings
-from tests.app_pages import ROOT
+from harness.app_pages import ROOT
 
 # The SDPA page's first preset, worked by hand in test_quiz.py: query 3 = (1, 1).
 Q3 = np.array([[1.0, 0], [0, 1], [1, 1]])
@@ -92,7 +92,7 @@ def test_sdpa_right_then_wrong_keeps_the_score_and_shows_the_numbers():
     assert score(at) == "**1 of 2** predictions right."
 
     # New numbers, new question: the causal mask changes the prompt, which opens again.
-    at.toggle(key="sdpa.causal").set_value(True).run()
+    at.toggle(key="scaled_dot_product.causal").set_value(True).run()
     assert "causal mask on" in choice(at, 2).label
     assert not choice(at, 2).disabled
     assert at.button(key="quiz.sdpa.noscale.lock").disabled  # until a prediction is chosen
@@ -103,14 +103,14 @@ def test_a_quiz_link_opens_the_chosen_questions_and_names_bad_ids():
     labels = [w.label for w in at.radio if (w.key or "").startswith("quiz.")]
     assert len(labels) == 1 and "divided by √d_k" in labels[0]
     warnings = [w.value for w in at.warning]
-    assert "The link's `quiz`: `mask.row2` is asked on the masking lab page, not here." in warnings
+    assert "The link's `quiz`: `mask.row2` is asked on the “Masking lab” page, not here." in warnings
     assert any("`sdpa.nope` is not a question" in w for w in warnings)
     assert at.query_params["quiz"] == "sdpa.noscale"
     # The teacher's chooser shows the set, and the link that opens it.
-    assert at.multiselect(key="sdpa.quiz").value == ["sdpa.noscale"]
+    assert at.multiselect(key="scaled_dot_product.quiz").value == ["sdpa.noscale"]
     assert any(code.value.endswith("?quiz=sdpa.noscale") for code in at.code)
 
-    at.multiselect(key="sdpa.quiz").set_value(["sdpa.winner", "sdpa.noscale"]).run()
+    at.multiselect(key="scaled_dot_product.quiz").set_value(["sdpa.winner", "sdpa.noscale"]).run()
     assert at.query_params["quiz"] == "sdpa.winner,sdpa.noscale"
     assert len([w for w in at.radio if (w.key or "").startswith("quiz.")]) == 2
 
@@ -166,7 +166,7 @@ def test_positional_questions_follow_the_controls():
     lock_in(at, "pe.shuffle", 1)  # "Yes": wrong without positions
     assert "the answer is No: each word gets the same output" in verdicts(at)[0]
 
-    at.slider(key="pe.d_model").set_value(2).run()
+    at.slider(key="positional.d_model").set_value(2).run()
     omega = 10000.0 ** (-np.arange(0, 2, 2) / 2)
     dots = np.cos(np.outer(np.arange(1, 9), omega)).sum(axis=1)
     best = int(np.argmax(dots))
@@ -176,7 +176,7 @@ def test_positional_questions_follow_the_controls():
     assert f"k = 6: {dots[best]:.3f}" in revealed(at)
 
     # With positions added the same reordering changes the outputs: a new question to predict.
-    at.button_group(key="pe.family").set_value("sinusoidal").run()
+    at.button_group(key="positional.family").set_value("sinusoidal").run()
     assert "With **sinusoidal** positions" in choice(at, 1).label
     lock_in(at, "pe.shuffle", 1)
     assert "Right: Yes: words get different outputs." in verdicts(at)
@@ -185,7 +185,7 @@ def test_positional_questions_follow_the_controls():
 
 def test_real_model_previous_token_head_of_the_chosen_layer():
     from attention_core.models import load_bert
-    from tests.app_pages import open_model_page
+    from harness.app_pages import open_model_page
 
     text = "The animal didn't cross the street because it was too tired."
     weights = load_bert().trace(text).attention_weights.astype(np.float64)  # (layer, head, n, n)

@@ -15,12 +15,13 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attention_core.models import MODEL_DIR_ENV_VAR, find_model_dir, load_bert
-from tests.app_pages import ROOT, open_model_page
+from harness.app_pages import ROOT, open_model_page
 from tests.fragment_reruns import change_in_fragment, torch_after_a_plain_visit
 from tests.plotly_json import figures, plotly_array
-from ui import model_figures as mf
-from ui import model_views as rv
-from ui.step_views import fixed
+from ui.models import minilm
+from ui.pretrained import figures as pretrained_figures
+from ui.pretrained import views as pretrained_views
+from ui.widgets.step_text import fixed
 
 TIRED = "The animal didn't cross the street because it was too tired."
 WIDE = "The animal didn't cross the street because it was too wide."
@@ -122,8 +123,8 @@ def test_default_view_shows_layer_4_head_2_of_the_real_model(model):
     assert "all-MiniLM-L6-v2 from the offline package" in caption(at)
     # The default query is "it" (position 11), in layer 4, head 2.
     assert tokens[10] == "it"
-    assert at.selectbox(key="bert.token").value == 11
-    assert (at.select_slider(key="bert.layer").value, at.select_slider(key="bert.head").value) == (
+    assert at.selectbox(key="pretrained.token").value == 11
+    assert (at.select_slider(key="pretrained.layer").value, at.select_slider(key="pretrained.head").value) == (
         4,
         2,
     )
@@ -166,7 +167,7 @@ def test_head_view_draws_a_line_per_key_with_width_by_weight(model):
     (hover,) = [t for t in spec["data"] if t.get("name") == "weights of the query"]
     assert hover["hovertext"][2] == f"query 11 “it” → key 3 “animal”: {w[10, 2]:.4f}"
 
-    at.toggle(key="bert.only").set_value(True).run()
+    at.toggle(key="pretrained.only").set_value(True).run()
     only = head_view(at)
     names = [t["name"] for t in only["data"] if t["mode"] == "lines"]
     assert names and all(name.startswith("query") for name in names)
@@ -175,27 +176,27 @@ def test_head_view_draws_a_line_per_key_with_width_by_weight(model):
 
 def test_switching_head_layer_query_and_view_reuses_the_trace(model):
     at = open_page()
-    before = rv.forward_passes()
-    at.select_slider(key="bert.head").set_value(7).run()
-    at.select_slider(key="bert.layer").set_value(1).run()
-    at.selectbox(key="bert.token").set_value(3).run()
-    at.radio(key="bert.view").set_value("model").run()
-    at.radio(key="bert.view").set_value("layers").run()
+    before = minilm.forward_passes()
+    at.select_slider(key="pretrained.head").set_value(7).run()
+    at.select_slider(key="pretrained.layer").set_value(1).run()
+    at.selectbox(key="pretrained.token").set_value(3).run()
+    at.radio(key="pretrained.view").set_value("model").run()
+    at.radio(key="pretrained.view").set_value("layers").run()
     assert not at.exception
-    assert rv.forward_passes() == before  # no new forward pass
+    assert minilm.forward_passes() == before  # no new forward pass
     assert dict(at.query_params) == {
         "head": "7",
         "layer": "1",
         "token": "3",
         "view": "layers",
     }
-    at.radio(key="bert.view").set_value("head").run()
+    at.radio(key="pretrained.view").set_value("head").run()
     heading, z, _ = zoom(at)
     assert heading.startswith("Layer 1, head 7")
     np.testing.assert_allclose(z, model.trace(TIRED).attention_weights[0, 6], atol=1e-6)
 
-    at.text_area(key="bert.text").set_value("A short sentence.").run()
-    assert rv.forward_passes() == before + 1
+    at.text_area(key="pretrained.text").set_value("A short sentence.").run()
+    assert minilm.forward_passes() == before + 1
     _, z, _ = zoom(at)
     np.testing.assert_allclose(
         z, model.trace("A short sentence.").attention_weights[0, 6], atol=1e-6
@@ -232,15 +233,22 @@ def test_clicking_a_tile_picks_its_head():
     custom = decode(pickers["customdata"]).astype(int)  # plotly may send int8
     assert len(xs) == 72
     # 16 tokens a tile, 17 with the gap: tile (layer l, head h) spans rows 17 l .. 17 l + 15.
-    assert mf.tile_cell(16) == 17
+    assert pretrained_figures.tile_cell(16) == 17
     for x, y, (layer, head) in zip(xs, ys, custom, strict=True):
         assert 17 * (head - 1) <= x <= 17 * (head - 1) + 15
         assert 17 * (layer - 1) <= y <= 17 * (layer - 1) + 15
         # The click handler maps the clicked point back to the same head (from 0).
-        assert mf.tile_at(x, y, 17) == (layer - 1, head - 1)
-    assert mf.tile_at(16, 3, 17) is None and mf.tile_at(3, 33, 17) is None  # the gaps
+        assert pretrained_figures.tile_at(x, y, 17) == (layer - 1, head - 1)
+    assert (
+        pretrained_figures.tile_at(16, 3, 17) is None
+        and pretrained_figures.tile_at(3, 33, 17) is None
+    )  # the gaps
     # 512 tokens in tiles of at most 24: blocks of 22 tokens give 24 rows, 25 with the gap.
-    assert mf.tile_cell(512) == 25 and mf.tile_cell(24) == 25 and mf.tile_cell(25) == 14
+    assert (
+        pretrained_figures.tile_cell(512) == 25
+        and pretrained_figures.tile_cell(24) == 25
+        and pretrained_figures.tile_cell(25) == 14
+    )
 
 
 def test_layer_averages_are_the_mean_of_the_heads(model):
@@ -263,8 +271,10 @@ def test_head_roles_and_scores_follow_their_definitions(model):
             scores = pattern_scores(weights[layer, head])
             label = expected_label(scores)
             shown_score = scores["broad"] if label == "mixed" else scores[label]
-            assert text[layer][head] == f"{rv.ROLE_TITLES[label]}<br>{shown_score:.2f}"
-            title_ = rv.PATTERN_TITLES[label]
+            assert (
+                text[layer][head] == f"{pretrained_views.ROLE_TITLES[label]}<br>{shown_score:.2f}"
+            )
+            title_ = pretrained_views.PATTERN_TITLES[label]
             counts[title_] = counts.get(title_, 0) + 1
     for name, count in counts.items():
         assert f"{name} {count}" in caption(at)
@@ -273,7 +283,7 @@ def test_head_roles_and_scores_follow_their_definitions(model):
     scores = pattern_scores(weights[3, 1])
     shown = dict(zip(table["pattern"], table["score"], strict=True))
     for pattern, value in scores.items():
-        assert shown[rv.PATTERN_TITLES[pattern]] == pytest.approx(value, abs=1e-6)
+        assert shown[pretrained_views.PATTERN_TITLES[pattern]] == pytest.approx(value, abs=1e-6)
     # The sink note: share of all weight on [CLS] (first) and [SEP] (last), every head.
     share = (weights[..., 0].sum() + weights[..., -1].sum()) / (6 * 12 * 16)
     assert f"Here {share:.0%} of all attention weight" in markdown(at)
@@ -298,10 +308,10 @@ def test_drill_down_writes_out_the_row_of_the_query(model):
     assert r"\frac{1}{\sqrt{32}}" in written
     assert "shape `(16, 32)`" in markdown(at)
 
-    at.toggle(key="bert.steps").set_value(True).run()
+    at.toggle(key="pretrained.steps").set_value(True).run()
     assert not at.exception
     (weights_panel,) = [
-        c for c in at.main.get("plotly_chart") if "bert.pipeline.weights" in c.proto.id
+        c for c in at.main.get("plotly_chart") if "pretrained.pipeline.weights" in c.proto.id
     ]
     z = decode(json.loads(weights_panel.proto.spec)["data"][0]["z"])
     np.testing.assert_allclose(z, trace.attention_weights[3, 1], atol=1e-6)
@@ -313,9 +323,9 @@ def test_drill_down_writes_out_the_row_of_the_query(model):
 
 def test_presets_set_the_text_and_jump_to_their_word(model):
     at = open_page()
-    at.button(key="bert.preset.wide").click().run()
-    assert at.text_area(key="bert.text").value == WIDE
-    assert at.selectbox(key="bert.token").value == 11  # "it"
+    at.button(key="pretrained.preset.wide").click().run()
+    assert at.text_area(key="pretrained.text").value == WIDE
+    assert at.selectbox(key="pretrained.token").value == 11  # "it"
     _, z, _ = zoom(at)
     wide = model.trace(WIDE)
     np.testing.assert_allclose(z, wide.attention_weights[3, 1], atol=1e-6)
@@ -325,32 +335,32 @@ def test_presets_set_the_text_and_jump_to_their_word(model):
     assert z[10, animal] < tired[animal] and z[10, street] > tired[street]
     assert at.query_params["text"] == WIDE
 
-    at.button(key="bert.preset.repeated").click().run()
-    tokens = model.tokenize(rv.PRESETS["repeated"][1]).tokens
-    assert tokens[at.selectbox(key="bert.token").value - 1] == "cat"
+    at.button(key="pretrained.preset.repeated").click().run()
+    tokens = model.tokenize(minilm.PRESETS["repeated"][1]).tokens
+    assert tokens[at.selectbox(key="pretrained.token").value - 1] == "cat"
     assert tokens.count("cat") == 2 and tokens.count("the") == 4
 
 
 def test_text_over_512_tokens_is_truncated_and_said_so(model):
     at = open_page()
-    at.button(key="bert.preset.long").click().run()
+    at.button(key="pretrained.preset.long").click().run()
     assert not at.exception
-    expected = model.tokenize(rv.PRESETS["long"][1])
+    expected = model.tokenize(minilm.PRESETS["long"][1])
     assert expected.truncated and len(expected.tokens) == 512
     (warning,) = [w.value for w in at.warning]
     assert f"This text has {expected.num_input_tokens} tokens" in warning
     assert f"the last {expected.num_input_tokens - 512} tokens are cut off" in warning
-    trace = model.trace(rv.PRESETS["long"][1])
+    trace = model.trace(minilm.PRESETS["long"][1])
     _, z, _ = zoom(at)
     np.testing.assert_allclose(z, trace.attention_weights[3, 1], atol=1e-6)
     # The line view is capped; the row of the query is a table instead of written out.
     assert any("up to 160 tokens" in i.value for i in at.info)
     (row,) = [d.value for d in at.dataframe if "weight" in d.value.columns]
-    query = at.selectbox(key="bert.token").value - 1
+    query = at.selectbox(key="pretrained.token").value - 1
     assert expected.tokens[query] == "be"
     np.testing.assert_allclose(row["weight"], trace.attention_weights[3, 1, query], atol=1e-6)
 
-    at.radio(key="bert.view").set_value("model").run()
+    at.radio(key="pretrained.view").set_value("model").run()
     z = decode(model_view(at)["data"][0]["z"]).astype(np.float64)
     # 512 tokens in tiles of 24: blocks of 22 tokens (24 blocks, the last one partial).
     step = math.ceil(512 / 24)
@@ -366,7 +376,7 @@ def test_text_over_512_tokens_is_truncated_and_said_so(model):
 
 def test_empty_text_is_a_clear_message():
     at = open_page()
-    at.text_area(key="bert.text").set_value("   ").run()
+    at.text_area(key="pretrained.text").set_value("   ").run()
     assert not at.exception
     (error,) = [e.value for e in at.error]
     assert "The text is empty" in error and "type a sentence" in error
@@ -409,11 +419,11 @@ def test_tokens_are_shown_as_typed_not_as_markdown(model):
 def test_a_link_restores_the_view(model):
     text = "The cat sat on the mat because it was warm."
     at = open_page({"text": text, "layer": "2", "head": "5", "token": "3", "view": "model"})
-    assert at.text_area(key="bert.text").value == text
-    assert at.select_slider(key="bert.layer").value == 2
-    assert at.select_slider(key="bert.head").value == 5
-    assert at.selectbox(key="bert.token").value == 3
-    assert at.radio(key="bert.view").value == "model"
+    assert at.text_area(key="pretrained.text").value == text
+    assert at.select_slider(key="pretrained.layer").value == 2
+    assert at.select_slider(key="pretrained.head").value == 5
+    assert at.selectbox(key="pretrained.token").value == 3
+    assert at.radio(key="pretrained.view").value == "model"
     assert not at.warning
     heading, z, spec = zoom(at)
     assert heading.startswith("Layer 2, head 5")
@@ -429,15 +439,15 @@ def test_crafted_links_give_notices_and_defaults():
     notices = " ".join(w.value for w in at.warning)
     for name in ("layer", "head", "token", "view", "only"):
         assert f"The link's `{name}=" in notices
-    assert at.select_slider(key="bert.layer").value == 4
-    assert at.select_slider(key="bert.head").value == 2
-    assert at.selectbox(key="bert.token").value == 11
-    assert at.radio(key="bert.view").value == "head"
+    assert at.select_slider(key="pretrained.layer").value == 4
+    assert at.select_slider(key="pretrained.head").value == 2
+    assert at.selectbox(key="pretrained.token").value == 11
+    assert at.radio(key="pretrained.view").value == "head"
 
     # (Streamlit itself drops query strings over 512 KB; this one gets through to the page.)
     at = open_page({"text": "x" * 10_000})
     assert "characters long, more than a link may carry" in " ".join(w.value for w in at.warning)
-    assert at.text_area(key="bert.text").value == TIRED
+    assert at.text_area(key="pretrained.text").value == TIRED
 
 
 def test_a_link_to_a_token_past_the_end_shows_the_last_token():
@@ -445,7 +455,7 @@ def test_a_link_to_a_token_past_the_end_shows_the_last_token():
     assert "`token=40` is past the end of this text (5 tokens)" in " ".join(
         w.value for w in at.warning
     )
-    assert at.selectbox(key="bert.token").value == 5  # [CLS] hello world . [SEP]
+    assert at.selectbox(key="pretrained.token").value == 5  # [CLS] hello world . [SEP]
     assert at.query_params["token"] == "5"
 
 
@@ -497,7 +507,7 @@ def test_a_damaged_weights_file_is_a_clear_message(tmp_path, monkeypatch):
 def test_an_unreachable_hub_is_reported_at_once():
     started = time.perf_counter()
     # .invalid never resolves (RFC 2606), so this is what a server without internet sees.
-    assert rv.hub_reachable("hub.invalid", timeout=3.0) is False
+    assert minilm.hub_reachable("hub.invalid", timeout=3.0) is False
     assert time.perf_counter() - started < 5
 
 
@@ -517,7 +527,7 @@ def test_clicking_a_tile_in_the_model_view_reruns_the_page_for_that_head(model):
     points = [{"x": 41.5, "y": 24.5, "curve_number": 1, "point_number": 14, "point_index": 14}]
     selection = {"selection": {"points": points, "point_indices": [14], "box": [], "lasso": []}}
     full, moved, fragment_id = change_in_fragment(
-        "pretrained", "view=model", "chart bert.model_view", ("string_value", json.dumps(selection))
+        "pretrained", "view=model", "chart pretrained.model_view", ("string_value", json.dumps(selection))
     )
     assert fragment_id
     # The whole page, not only the fragment (which alone sends under a quarter of it). Not an

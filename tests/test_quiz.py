@@ -235,13 +235,18 @@ def test_nearest_position_for_one_frequency_is_a_full_turn_away():
 
 
 def test_link_ids_keep_this_pages_and_explain_the_rest():
-    asked, problems = parse_question_ids("sdpa.noscale, mask.row2,nope,sdpa.noscale", "sdpa")
+    where = {"mask": "the masking lab page"}
+    asked, problems = parse_question_ids("sdpa.noscale, mask.row2,nope,sdpa.noscale", "sdpa", where)
     assert asked == ["sdpa.noscale"]
     assert problems == [
         "`mask.row2` is asked on the masking lab page, not here.",
         "`nope` is not a question; this page asks `sdpa.winner`, `sdpa.noscale`.",
     ]
     assert parse_question_ids("", "pe") == ([], [])
+    # Without a place for the prefix, the message still says it is another page's question.
+    assert parse_question_ids("mask.row2", "sdpa")[1] == [
+        "`mask.row2` is asked on another page, not here."
+    ]
     assert all(qid.split(".")[0] in {"sdpa", "mask", "mha", "pe", "bert"} for qid in QUESTIONS)
 
 

@@ -1,7 +1,7 @@
 """Serving a room: a burst of viewers on a fresh server, and N workers behind HAProxy.
 
 These start real servers on loopback and speak Streamlit's websocket protocol
-(tests/streamlit_stream.py), as browsers do. They assert on what viewers get (pages, widget
+(harness/stream.py), as browsers do. They assert on what viewers get (pages, widget
 changes, no exceptions) and on where HAProxy sends them, never on timings: speed is measured by
 bench/bench_live_audience.py.
 """
@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 import websockets
 
-from deploy.serve import ROOT, Deployment, haproxy_config
-from tests.streamlit_stream import Viewer, audience, run_to_end, worker_cookie
-from ui.decoder_views import IDLE_ENV_VAR
+from harness.stream import Viewer, audience, run_to_end, worker_cookie
+from server.memory import TRIM_EVERY_SECONDS
+from server.serve import ROOT, Deployment, haproxy_config
+from ui.models.smollm import IDLE_ENV_VAR
 from ui.pages import PAGES
-from ui.warmup import TRIM_EVERY_SECONDS
 
 # Every registered page, as a speaker's link would open it.
 PAGE_LINKS = tuple((page.url_path, "") for page in PAGES)
@@ -122,4 +122,4 @@ def test_the_dockerfile_passes_hadolint_and_serves_with_deploy_serve():
     assert result.returncode == 0, result.stdout + result.stderr
     text = dockerfile.read_text()
     assert "RUN make .venv/.app-installed" in text  # the same install as `make run`
-    assert '"deploy/serve.py", "--address", "0.0.0.0"' in text
+    assert '"server/serve.py", "--address", "0.0.0.0"' in text

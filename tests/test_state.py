@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ui.state import MAX_PARAM_CHARS, decode_matrix, encode_matrix
+from ui.widgets.state import MAX_PARAM_CHARS, decode_matrix, encode_matrix
 
 
 def test_matrix_round_trips_through_the_link_exactly():
@@ -31,7 +31,7 @@ def test_bad_matrices_in_a_link_are_refused_with_a_reason(raw, said):
 def _linked_page():
     import streamlit as st
 
-    from ui.state import PageState
+    from ui.widgets.state import PageState
 
     view = PageState("t")
     view.show_notices()

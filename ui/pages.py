@@ -1,14 +1,19 @@
-"""The app's pages, listed once: app.py's menu, the "Why attention?" page's links and the tests
-all read `PAGES`.
+"""The app's pages, listed once: app.py's menu, the "Why attention?" page's links, the server's
+warm-up, the benchmarks and the tests all read `PAGES`.
 
-To add a page: write `pages/<name>.py` and add a `PageRecord` here, in its section. The
-`url_path` is the page's address in a link (`/scaled-dot-product?causal=1`): keep it stable,
-and never equal to a file's stem, so that a deep link reaches the router and not a bare page
-file (Streamlit's legacy `pages/` lookup matches file stems).
+A page has one id, its `url_path` with "-" written "_" (`scaled-dot-product` ->
+`scaled_dot_product`): its package `ui/<id>/`, its `PageState(<id>)`, its tests
+`tests/test_page_<id>.py` and `tests/e2e/test_<id>.py`, its benchmark `bench/bench_page_<id>.py`.
+The `url_path` is the page's address in a link (`/scaled-dot-product?causal=1`): it never changes
+once published, and never equals a file's stem, so that a deep link reaches the router and not a
+bare page file (Streamlit's legacy `pages/` lookup matches file stems). Adding a page: README.md,
+"Adding a page".
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from dataclasses import dataclass
 
 
@@ -17,7 +22,8 @@ class PageRecord:
     """One page: where it lives, how the menu names it, and the line that invites a reader in.
 
     `label` is how the "Why attention?" page links to it (the title when empty); `default` marks
-    the page the app opens on.
+    the page the app opens on; `quiz` is the prefix of its predict-then-reveal questions' ids in
+    a teacher's link (`?quiz=sdpa.winner`), older than the page ids and kept for those links.
     """
 
     path: str
@@ -28,10 +34,21 @@ class PageRecord:
     help: str
     label: str = ""
     default: bool = False
+    quiz: str = ""
 
     @property
     def link_label(self) -> str:
         return self.label or self.title
+
+    @property
+    def id(self) -> str:
+        """The page's one name in the code: its URL path with "-" written "_"."""
+        return self.url_path.replace("-", "_")
+
+    @property
+    def package(self) -> str:
+        """The page's own package of views: `ui.<id>`."""
+        return f"ui.{self.id}"
 
 
 PAGES: tuple[PageRecord, ...] = (
@@ -52,6 +69,7 @@ PAGES: tuple[PageRecord, ...] = (
         "The mechanism",
         "Type Q, K and V and watch every step of the formula.",
         label="Scaled dot-product attention, step by step",
+        quiz="sdpa",
     ),
     PageRecord(
         "pages/masking_lab.py",
@@ -61,6 +79,7 @@ PAGES: tuple[PageRecord, ...] = (
         "The mechanism",
         "Causal, padding, sliding-window and custom masks, and why −∞.",
         label="The masking lab",
+        quiz="mask",
     ),
     PageRecord(
         "pages/multi_head.py",
@@ -70,6 +89,7 @@ PAGES: tuple[PageRecord, ...] = (
         "The mechanism",
         "Projections, the split into heads, concatenation and W_O.",
         label="Multi-head attention, head by head",
+        quiz="mha",
     ),
     PageRecord(
         "pages/positional_encoding.py",
@@ -78,6 +98,7 @@ PAGES: tuple[PageRecord, ...] = (
         "positional",
         "The mechanism",
         "Why attention ignores order, and sinusoids, RoPE and ALiBi.",
+        quiz="pe",
     ),
     PageRecord(
         "pages/real_model.py",
@@ -86,6 +107,7 @@ PAGES: tuple[PageRecord, ...] = (
         "pretrained",
         "In practice",
         "Every layer and head of MiniLM, computed by this app's own code.",
+        quiz="bert",
     ),
     PageRecord(
         "pages/probe_model.py",
@@ -120,3 +142,14 @@ def sections() -> dict[str, list[PageRecord]]:
     for record in PAGES:
         grouped.setdefault(record.section, []).append(record)
     return grouped
+
+
+def page_modules(records: tuple[PageRecord, ...] = PAGES) -> list[str]:
+    """The modules of the pages' own packages (`ui.<id>.*`), for the server's warm-up."""
+    names = []
+    for record in records:
+        package = importlib.import_module(record.package)
+        names.append(package.__name__)
+        names += [f"{package.__name__}.{module.name}"
+                  for module in pkgutil.iter_modules(package.__path__)]  # fmt: skip
+    return names

@@ -13,7 +13,7 @@ Questions are named `<page>.<name>` (`QUESTIONS`), the names a teacher's link ca
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,13 +48,6 @@ QUESTIONS = {
     "bert.previous": "Which head of this layer attends most to the previous token?",
     "pe.shuffle": "Does reordering the sentence change each word's output?",
     "pe.nearest": "At which distance are two positions' encodings most alike?",
-}
-PAGE_NAMES = {
-    "sdpa": "scaled dot-product",
-    "mask": "masking lab",
-    "mha": "multi-head",
-    "bert": "pretrained-model",
-    "pe": "positional encoding",
 }
 
 # Two weights this close are the same number reached by two roundings, not a winner and a loser.
@@ -96,19 +89,25 @@ class Question:
         return "; ".join(self.options[i] for i in sorted(self.correct))
 
 
-def parse_question_ids(raw: str, page: str) -> tuple[list[str], list[str]]:
-    """The ids a link asks `page` for, and a message for each id that cannot be asked there.
+def parse_question_ids(
+    raw: str, page: str, asked_on: Mapping[str, str] | None = None
+) -> tuple[list[str], list[str]]:
+    """The ids a link asks `page` (an id prefix: "sdpa") for, and a message for each id that
+    cannot be asked there.
 
-    `raw` is the link's comma-separated list. Ids of another page are explained (the teacher's
-    link may hold several pages' questions), unknown ids are named.
+    `raw` is the link's comma-separated list. Ids of another prefix are explained with
+    `asked_on` (prefix -> where those questions are asked: "the masking lab page"), since a
+    teacher's link may hold several pages' questions; unknown ids are named.
     """
+    asked_on = asked_on or {}
     asked, problems = [], []
     for item in dict.fromkeys(part.strip() for part in raw.split(",") if part.strip()):
         owner = item.split(".", 1)[0]
         if item in QUESTIONS and owner == page:
             asked.append(item)
         elif item in QUESTIONS:
-            problems.append(f"`{item}` is asked on the {PAGE_NAMES[owner]} page, not here.")
+            where = asked_on.get(owner, "another page")
+            problems.append(f"`{item}` is asked on {where}, not here.")
         else:
             shown = item if len(item) <= 30 else item[:30] + "…"
             here = ", ".join(f"`{q}`" for q in QUESTIONS if q.startswith(page + "."))

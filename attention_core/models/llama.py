@@ -29,12 +29,10 @@ llama.cpp's 4-bit Q4_1 (8-bit Q8_0 embedding), so those are the numbers a page s
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +76,6 @@ __all__ = [
     "generate",
     "load_llama",
     "next_token_probabilities",
-    "release_freed_memory",
-    "reuse_freed_memory",
     "rms_norm",
     "run_llama",
     "sample_next_token",
@@ -644,7 +640,6 @@ def load_llama(
     config = LlamaConfig.from_dict(raw_config, source=str(location.path))
     weights = LlamaWeights.from_state_dict(state, config, weights_dtype, str(location.path))
     del state
-    release_freed_memory()
     return LlamaModel(
         config=config,
         weights=weights,
@@ -653,59 +648,6 @@ def load_llama(
         load_seconds=time.perf_counter() - start,
         chat_template=template,
         saved_as=file_formats,
-    )
-
-
-def release_freed_memory() -> None:
-    """Hand freed memory back to the operating system: the loader's temporaries, or a whole
-    model and its steps once a server lets them go.
-
-    Unpacking and stacking the matrices frees ~150 MB of same-sized pieces that glibc keeps on
-    its heap, scattered between the kept weights, so the process would stay that much larger
-    (measured: 437 -> 290 MiB resident for bfloat16). malloc_trim(0) returns those free pages.
-    Other C libraries (musl, macOS) have no malloc_trim, and there is nothing to do here.
-    """
-    try:
-        _libc().malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
-@cache
-def _libc() -> ctypes.CDLL:
-    # Looked up once: find_library runs `ldconfig -p` in a child process, and the server's
-    # trim thread asks for the library every 30 s.
-    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-
-
-def stop_reusing_freed_memory() -> bool:
-    """Back to glibc's defaults (reuse_freed_memory undone), for once the model has gone."""
-    return _set_malloc_thresholds(mmap_kb=128, keep_kb=128)
-
-
-def reuse_freed_memory(keep_mb: int = 256) -> bool:
-    """Let glibc keep freed memory for the next forward pass instead of returning it at once.
-
-    A forward pass keeps every step (~165 MB for 128 tokens). By default glibc maps a large
-    array on its own, or trims the heap's free top, and hands those pages back as soon as they
-    are freed; the next pass takes them again, one zeroed 4 KiB page fault at a
-    time: ~14 000 faults, 15-25 ms of a 128-token prefill (measured: 14k -> 1.5k faults a pass,
-    prefill 256 -> 238 ms). Taking arrays up to 32 MiB from the heap, and keeping up to
-    ``keep_mb`` of its free top, lets the next pass reuse them. The peak is the same; memory
-    freed below that is returned later. Process-wide, so the app calls it where the decoder's
-    model loads. Returns False where the C library is not glibc (nothing is changed there).
-    """
-    return _set_malloc_thresholds(mmap_kb=32 * 1024, keep_kb=keep_mb * 1024)
-
-
-def _set_malloc_thresholds(mmap_kb: int, keep_kb: int) -> bool:
-    m_trim_threshold, m_mmap_threshold = -1, -3  # glibc's malloc.h
-    try:
-        mallopt = _libc().mallopt
-    except (OSError, AttributeError):
-        return False
-    return bool(
-        mallopt(m_mmap_threshold, mmap_kb * 1024) and mallopt(m_trim_threshold, keep_kb * 1024)
     )
 
 

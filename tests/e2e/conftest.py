@@ -1,7 +1,7 @@
 """Fixtures for the browser tests: servers, Chromium, and a tab that leaves a screenshot.
 
 The machinery (starting servers, waiting for script runs, typing into the data editor) lives
-in tests/e2e/streamlit_browser.py, shared with the browser benchmarks in bench/.
+in harness/browser.py, shared with the browser benchmarks in bench/.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.streamlit_browser import (
+from harness.browser import (
     ARTIFACTS,
     TIMEOUT_MS,
     StreamlitServer,

@@ -18,8 +18,8 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import expect
 
-from tests.app_pages import registered_pages
-from tests.e2e.streamlit_browser import (
+from harness.app_pages import registered_pages
+from harness.browser import (
     TIMEOUT_MS,
     exceptions,
     key_selector,
@@ -128,7 +128,7 @@ def test_axe_finds_no_violation(server, mode_tabs, mode, record):
 
 # -- keyboard -----------------------------------------------------------------------------------
 
-Q_EDITOR = key_selector("sdpa.q.v1")
+Q_EDITOR = key_selector("scaled_dot_product.q.v1")
 
 FOCUSED_JS = """() => {
     const element = document.activeElement;
@@ -197,8 +197,8 @@ def test_sdpa_page_by_keyboard_only(server, page):
     menu = [i for i, v in enumerate(visited) if v["testid"] == "stSidebarNavLink"]
     assert len(menu) == len(PAGES) and menu == list(range(menu[0], menu[0] + len(PAGES)))
     assert keys.index("st-key-app-present") > menu[-1]
-    assert keys.index("st-key-sdpa-n_q") < keys.index("st-key-sdpa-q-reset") < len(keys) - 1
-    assert "st-key-sdpa-k-v1" not in keys  # K's table comes after Q's
+    assert keys.index("st-key-scaled_dot_product-n_q") < keys.index("st-key-scaled_dot_product-q-reset") < len(keys) - 1
+    assert "st-key-scaled_dot_product-k-v1" not in keys  # K's table comes after Q's
     # Visible focus on every link, button and table met on the way. (Streamlit draws the focus
     # of a switch, a number or a select box on a wrapper around its input, not checked here.)
     unmarked = [v for v in visited if v["tag"] in {"A", "BUTTON", "SUMMARY", "CANVAS"}]
@@ -299,7 +299,7 @@ def test_presenter_keys_are_shown_on_their_buttons(server, browser):
     tab = new_tab(browser, width=1280, height=720)
     try:
         open_app(tab, server.url, "scaled-dot-product", "present=1")
-        for key, arrow in (("sdpa.step_back", "←"), ("sdpa.step_next", "→")):
+        for key, arrow in (("scaled_dot_product.step_back", "←"), ("scaled_dot_product.step_next", "→")):
             shortcut = tab.locator(f"{key_selector(key)} kbd")
             expect(shortcut).to_have_text(arrow)
             expect(shortcut).to_be_visible()
@@ -326,7 +326,7 @@ LONGEST_MOTION_JS = """() => {
 
 @pytest.mark.e2e
 def test_reduced_motion_stills_the_page_and_autoplay_waits_to_be_asked(server, browser):
-    from ui.decoder_views import AUTOPLAY_SECONDS
+    from ui.decoder.generation import AUTOPLAY_SECONDS
 
     moving = new_tab(browser)
     still = new_tab(browser, reduced_motion="reduce")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.streamlit_browser import (
+from harness.browser import (
     CELL_NUMBERS,
     PLOTLY_CHART,
     exceptions,
@@ -23,7 +23,7 @@ from tests.e2e.streamlit_browser import (
 )
 from tests.e2e.test_accessibility import axe_violations, violation_report
 
-COMPARE = key_selector("mask.cmp")
+COMPARE = key_selector("masking.cmp")
 N = 6
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.e2e.streamlit_browser import open_app, rerun_after
+from harness.browser import open_app, rerun_after
 
 
 @pytest.mark.e2e

@@ -11,7 +11,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.streamlit_browser import (
+from harness.browser import (
     exceptions,
     new_tab,
     open_app,

@@ -7,7 +7,7 @@ closing `sync_url` does not run) can only be seen here.
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.streamlit_browser import exceptions, open_app, rerun_after, wait_for_link
+from harness.browser import exceptions, open_app, rerun_after, wait_for_link
 
 
 @pytest.mark.e2e

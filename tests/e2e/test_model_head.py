@@ -2,7 +2,7 @@
 and the real-model page's link leads there too.
 
 Expected weights come from Hugging Face transformers on the model's files
-(tests/e2e/references.py), not from the app's own forward pass.
+(harness/references.py), not from the app's own forward pass.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import expect
 
-from tests.e2e.references import bert_attention, bert_tokens
-from tests.e2e.streamlit_browser import (
+from harness.browser import (
     CELL_NUMBERS,
     PLOTLY_CHART,
     exceptions,
@@ -25,6 +24,7 @@ from tests.e2e.streamlit_browser import (
     wait_for_charts,
     wait_for_visible_charts,
 )
+from harness.references import bert_attention, bert_tokens
 from tests.e2e.test_accessibility import AXE_OPTIONS, EXPLAINED, violation_report
 from tests.e2e.test_sdpa import WEIGHTS
 

@@ -19,9 +19,8 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from tests.app_pages import registered_pages
-from tests.e2e.references import bert_tokens
-from tests.e2e.streamlit_browser import (
+from harness.app_pages import registered_pages
+from harness.browser import (
     StreamlitServer,
     active_page_title,
     exceptions,
@@ -30,6 +29,7 @@ from tests.e2e.streamlit_browser import (
     open_app,
     wait_for_charts,
 )
+from harness.references import bert_tokens
 
 PAGES = registered_pages()
 
@@ -54,14 +54,14 @@ def expect_metric(tab, label: str, value: str) -> None:
 
 
 def _home(tab) -> None:
-    expect_slider(tab, "home.n", "4")
+    expect_slider(tab, "why.n", "4")
     # 4 tokens: 4 × 4 query·key scores, and 3 sequential steps for an RNN.
     expect_metric(tab, "scores computed", "16")
     expect_metric(tab, "sequential steps", "3")
 
 
 def _sdpa(tab) -> None:
-    expect(tab.locator(f"{key_selector('sdpa.causal')} input[type='checkbox']")).to_be_checked()
+    expect(tab.locator(f"{key_selector('scaled_dot_product.causal')} input[type='checkbox']")).to_be_checked()
     # The worked 3-token example: Q = [[1,0],[0,1],[1,1]], K = [[1,1],[1,0],[0,1]], d_k = 2.
     # With the causal mask query i sees keys 1..i: query 1 puts all its weight on key 1, and
     # query 2 sees scores q2·k1 = 1, q2·k2 = 0, scaled by 1/√2, so its weights are
@@ -72,31 +72,31 @@ def _sdpa(tab) -> None:
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)
     assert np.allclose(weights[1, :2], [0.6698, 0.3302], atol=1e-4)
-    scope = key_selector("sdpa.pipeline.weights.chart")
+    scope = key_selector("scaled_dot_product.pipeline.weights.chart")
     wait_for_charts(tab, scope)
     shown = np.array([float(text) for text in heatmap_cells(tab, scope)]).reshape(3, 3)
     np.testing.assert_allclose(shown, weights, atol=5e-5)
-    masked_scope = key_selector("sdpa.pipeline.masked.chart")
+    masked_scope = key_selector("scaled_dot_product.pipeline.masked.chart")
     wait_for_charts(tab, masked_scope)
     masked = heatmap_cells(tab, masked_scope)[:9]
     assert [i for i, text in enumerate(masked) if text == "−∞"] == [1, 2, 5]  # above the diagonal
 
 
 def _masking(tab) -> None:
-    expect_slider(tab, "mask.n", "4")
+    expect_slider(tab, "masking.n", "4")
 
 
 def _multi_head(tab) -> None:
-    expect_text(tab, "mha.sentence", "a dog ran home")
-    expect_slider(tab, "mha.heads", "2")
+    expect_text(tab, "multi_head.sentence", "a dog ran home")
+    expect_slider(tab, "multi_head.heads", "2")
 
 
 def _positional(tab) -> None:
-    expect_text(tab, "pe.sentence", "dogs chase cats")
+    expect_text(tab, "positional.sentence", "dogs chase cats")
 
 
 def _pretrained(tab) -> None:
-    expect_text(tab, "bert.text", "Dogs bark loudly")
+    expect_text(tab, "pretrained.text", "Dogs bark loudly")
     tokens = bert_tokens("Dogs bark loudly")
     assert tokens == ["[CLS]", "dogs", "bark", "loudly", "[SEP]"]
     caption = tab.locator("[data-testid='stCaptionContainer']").filter(has_text="(WordPiece")

@@ -8,8 +8,8 @@ kept under artifacts/screenshots/ (see the `page` fixture).
 import pytest
 from playwright.sync_api import expect
 
-from tests.app_pages import registered_pages
-from tests.e2e.streamlit_browser import (
+from harness.app_pages import registered_pages
+from harness.browser import (
     PLOTLY_CHART,
     TRACE_DRAWN,
     active_page_title,

@@ -11,7 +11,7 @@ import math
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.streamlit_browser import exceptions, new_tab, open_app, rerun_after
+from harness.browser import exceptions, new_tab, open_app, rerun_after
 from tests.e2e.test_accessibility import axe_violations, violation_report
 
 TOP = math.exp(math.sqrt(2)) / (math.exp(math.sqrt(2)) + 2 * math.exp(1 / math.sqrt(2)))

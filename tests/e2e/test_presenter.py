@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.streamlit_browser import (
+from harness.browser import (
     ARTIFACTS,
     CELL_NUMBERS,
     exceptions,
@@ -29,7 +29,7 @@ STYLE_JS = """(selector) => {
 }"""
 PARAGRAPH = "[data-testid='stMain'] [data-testid='stMarkdownContainer'] p"
 CELL_TEXT = (
-    f"{key_selector('sdpa.pipeline.weights.chart')} [data-testid='stPlotlyChart'] " + CELL_NUMBERS
+    f"{key_selector('scaled_dot_product.pipeline.weights.chart')} [data-testid='stPlotlyChart'] " + CELL_NUMBERS
 )
 
 
@@ -45,7 +45,7 @@ def font_sizes(tab) -> dict[str, float]:
 def open_sdpa(browser, server, query: str):
     tab = new_tab(browser, **SIZE)
     open_app(tab, server.url, "scaled-dot-product", query)
-    wait_for_charts(tab, key_selector("sdpa.pipeline.weights.chart"))
+    wait_for_charts(tab, key_selector("scaled_dot_product.pipeline.weights.chart"))
     return tab
 
 
@@ -62,7 +62,7 @@ def test_presenter_mode_enlarges_text_and_hides_the_sidebar(server, browser):
     try:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         presenting.screenshot(path=str(ARTIFACTS / "presenter-sdpa-1280x720.png"))
-        presenting.locator(key_selector("sdpa.pipeline.weights.chart")).scroll_into_view_if_needed()
+        presenting.locator(key_selector("scaled_dot_product.pipeline.weights.chart")).scroll_into_view_if_needed()
         presenting.screenshot(path=str(ARTIFACTS / "presenter-sdpa-weights-1280x720.png"))
         large = font_sizes(presenting)
         assert exceptions(presenting) == []
@@ -85,8 +85,8 @@ def test_presenter_mode_enlarges_text_and_hides_the_sidebar(server, browser):
 def test_presenter_steps_through_the_pipeline_with_the_arrow_keys(server, browser):
     tab = open_sdpa(browser, server, "present=1")
     try:
-        output = key_selector("sdpa.pipeline.output.chart")
-        weights = key_selector("sdpa.pipeline.weights.chart")
+        output = key_selector("scaled_dot_product.pipeline.output.chart")
+        weights = key_selector("scaled_dot_product.pipeline.weights.chart")
         assert tab.locator(output).count() == 1  # all five steps by default
 
         tab.locator("[data-testid='stMain'] h1").first.click()  # focus the page, not a widget

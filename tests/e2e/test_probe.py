@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.streamlit_browser import (
+from harness.browser import (
     exceptions,
     key_selector,
     open_app,

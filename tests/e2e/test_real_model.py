@@ -1,7 +1,7 @@
 """The real-model page in a real browser: a typed sentence is split into the model's tokens.
 
 The expected tokens come from transformers' pure-Python WordPiece tokenizer over the model's
-vocab.txt (tests/e2e/references.py), not from the `tokenizers` library the page uses.
+vocab.txt (harness/references.py), not from the `tokenizers` library the page uses.
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.references import bert_tokens
-from tests.e2e.streamlit_browser import (
+from harness.browser import (
     exceptions,
     key_selector,
     open_app,
@@ -18,6 +17,7 @@ from tests.e2e.streamlit_browser import (
     wait_for_link,
     wait_for_visible_charts,
 )
+from harness.references import bert_tokens
 
 SENTENCE = "Attention heads tokenize unbelievably long words!"
 TOKEN_CAPTION = "[data-testid='stCaptionContainer']"
@@ -38,7 +38,7 @@ def test_a_typed_sentence_shows_the_models_tokens(server, page):
     # Sub-word pieces make this a real WordPiece check, not a split on spaces.
     assert "##ize" in expected and len(expected) == 14
 
-    text = page.locator(f"{key_selector('bert.text')} textarea")
+    text = page.locator(f"{key_selector('pretrained.text')} textarea")
     with rerun_after(page):
         text.fill(SENTENCE)
         text.press("Control+Enter")

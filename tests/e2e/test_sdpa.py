@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.streamlit_browser import (
+from harness.browser import (
     CELL_NUMBERS,
     TIMEOUT_MS,
     edit_cell,
@@ -31,8 +31,8 @@ from tests.e2e.streamlit_browser import (
 Q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
 K = np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
 V = np.array([[10.0, 0.0], [0.0, 10.0], [5.0, 5.0]])
-WEIGHTS = key_selector("sdpa.pipeline.weights.chart")
-OUTPUT = key_selector("sdpa.pipeline.output.chart")
+WEIGHTS = key_selector("scaled_dot_product.pipeline.weights.chart")
+OUTPUT = key_selector("scaled_dot_product.pipeline.output.chart")
 
 
 def attention(q, k, v, *, causal=False):
@@ -76,7 +76,7 @@ def sdpa(server, page):
 def test_typing_into_q_changes_the_weights_and_output(sdpa):
     with rerun_after(sdpa):
         # Q's first row, column d2 (column 0 is the token): [1, 0] -> [1, 2].
-        edit_cell(sdpa, key_selector("sdpa.q.v1"), row=0, col=2, text="2")
+        edit_cell(sdpa, key_selector("scaled_dot_product.q.v1"), row=0, col=2, text="2")
     edited = Q.copy()
     edited[0, 1] = 2.0
     weights, output = attention(edited, K, V)
@@ -94,7 +94,7 @@ def test_typing_into_q_changes_the_weights_and_output(sdpa):
 @pytest.mark.e2e
 def test_causal_toggle_masks_the_future_and_changes_the_weights(sdpa):
     with rerun_after(sdpa):
-        sdpa.locator(f"{key_selector('sdpa.causal')} label").click()
+        sdpa.locator(f"{key_selector('scaled_dot_product.causal')} label").click()
     weights, output = attention(Q, K, V, causal=True)
     assert np.array_equal(weights[0], [1.0, 0.0, 0.0])  # the first query sees only itself
     expect_heatmap(sdpa, WEIGHTS, weights)
@@ -103,7 +103,7 @@ def test_causal_toggle_masks_the_future_and_changes_the_weights(sdpa):
     scaled = Q @ K.T / np.sqrt(2)
     masked = ["−∞" if j > i else f"{scaled[i, j]:.4f}" for i in range(3) for j in range(3)]
     labels = sdpa.locator(
-        f"{key_selector('sdpa.pipeline.masked.chart')} [data-testid='stPlotlyChart'] "
+        f"{key_selector('scaled_dot_product.pipeline.masked.chart')} [data-testid='stPlotlyChart'] "
         + CELL_NUMBERS
     )
     expect(labels.nth(8)).to_be_attached(timeout=TIMEOUT_MS)
@@ -111,7 +111,7 @@ def test_causal_toggle_masks_the_future_and_changes_the_weights(sdpa):
     wait_for_link(sdpa, has=("causal=1",))
 
     with rerun_after(sdpa):
-        sdpa.locator(f"{key_selector('sdpa.causal')} label").click()
+        sdpa.locator(f"{key_selector('scaled_dot_product.causal')} label").click()
     expect_heatmap(sdpa, WEIGHTS, attention(Q, K, V)[0])
     wait_for_link(sdpa, lacks=("causal",))
 
@@ -119,14 +119,14 @@ def test_causal_toggle_masks_the_future_and_changes_the_weights(sdpa):
 @pytest.mark.e2e
 def test_the_json_download_holds_the_edited_example_and_its_steps(sdpa, tmp_path):
     with rerun_after(sdpa):
-        edit_cell(sdpa, key_selector("sdpa.v.v1"), row=2, col=1, text="-4")
+        edit_cell(sdpa, key_selector("scaled_dot_product.v.v1"), row=2, col=1, text="-4")
     edited_v = V.copy()
     edited_v[2, 0] = -4.0
     weights, output = attention(Q, K, edited_v)
     expect_heatmap(sdpa, OUTPUT, output)
 
     # The JSON download sits under the steps it saves, with the settings that made them.
-    button = sdpa.locator(f"{key_selector('sdpa.download.json')} button")
+    button = sdpa.locator(f"{key_selector('scaled_dot_product.download.json')} button")
     with sdpa.expect_download(timeout=TIMEOUT_MS) as info:
         button.click()
     download = info.value
@@ -148,17 +148,17 @@ def test_the_json_download_holds_the_edited_example_and_its_steps(sdpa, tmp_path
 @pytest.mark.e2e
 def test_the_weights_csv_download_holds_the_weights_on_screen(sdpa, tmp_path):
     with rerun_after(sdpa):
-        sdpa.locator(f"{key_selector('sdpa.causal')} label").click()
+        sdpa.locator(f"{key_selector('scaled_dot_product.causal')} label").click()
     weights, _ = attention(Q, K, V, causal=True)
     expect_heatmap(sdpa, WEIGHTS, weights)
 
-    chooser = key_selector("sdpa.pipeline.download.which")
+    chooser = key_selector("scaled_dot_product.pipeline.download.which")
     with rerun_after(sdpa):
         # The menu opens from the keyboard whether or not the click alone opened it.
         sdpa.locator(f"{chooser} [role='combobox']").click()
         sdpa.locator(f"{chooser} [role='combobox']").press("ArrowDown")
         sdpa.get_by_role("option", name="4 · Weights (softmax)").click()
-    button = sdpa.locator(f"{key_selector('sdpa.pipeline.download.button')} button")
+    button = sdpa.locator(f"{key_selector('scaled_dot_product.pipeline.download.button')} button")
     with sdpa.expect_download(timeout=TIMEOUT_MS) as info:
         button.click()
     download = info.value
@@ -178,7 +178,7 @@ def test_the_weights_csv_download_holds_the_weights_on_screen(sdpa, tmp_path):
 @pytest.mark.e2e
 def test_choosing_a_query_reruns_its_fragment_and_the_link_follows(server, page):
     open_app(page, server.url, "scaled-dot-product", "causal=1")
-    chooser = key_selector("sdpa.row")
+    chooser = key_selector("scaled_dot_product.row")
     page.locator(chooser).scroll_into_view_if_needed()
     with rerun_after(page):
         page.locator(f"{chooser} [role='combobox']").click()

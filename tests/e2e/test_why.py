@@ -5,7 +5,7 @@ link follows it.
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.streamlit_browser import exceptions, open_app, rerun_after, wait_for_link
+from harness.browser import exceptions, open_app, rerun_after, wait_for_link
 
 
 def expect_metric(tab, label: str, value: str) -> None:

@@ -1,0 +1,12 @@
+"""The process that serves the pages: warm-up, memory, idle model release, session expiry, and
+several workers behind HAProxy. Beside `ui/`, not in it: nothing here draws anything.
+
+    warmup    `ready()`: every heavy import, and every page's own modules, once per process,
+              before any session runs a page; starts the memory trim thread
+    memory    glibc's malloc knobs (trim, keep freed memory for the next forward pass) and the
+              thread that trims every TRIM_EVERY_SECONDS
+    idle      `IdleRelease`: let a model go after some minutes without a viewer
+    sessions  the one module that touches Streamlit's private internals: dropping the stored
+              sessions of tabs that closed too long ago (tests/test_app.py pins that layout)
+    serve     N Streamlit workers behind HAProxy, sticky by cookie (`make serve`, Dockerfile)
+"""

@@ -1,0 +1,65 @@
+"""Everything a page needs, imported and built once per process before any page runs.
+
+Fifty viewers who open a link on a fresh server run fifty page scripts at once, in threads of
+one process. Python's import lock makes a plain `import` wait for a module that another thread
+is still importing, but libraries that import lazily look in `sys.modules` without that lock
+(plotly reaches for pandas that way, array-api-compat for torch) and then find a half-built
+module. So the router calls `ready()` first: the first session imports and exercises the heavy
+libraries under `st.cache_resource`'s lock, and every other session waits for it to finish.
+It also starts the thread that hands memory back (`trim_freed_memory_forever`). A viewer's
+"Clear caches" runs `ready()` again, so what must happen once per process checks that it has.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import threading
+
+import streamlit as st
+
+from server.memory import TRIM_THREAD, trim_freed_memory_forever
+from ui.pages import PAGES, page_modules
+
+# Imported lazily by the libraries the pages call, or by several pages: once, up front.
+LIBRARIES = (
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "orjson",
+    "plotly.graph_objects",
+    "plotly.io",
+    "attention_core",
+)
+
+
+def modules() -> tuple[str, ...]:
+    """Every module to import before a page runs: the libraries, then every registered page's
+    own package and what it imports (ui/pages.py is the one list of pages)."""
+    return (*LIBRARIES, *page_modules(PAGES))
+
+
+@st.cache_resource(show_spinner=False)
+def ready() -> bool:
+    """Import the heavy modules and run each lazy path once; True when done."""
+    # Once per process: this cache is emptied too when a viewer clears the caches.
+    trimming = any(thread.name == TRIM_THREAD for thread in threading.enumerate())
+    if not trimming:
+        threading.Thread(target=trim_freed_memory_forever, name=TRIM_THREAD, daemon=True).start()
+    for name in modules():
+        importlib.import_module(name)
+    import pandas as pd
+    import plotly.graph_objects as go
+    import plotly.io
+
+    # Serialising a figure with a data frame in it walks every lazy import plotly has.
+    figure = go.Figure(go.Scatter(x=pd.Series([0.0, 1.0]), y=[0.0, 1.0]))
+    plotly.io.to_json(figure, validate=False)
+    # What was built up to here lives as long as the process: keep it out of every later
+    # garbage collection, which then only walks what the page runs allocate. The first session's
+    # own objects are frozen with it; the trim thread collects them once that session is gone.
+    # Only the first time: after a cache clear, every live session's pages would be frozen too.
+    if gc.get_freeze_count() == 0:
+        gc.collect()
+        gc.freeze()
+    return True

@@ -1,0 +1,86 @@
+"""The decoder page's figures: one head's causal triangle, a layer's heads grouped by KV head, the
+first-token (sink) shares, and RoPE's effect on the last token's scores.
+
+Each builder takes the token ids (a small, cheap cache key for `render.cached`) and finds the
+trace in the `page_trace` cache, so a figure is built once per distinct view for every viewer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ui.decoder.generation import page_trace
+from ui.decoder.trace import PageTrace, labels
+from ui.models.smollm import load_decoder
+from ui.widgets import heatmaps, lines
+
+
+def _trace_of(ids: tuple[int, ...]) -> PageTrace:
+    return page_trace(load_decoder().model, ids)
+
+
+def head_figure(ids: tuple[int, ...], layer: int, head: int) -> go.Figure:
+    trace = _trace_of(ids)
+    n = trace.weights.shape[-1]
+    names = labels(trace.tokens)
+    return heatmaps.heatmap(
+        trace.weights[layer, head],
+        row_labels=names,
+        col_labels=names,
+        blocked=np.triu(np.ones((n, n), dtype=bool), k=1),  # the future: masked
+        title=f"Layer {layer + 1}, head {head + 1} (KV head {head // trace.group_size + 1})",
+        annotate=n <= 12,
+    )
+
+
+def layer_grid_figure(ids: tuple[int, ...], layer: int, head: int) -> go.Figure:
+    trace = _trace_of(ids)
+    names = labels(trace.tokens)
+    g = trace.group_size
+    titles = [f"KV {h // g + 1} · head {h + 1}" for h in range(trace.weights.shape[1])]
+    return heatmaps.heatmap_grid(
+        trace.weights[layer],
+        titles=titles,
+        row_labels=names,
+        col_labels=names,
+        columns=g,  # one row of the grid per KV head: the heads that share its keys and values
+        highlight=head,
+    )
+
+
+def sink_figure(ids: tuple[int, ...]) -> go.Figure:
+    trace = _trace_of(ids)
+    layers, heads = trace.sink.shape
+    return heatmaps.heatmap(
+        trace.sink,
+        row_labels=[f"layer {i + 1}" for i in range(layers)],
+        col_labels=[f"h{h + 1}" for h in range(heads)],
+        row_title="layer",
+        col_title="head",
+        title="Share of attention on the first token",
+        annotate=False,
+        height=620,
+    )
+
+
+def rope_figure(ids: tuple[int, ...], layer: int, head: int) -> go.Figure:
+    """The last token's q·k/√d with every earlier key, by offset, with and without RoPE."""
+    trace = _trace_of(ids)
+    kv = head // trace.group_size
+    d = trace.q.shape[-1]
+    q, q_rot = trace.q[layer, head, -1], trace.q_rot[layer, head, -1]
+    k, k_rot = trace.k[layer, kv], trace.k_rot[layer, kv]
+    offsets = np.arange(k.shape[0])[::-1]  # key j sits n-1-j tokens back
+    return lines.line_plot(
+        offsets,
+        {
+            "with RoPE (what the model computes)": k_rot @ q_rot / np.sqrt(d),
+            "without RoPE (same q and k, unrotated)": k @ q / np.sqrt(d),
+        },
+        x_title="offset: how many tokens back the key is",
+        y_title="q·k / √d",
+        title=f"Layer {layer + 1}, head {head + 1}: the last token's scores",
+        dashed=("without RoPE (same q and k, unrotated)",),
+        markers=True,
+    )

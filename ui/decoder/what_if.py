@@ -1,0 +1,140 @@
+"""What if: the decoder's next token after one ablation (a token removed or hidden, a head removed),
+before and after, with the KL divergence between the two distributions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from attention_core.models.llama import (
+    LlamaModel,
+)
+from attention_core.probing import NextTokenChange, next_token_change
+from ui.models import smollm
+from ui.models.smollm import load_decoder
+from ui.widgets import describe, theme
+
+WHAT_IF_TEXT = (
+    "Run the model again on the text so far with one token removed, or hidden (no query of any "
+    "layer may attend to it), or with the head chosen above removed (its output multiplied by 0 "
+    "before W_O). The KL divergence KL(before ‖ after) = Σ p log(p / q) says how far the whole "
+    "next-token distribution moved: 0 means not at all."
+)
+
+
+WHAT_IF_MODES = {
+    "remove": "Remove a token",
+    "mask": "Hide a token (mask)",
+    "head": "Remove the head chosen above",
+}
+
+
+# " France" (token 4 of the default prompt): without it the model no longer says " Paris".
+DEFAULT_WHAT_IF_TOKEN = 4
+
+
+WHAT_IF_SHOWN = 8
+
+
+def next_token_change_of(
+    model: LlamaModel, ids: tuple[int, ...], mode: str, position: int, layer: int, head: int
+) -> NextTokenChange:
+    """The next-token distribution of `ids` before and after one ablation (all from 0): token
+    `position` removed or hidden, or head (`layer`, `head`) removed. Two forward passes, once
+    per distinct choice; raises AttentionInputError for a choice that cannot be made."""
+    # The choices a mode ignores are fixed, so they do not split its cache entry.
+    position, layer, head = (0, layer, head) if mode == "head" else (position, 0, 0)
+    return _next_token_change(ids, mode, position, layer, head, id(model), model)
+
+
+@smollm.let_go_with_model
+@st.cache_resource(max_entries=4, show_spinner="Running the model on the changed text…")
+def _next_token_change(ids, mode, position, layer, head, model_id, _model) -> NextTokenChange:
+    return next_token_change(
+        _model, np.asarray(ids), mode, position=position, layer=layer, head=head
+    )
+
+
+def _token(model: LlamaModel, token_id: int) -> str:
+    return repr(model.token_text(token_id))[1:-1]
+
+
+def change_rows(change: NextTokenChange) -> np.ndarray:
+    """Token ids to show: the WHAT_IF_SHOWN likeliest before, then any of the WHAT_IF_SHOWN
+    likeliest after that were not among them."""
+    before = np.argsort(-change.probs_before)[:WHAT_IF_SHOWN]
+    after = np.argsort(-change.probs_after)[:WHAT_IF_SHOWN]
+    return np.concatenate([before, after[~np.isin(after, before)]])
+
+
+def change_table(model: LlamaModel, change: NextTokenChange) -> pd.DataFrame:
+    rows = change_rows(change)
+    before, after = change.probs_before[rows], change.probs_after[rows]
+    return pd.DataFrame(
+        {
+            "token": [_token(model, i) for i in rows],
+            "id": rows.astype(int),
+            "p before": np.round(before, 4),
+            "p after": np.round(after, 4),
+            "change": np.round(after - before, 4),
+        }
+    )
+
+
+def change_sentence(model: LlamaModel, change: NextTokenChange) -> str:
+    """One sentence: did the likeliest next token change, and with what probabilities."""
+    b, a = change.top_before, change.top_after
+    p, q = change.probs_before, change.probs_after
+    if a == b:
+        return f"The top token stayed “{_token(model, b)}”, p {p[b]:.3f} → {q[b]:.3f}."
+    return (
+        f"The top token changed from “{_token(model, b)}” (p={p[b]:.3f}) to "
+        f"“{_token(model, a)}” (p={q[a]:.3f}); “{_token(model, b)}” now has p={q[b]:.3f}."
+    )
+
+
+def change_figure(
+    ids: tuple[int, ...], mode: str, position: int, layer: int, head: int
+) -> go.Figure:
+    """The shown tokens' probabilities before and after, as pairs of bars."""
+    model = load_decoder().model
+    change = next_token_change_of(model, ids, mode, position, layer, head)
+    rows = change_rows(change)
+    names = [f"“{_token(model, i)}”" for i in rows]
+    series = {"before": change.probs_before[rows], "after": change.probs_after[rows]}
+    data = [
+        {
+            "type": "bar",
+            "name": name,
+            "x": names,
+            "y": values,
+            "marker": {"color": color},
+            "hovertemplate": f"%{{x}} {name}: p = %{{y:.4f}}<extra></extra>",
+        }
+        for (name, values), color in zip(series.items(), ("#4e79a7", "#e15759"), strict=True)
+    ]
+    layout = {
+        "title": {"text": "Next-token probabilities", "font": {"size": theme.font_size() + 3}},
+        "barmode": "group",
+        "height": 340,
+        "font": {"size": theme.font_size()},
+        "xaxis": {"title": {"text": "next token"}, "tickangle": -45},
+        "yaxis": {"title": {"text": "probability"}, "rangemode": "tozero"},
+        "legend": {"orientation": "h", "y": 1.12},
+        "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
+    }
+    summary = (
+        f"Next-token probabilities before and after, for {len(rows)} tokens. "
+        f"{change_sentence(model, change)} KL divergence {change.kl:.4f} nats."
+    )
+    table = describe.ChartTable(
+        np.column_stack(list(series.values())),
+        tuple(names),
+        tuple(series),
+        row_title="next token",
+        title="Next-token probabilities",
+    )
+    return describe.attach(go.Figure({"data": data, "layout": layout}, _validate=False), summary,
+                           table)  # fmt: skip

