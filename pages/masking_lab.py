@@ -4,20 +4,19 @@ import numpy as np
 import streamlit as st
 
 from attention_core import AttentionInputError
-from attention_core.lessons.mask_experiments import MASK_KINDS, compare_mask, example_qkv, lab_mask
-from ui.masking import questions
-from ui.masking import views as masking_views
+from attention_core.lessons.mask_experiments import compare_mask, example_qkv, lab_mask
+from ui.masking import (
+    additive_masks,
+    batching,
+    empty_row,
+    example,
+    figures,
+    inputs,
+    questions,
+    value_change,
+)
 from ui.widgets.layout import page_intro, what_to_try
 from ui.widgets.state import PageState
-
-SENTENCE = ("the", "cat", "sat", "on", "the", "mat", "and", "slept")
-KIND_LABELS = {
-    "causal": "Causal",
-    "padding": "Padding",
-    "window": "Sliding window",
-    "prefix": "Prefix-LM",
-    "custom": "Custom grid",
-}
 
 view = PageState("masking")
 page_intro(
@@ -33,71 +32,39 @@ view.show_notices()
 # -- the controls: they define the example, so every section below follows them -------------------
 
 size_column, kind_column = st.columns([1, 3])
-n = size_column.slider("Tokens", 2, len(SENTENCE), key=view.int_key("n", 6, lo=2, hi=len(SENTENCE)))
+most = len(example.SENTENCE)
+n = size_column.slider("Tokens", 2, most, key=view.int_key("n", 6, lo=2, hi=most))
 seed = size_column.number_input(
     "Seed for Q, K, V",
     0,
     9999,
     key=view.int_key("seed", 0, lo=0, hi=9999),
-    help=f"Q, K and V are random {n}×{masking_views.D_K} matrices drawn from this seed.",
+    help=f"Q, K and V are random {n}×{example.D_K} matrices drawn from this seed.",
 )
-kinds = kind_column.multiselect(
-    "Mask kinds (combined: a key must pass every one)",
-    MASK_KINDS,
-    format_func=KIND_LABELS.get,
-    key=view.multi("kinds", ["causal"], MASK_KINDS),
-    placeholder="None: every query sees every key",
-)
-padding, window, prefix_len = [], 2, 1
-if "padding" in kinds:
-    padding = kind_column.multiselect(
-        "Padding positions (hidden from every query)",
-        list(range(1, n + 1)),
-        format_func=lambda p: f"{p} · {SENTENCE[p - 1]}",
-        key=view.multi("pad", [p for p in (5, 6) if p <= n], list(range(1, n + 1))),
-    )
-if "window" in kinds:
-    window = kind_column.slider(
-        "Window width w (each query sees itself and the w − 1 keys before it)",
-        1,
-        n,
-        key=view.int_key("window", 2, lo=1, hi=n),
-    )
-if "prefix" in kinds:
-    prefix_len = kind_column.slider(
-        "Prefix length (seen by every token; causal after it)",
-        0,
-        n,
-        key=view.int_key("prefix", 2, lo=0, hi=n),
-    )
-pad_index = [p - 1 for p in padding]
-options = {"padding": pad_index, "window": window, "prefix_len": prefix_len}
-tokens = [masking_views.PAD if i in pad_index else SENTENCE[i] for i in range(n)]
-custom = None
-if "custom" in kinds:
-    with kind_column.expander("Custom grid: tick the keys each query may attend to", expanded=True):
-        custom = masking_views.custom_grid(
-            view, tokens, [k for k in kinds if k != "custom"], **options
-        )
+kinds = inputs.mask_kinds(view, kind_column)
+# Each chosen kind's parameters (padding, window, prefix, the custom grid), one control each.
+parameters = inputs.mask_parameters(view, kind_column, n, kinds)
+padding = parameters.get("padding", [])
+tokens = example.tokens(n, padding)
 
-qkv = example_qkv(n, masking_views.D_K, seed)
+qkv = example_qkv(n, example.D_K, seed)
 try:
-    mask = lab_mask(n, kinds, custom=custom, **options)
+    mask = lab_mask(n, kinds, **parameters)
     lab = compare_mask(*qkv, mask)
 except AttentionInputError as error:
     st.error(str(error), icon=":material/error:")
     view.sync_url()
     st.stop()
 
-mask_name = " + ".join(KIND_LABELS[kind] for kind in kinds) or "no mask"
+mask_name = inputs.mask_name(kinds)
 
 # -- side by side ---------------------------------------------------------------------------------
 
 st.header("The mask, the masked scores, and the weights without and with it")
 st.caption(f"Mask: **{mask_name}**. Rows are queries, columns are keys.")
-masking_views.show_mask_effect(lab, np.ones((n, n), bool) if mask is None else mask, tokens)
-st.markdown(masking_views.row_sum_badges(lab, tokens))
-masking_views.compare_causal(view, qkv, kinds, tokens, custom=custom, **options)
+figures.show_mask_effect(lab, np.ones((n, n), bool) if mask is None else mask, tokens)
+st.markdown(figures.row_sum_badges(lab, tokens))
+figures.compare_causal(view, qkv, kinds, tokens, **parameters)
 questions.ask_questions(view, lab, tokens, mask_name)
 
 # -- encoder versus decoder -----------------------------------------------------------------------
@@ -108,7 +75,7 @@ st.markdown(
     "in both directions: it needs only the padding mask. A **decoder** (GPT) generates one "
     "token at a time and must not see tokens it has not produced yet: it adds the causal mask."
 )
-masking_views.show_encoder_and_decoder_masks(tokens, pad_index)
+figures.show_encoder_and_decoder_masks(tokens, padding)
 st.caption(
     "The pads are the positions chosen above."
     if "padding" in kinds
@@ -122,18 +89,18 @@ st.markdown(
     "Each output row is a weighted sum of value vectors, output_i = Σ_j w_ij v_j. Change the "
     "value vector of one token and only the rows that give it a non-zero weight can move."
 )
-masking_views.future_cannot_leak(view, qkv, mask, mask_name, tokens)
+value_change.future_cannot_leak(view, qkv, mask, mask_name, tokens)
 
 # -- batching with padding ------------------------------------------------------------------------
 
 st.header("Batching with padding")
-short, long = " ".join(masking_views.SHORT), " ".join(masking_views.LONG)
+short, long = " ".join(batching.SHORT), " ".join(batching.LONG)
 st.markdown(
-    f"A batch is one rectangular array, so “{short}” ({len(masking_views.SHORT)} tokens) is padded "
-    f"to the length of “{long}” ({len(masking_views.LONG)} tokens). The padding mask hides the "
+    f"A batch is one rectangular array, so “{short}” ({len(batching.SHORT)} tokens) is padded "
+    f"to the length of “{long}” ({len(batching.LONG)} tokens). The padding mask hides the "
     "pad slots, and the real tokens get the same result as when each sentence runs alone."
 )
-masking_views.batching_with_padding(view, seed)
+batching.batching_with_padding(view, seed)
 
 # -- a row with nothing to attend to --------------------------------------------------------------
 
@@ -143,12 +110,12 @@ st.markdown(
     "computes 0/0 = **NaN**; this package defines the row's weights and output as **zero** and "
     "flags it in `fully_masked`."
 )
-masking_views.nothing_to_attend_to(view, qkv, tokens)
+empty_row.nothing_to_attend_to(view, qkv, tokens)
 
 # -- additive masks: −∞ versus a large negative number --------------------------------------------
 
 st.header("Why −∞ and not −1e9?")
-leak_keys = zip(masking_views.LEAK_KEYS, masking_views.LEAK_SCORES, strict=True)
+leak_keys = zip(additive_masks.LEAK_KEYS, additive_masks.LEAK_SCORES, strict=True)
 st.markdown(
     "Many libraries mask by *adding* a bias: 0 for allowed keys, a large negative number for "
     "blocked ones. One query with keys "
@@ -156,7 +123,7 @@ st.markdown(
     + " (score × scale); the two pads are blocked but would win the softmax. Every step below is "
     "computed in the chosen precision (NumPy float16 is real half precision)."
 )
-masking_views.minus_infinity_versus_a_fill(view)
+additive_masks.minus_infinity_versus_a_fill(view)
 
 what_to_try(
     [

@@ -5,9 +5,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_core import AttentionInputError
+from attention_core import AttentionInputError, masks
 from attention_core.lessons.mask_experiments import (
     FLOAT16_MIN,
+    MASK_KINDS,
     additive_mask_softmax,
     compare_mask,
     example_qkv,
@@ -76,6 +77,71 @@ def test_lab_mask_combines_with_and():
 def test_lab_mask_refuses_bad_input_with_a_message(kwargs, message):
     with pytest.raises(AttentionInputError, match=message):
         lab_mask(3, **kwargs)
+
+
+# Each kind alone, written as a one-line NumPy expression over (query i, key j), with the
+# parameters it is given: padding at 0-based positions 1 and 3, window 2, prefix 2, a custom grid.
+N = 5
+QUERY, KEY = np.indices((N, N))  # i and j of every cell
+GRID = (QUERY + KEY) % 3 == 0
+PARAMETERS = {"padding": [1, 3], "window": 2, "prefix_len": 2, "custom": GRID}
+ALONE = {
+    "causal": KEY <= QUERY,
+    "padding": ~np.isin(KEY, [1, 3]),
+    "window": (QUERY - KEY >= 0) & (QUERY - KEY < 2),
+    "prefix": (KEY < 2) | (KEY <= QUERY),
+    "custom": GRID,
+}
+
+
+def test_mask_kinds_table_is_complete_and_in_the_pages_order():
+    assert list(MASK_KINDS) == ["causal", "padding", "window", "prefix", "custom"]
+    assert set(ALONE) == set(MASK_KINDS), "a new kind needs its reference expression here"
+    for name, kind in MASK_KINDS.items():
+        assert kind.name == name
+        assert kind.label.strip(), f"{name} has no label for the page"
+        assert set(kind.parameters) <= set(PARAMETERS), f"{name} takes an unknown parameter"
+    assert [kind.label for kind in MASK_KINDS.values()] == [
+        "Causal",
+        "Padding",
+        "Sliding window",
+        "Prefix-LM",
+        "Custom grid",
+    ]
+
+
+@pytest.mark.parametrize("name", list(ALONE))
+def test_lab_mask_with_one_kind_is_that_kind_alone(name):
+    shown = lab_mask(N, [name], **PARAMETERS)
+    assert shown.dtype == np.bool_ and shown.shape == (N, N)
+    np.testing.assert_array_equal(shown, ALONE[name])
+
+
+def test_lab_mask_with_one_kind_equals_the_core_builder():
+    padded = np.ones(N, bool)
+    padded[[1, 3]] = False
+    core = {
+        "causal": masks.causal_mask(N),
+        "padding": masks.padding_mask(padded, N),
+        "window": masks.sliding_window_mask(N, 2),
+        "prefix": masks.prefix_lm_mask(N, 2),
+        "custom": GRID,
+    }
+    for name, expected in core.items():
+        np.testing.assert_array_equal(lab_mask(N, [name], **PARAMETERS), expected)
+
+
+def test_lab_mask_every_kind_at_once_is_the_and_of_each_alone():
+    combined = np.logical_and.reduce(list(ALONE.values()))
+    np.testing.assert_array_equal(lab_mask(N, list(reversed(ALONE)), **PARAMETERS), combined)
+
+
+def test_lab_mask_refuses_an_unknown_kind_naming_every_known_one():
+    with pytest.raises(AttentionInputError) as refused:
+        lab_mask(3, ["causal", "diagonal"])
+    assert str(refused.value) == (
+        "Unknown mask kind 'diagonal': choose from causal, padding, window, prefix, custom."
+    )
 
 
 def test_example_qkv_is_reproducible_and_standard_normal():

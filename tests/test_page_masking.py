@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from attention_core.lessons.mask_experiments import MASK_KINDS
 from harness.app_pages import ROOT
 from tests.plotly_json import plotly_array
+from ui.masking.inputs import PARAMETER_CONTROLS
 
 PAGE = "pages/masking_lab.py"
 D = 4
@@ -132,6 +134,21 @@ def test_every_kind_at_once_with_only_padding_leaves_every_row_fully_masked():
     assert not at.error and not at.warning
     np.testing.assert_array_equal(heatmap_z(figures(at)["Weights with the mask"]), 0.0)
     assert badges(at).count("fully masked") == 2
+
+
+def test_every_mask_kind_is_offered_in_order_with_its_label_and_controls():
+    at = open_page({"kinds": "causal,padding,window,prefix,custom"})
+    kinds = at.multiselect(key="masking.kinds")
+    assert kinds.options == ["Causal", "Padding", "Sliding window", "Prefix-LM", "Custom grid"]
+    assert kinds.value == ["causal", "padding", "window", "prefix", "custom"]
+    # Each parameter a chosen kind takes has its control on the page, drawn once.
+    assert at.multiselect(key="masking.pad").value == [5, 6]
+    assert at.slider(key="masking.window").value == 2
+    assert at.slider(key="masking.prefix").value == 2
+    assert grid_editor_key(at) in at.session_state
+    assert {name for kind in MASK_KINDS.values() for name in kind.parameters} == set(
+        PARAMETER_CONTROLS
+    )
 
 
 def test_encoder_and_decoder_masks_use_the_chosen_padding():

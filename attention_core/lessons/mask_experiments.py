@@ -3,7 +3,7 @@
 Everything here is built from the core pieces (`masks`, `softmax`, `scaled_dot_product_attention`,
 `mask_to_additive`); this module only arranges them into comparisons:
 
-- `lab_mask`: the mask kinds of the lab, combined with AND.
+- `MASK_KINDS` / `lab_mask`: the lab's mask kinds, one `MaskKind` entry each, combined with AND.
 - `compare_mask`: attention without and with a mask, plus what a naive softmax makes of it.
 - `value_change_effect`: which output rows move when one value vector changes (the future
   cannot leak through a causal mask).
@@ -16,8 +16,9 @@ Shapes follow the package: scores and masks `(..., q_pos, k_pos)`, rows are quer
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,7 @@ __all__ = [
     "MASK_KINDS",
     "AdditiveMaskRow",
     "MaskComparison",
+    "MaskKind",
     "PaddedBatch",
     "ValueChange",
     "additive_mask_softmax",
@@ -52,11 +54,67 @@ __all__ = [
     "value_change_effect",
 ]
 
-MASK_KINDS: tuple[str, ...] = ("causal", "padding", "window", "prefix", "custom")
 # The most negative finite float16, what libraries use as "−∞" in half precision.
 FLOAT16_MIN: float = float(np.finfo(np.float16).min)
 
 _LAB_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+
+
+@dataclass(frozen=True)
+class MaskKind:
+    """One kind of mask the lab offers: adding a kind is adding one entry to `MASK_KINDS`.
+
+    name        str              its id in links (`?kinds=causal,padding`) and in `lab_mask`
+    label       str              what the page calls it ("Sliding window")
+    build       callable         build(n, **parameters) -> `(n, n)` bool, True = may attend
+    parameters  tuple of str     the keyword arguments of `lab_mask` that `build` takes
+    """
+
+    name: str
+    label: str
+    build: Callable[..., np.ndarray]
+    parameters: tuple[str, ...] = ()
+
+
+def _padding_positions_mask(n: int, *, padding: Sequence[int]) -> np.ndarray:
+    """`masks.padding_mask` with the keys at the 0-based positions in `padding` hidden."""
+    positions = [check_int(p, "a padding position", minimum=0) for p in padding]
+    outside = [p for p in positions if p >= n]
+    if outside:
+        raise AttentionInputError(
+            f"Padding position {outside[0] + 1} is past the last token ({n} tokens)."
+        )
+    real = np.ones(n, dtype=bool)
+    real[positions] = False
+    return masks.padding_mask(real, n)
+
+
+def _custom_grid_mask(n: int, *, custom: object) -> np.ndarray:
+    """The ticked `(n, n)` boolean grid itself, checked."""
+    if custom is None:
+        raise AttentionInputError("The custom mask is missing: tick the cells of the grid.")
+    grid = as_array(custom, "The custom mask")
+    if grid.shape != (n, n):
+        raise AttentionInputError(
+            f"The custom mask has shape {grid.shape} but there are {n} tokens: it needs one "
+            f"row per query and one column per key, ({n}, {n})."
+        )
+    return as_mask(grid, "The custom mask", (n, n))
+
+
+# The lab's mask kinds, in the order the page offers them; read-only, keyed by name.
+MASK_KINDS: Mapping[str, MaskKind] = MappingProxyType(
+    {
+        kind.name: kind
+        for kind in (
+            MaskKind("causal", "Causal", masks.causal_mask),
+            MaskKind("padding", "Padding", _padding_positions_mask, ("padding",)),
+            MaskKind("window", "Sliding window", masks.sliding_window_mask, ("window",)),
+            MaskKind("prefix", "Prefix-LM", masks.prefix_lm_mask, ("prefix_len",)),
+            MaskKind("custom", "Custom grid", _custom_grid_mask, ("custom",)),
+        )
+    }
+)
 
 
 def lab_mask(
@@ -82,34 +140,16 @@ def lab_mask(
         raise AttentionInputError(
             f"Unknown mask kind {unknown[0]!r}: choose from {', '.join(MASK_KINDS)}."
         )
-    allowed = []
-    if "causal" in kinds:
-        allowed.append(masks.causal_mask(n))
-    if "padding" in kinds:
-        positions = [check_int(p, "a padding position", minimum=0) for p in padding]
-        outside = [p for p in positions if p >= n]
-        if outside:
-            raise AttentionInputError(
-                f"Padding position {outside[0] + 1} is past the last token ({n} tokens)."
-            )
-        real = np.ones(n, dtype=bool)
-        real[positions] = False
-        allowed.append(masks.padding_mask(real, n))
-    if "window" in kinds:
-        allowed.append(masks.sliding_window_mask(n, window))
-    if "prefix" in kinds:
-        allowed.append(masks.prefix_lm_mask(n, prefix_len))
-    if "custom" in kinds:
-        if custom is None:
-            raise AttentionInputError("The custom mask is missing: tick the cells of the grid.")
-        grid = as_array(custom, "The custom mask")
-        if grid.shape != (n, n):
-            raise AttentionInputError(
-                f"The custom mask has shape {grid.shape} but there are {n} tokens: it needs one "
-                f"row per query and one column per key, ({n}, {n})."
-            )
-        allowed.append(as_mask(grid, "The custom mask", (n, n)))
-    return masks.combine_masks(*allowed)
+    given = {"padding": padding, "window": window, "prefix_len": prefix_len, "custom": custom}
+    # In the table's order, each kind once: the AND does not care, and the first error a learner
+    # meets does not depend on the order the kinds were picked in.
+    return masks.combine_masks(
+        *(
+            kind.build(n, **{name: given[name] for name in kind.parameters})
+            for kind in MASK_KINDS.values()
+            if kind.name in kinds
+        )
+    )
 
 
 def example_qkv(n: int, d: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

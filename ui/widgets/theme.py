@@ -56,6 +56,43 @@ DIVERGING_COLORS = [
 MASK_COLORS = [[0.0, "#d9d9d9"], [1.0, "#1b7837"]]
 # A neutral grey lighter than cividis's greys and darker than the diverging scale's zero.
 BLOCKED_COLOR = "#bdbdbd"
+# "Check my work" cells: right green, wrong red, apart for colour-blind readers too (and ✓/✗).
+RIGHT_ANSWER_STYLE = "background-color: #c7e9c0; color: #00441b"
+WRONG_ANSWER_STYLE = "background-color: #fcbba1; color: #67000d"
+# Okabe & Ito's palette, made to stay apart for protanopia, deuteranopia and tritanopia
+# (tests/test_chart_access.py checks every pair; Tableau 10's red and green, used before, merge
+# for deuteranopes). Its black is grey here, to show on the dark theme too.
+HEAD_COLORS = (
+    "#0072b2",
+    "#e69f00",
+    "#009e73",
+    "#cc79a7",
+    "#56b4e9",
+    "#d55e00",
+    "#f0e442",
+    "#999999",
+)
+
+# The query, head or token the reader chose, framed or drawn over the rest (Tableau 10's red),
+# and the plain bars beside it in a bar chart (Tableau 10's blue).
+CHOSEN_COLOR = "#e15759"
+BAR_COLOR = "#4e79a7"
+# Lines that are not the chosen one's: a mid grey, visible on white without competing with it.
+OTHER_LINES_COLOR = "#7f7f7f"
+# Queries and keys as two clouds of points in one plane (ColorBrewer Dark2's teal and orange).
+QUERY_POINT_COLOR, KEY_POINT_COLOR = "#1b9e77", "#d95f02"
+# The head-pattern labels of the pretrained page's roles grid: light fills, so the label and
+# score written on each (in PATTERN_TEXT_COLOR) stay readable; neighbours orange, specials purple.
+PATTERN_COLORS = {
+    "previous": "#fdd0a2",
+    "next": "#fdae6b",
+    "self": "#c7e9c0",
+    "cls": "#bcbddc",
+    "sep": "#9e9ac8",
+    "broad": "#deebf7",
+    "mixed": "#f0f0f0",
+}
+PATTERN_TEXT_COLOR = "#111"
 
 
 def font_size() -> int:
