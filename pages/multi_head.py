@@ -8,8 +8,8 @@ from attention_core import (
     init_multi_head_params,
     multi_head_attention,
 )
-from ui.multi_head import questions
-from ui.multi_head import views as multi_head_views
+from ui.multi_head import figures, flow, heads, inputs, patterns, questions, torch_parity
+from ui.multi_head.labels import shape_text
 from ui.widgets import heatmaps, render
 from ui.widgets.layout import page_intro, stale_notice, what_to_try
 from ui.widgets.state import PageState, write_url_after_fragment
@@ -32,37 +32,26 @@ view.show_notices()
 
 tokens_col, sizes_col, options_col = st.columns(3)
 with tokens_col:
-    source = multi_head_views.labelled_radio(
-        view, "Tokens", "source", multi_head_views.TOKEN_SOURCES, "sentence"
-    )
-    q_tokens = multi_head_views.token_input(view, source, multi_head_views.QUERY_TOKENS)
+    source = inputs.labelled_radio(view, "Tokens", "source", inputs.TOKEN_SOURCES, "sentence")
+    q_tokens = inputs.token_input(view, source, inputs.QUERY_TOKENS)
 with sizes_col:
     d_model = st.select_slider(
         "d_model (features per token)",
-        multi_head_views.D_MODELS,
-        key=view.choice_key("d_model", 8, multi_head_views.D_MODELS),
+        inputs.D_MODELS,
+        key=view.choice_key("d_model", 8, inputs.D_MODELS),
     )
-    head_options = multi_head_views.head_counts(d_model)
-    multi_head_views.keep_heads_valid(view, "heads", head_options)
-    num_heads = st.select_slider(
-        "Number of heads (divisors of d_model)",
-        head_options,
-        key=view.choice_key("heads", 4, head_options),
-    )
+    num_heads = inputs.head_count(view, "heads", d_model)
     seed = st.number_input(
-        "Seed (embeddings and weights)", 0, multi_head_views.MAX_SEED, step=1, key=view.int_key("seed", 0, lo=0,
-        hi=multi_head_views.MAX_SEED),
-    )  # fmt: skip
+        "Seed (embeddings and weights)",
+        0,
+        inputs.MAX_SEED,
+        step=1,
+        key=view.int_key("seed", 0, lo=0, hi=inputs.MAX_SEED),
+    )
 with options_col:
-    kind = multi_head_views.labelled_radio(
-        view, "Attention", "attention", multi_head_views.ATTENTION_KINDS, "self"
-    )
+    kind = inputs.labelled_radio(view, "Attention", "attention", inputs.ATTENTION_KINDS, "self")
     cross = kind == "cross"
-    kv_tokens = (
-        multi_head_views.token_input(view, source, multi_head_views.KV_TOKENS)
-        if cross
-        else q_tokens
-    )
+    kv_tokens = inputs.token_input(view, source, inputs.KV_TOKENS) if cross else q_tokens
     causal = st.toggle(
         "Causal mask",
         key=view.bool_key("causal", False),
@@ -84,7 +73,7 @@ metric_cols[2].metric("d_head", d_head)
 metric_cols[3].metric("parameters", f"{params.num_parameters:,}")
 
 st.graphviz_chart(
-    multi_head_views.flow_diagram(
+    flow.flow_diagram(
         q_len=len(q_tokens),
         k_len=len(kv_tokens),
         d_model=d_model,
@@ -102,26 +91,26 @@ st.markdown(
     "One row per token, d_model numbers each: a seeded random embedding per token (a repeated "
     "word gets the same row). Untrained, so the patterns below are arbitrary, not linguistic."
 )
-x_q_input = multi_head_views.linked_matrix_editor(
+x_q_input = inputs.linked_matrix_editor(
     view,
     "x",
     q_tokens,
     d_model,
     seed,
     name="X",
-    small=multi_head_views.editable(len(q_tokens), d_model),
+    small=inputs.editable(len(q_tokens), d_model),
 )
 x_kv_input = None
 if cross:
     st.markdown("Keys and values come from the second sentence, X_kv:")
-    x_kv_input = multi_head_views.linked_matrix_editor(
+    x_kv_input = inputs.linked_matrix_editor(
         view,
         "xkv",
         kv_tokens,
         d_model,
         seed,
         name="X_kv",
-        small=multi_head_views.editable(len(kv_tokens), d_model),
+        small=inputs.editable(len(kv_tokens), d_model),
     )
 stale = x_q_input.stale or (x_kv_input is not None and x_kv_input.stale)
 if stale:
@@ -136,6 +125,7 @@ except AttentionInputError as error:
     st.error(str(error), icon=":material/error:")
     view.sync_url()
     st.stop()
+
 # -- 2. projections -----------------------------------------------------------------------------
 
 st.header(":material/transform: 2 · Project: Q, K, V")
@@ -147,7 +137,7 @@ st.markdown(
 )
 render.show(
     render.cached(
-        multi_head_views.projections_figure,
+        figures.projections_figure,
         (("W_Q", params.w_q), ("W_K", params.w_k), ("W_V", params.w_v)),
         num_heads,
         heads_on="rows",
@@ -166,15 +156,13 @@ def split_into_heads(view: PageState, steps, q_tokens: list[str], kv_tokens: lis
         horizontal=True,
         key=view.choice_key("split", "Q", ("Q", "K", "V")),
     )
-    matrix, heads, tokens = {
+    matrix, per_head, tokens = {
         "Q": (steps.q, steps.q_heads, q_tokens),
         "K": (steps.k, steps.k_heads, kv_tokens),
         "V": (steps.v, steps.v_heads, kv_tokens),
     }[split_of]
     render.show(
-        render.cached(
-            multi_head_views.head_split_figure, matrix, heads, tokens=tokens, name=split_of
-        ),
+        render.cached(figures.head_split_figure, matrix, per_head, tokens=tokens, name=split_of),
         filename=f"multi-head-split-{split_of.lower()}",
     )
     write_url_after_fragment(view)
@@ -199,18 +187,18 @@ def each_head(view: PageState, steps, q_tokens: list[str], kv_tokens: list[str])
     st.header(":material/grid_view: 4 · Each head attends on its own")
     st.markdown(
         f"Each head runs scaled dot-product attention on its slice: scores "
-        f"`{multi_head_views.shape_text(weights.shape)}` scaled by 1/√{d_head}, softmax over keys, times its "
-        f"`{multi_head_views.shape_text((k_len, d_head))}` values."
+        f"`{shape_text(weights.shape)}` scaled by 1/√{d_head}, softmax over keys, times its "
+        f"`{shape_text((k_len, d_head))}` values."
     )
-    heads = list(range(1, num_heads + 1))
+    head_numbers = list(range(1, num_heads + 1))
     zoom = st.selectbox(
         "Zoom into head",
-        heads,
+        head_numbers,
         format_func=lambda h: f"head {h}",
-        key=view.choice_key("head", 1, heads),
+        key=view.choice_key("head", 1, head_numbers),
     )
     pattern = render.cached(
-        multi_head_views.pattern_grid,
+        patterns.pattern_grid,
         weights,
         query_labels=q_tokens,
         key_labels=kv_tokens,
@@ -223,54 +211,52 @@ def each_head(view: PageState, steps, q_tokens: list[str], kv_tokens: list[str])
     )
 
     st.header(":material/analytics: 5 · What each head does, in numbers")
-    table = multi_head_views.head_statistics_table(weights)
-    multi_head_views.show_statistics_table(table)
+    table = patterns.head_statistics_table(weights)
+    patterns.show_statistics_table(table)
     st.caption(
         "Means over queries. Entropy: 0 when a query puts all its weight on one key, log(keys) "
         "when it spreads evenly. → previous token / itself / first token: the weight a query "
         "gives to key i−1, to key i, to key 1."
     )
-    st.markdown(multi_head_views.averaging_note(table))
-    entropy = render.cached(multi_head_views.entropy_figure, weights, tokens=q_tokens)
+    st.markdown(patterns.averaging_note(table))
+    entropy = render.cached(patterns.entropy_figure, weights, tokens=q_tokens)
     render.show(entropy, filename="multi-head-entropy")
 
     st.header(f":material/zoom_in: 6 · Head {zoom}, step by step")
-    multi_head_views.show_zoomed_head(
-        view, steps, zoom - 1, query_labels=q_tokens, key_labels=kv_tokens
-    )
+    heads.show_zoomed_head(view, steps, zoom - 1, query_labels=q_tokens, key_labels=kv_tokens)
     write_url_after_fragment(view)
 
 
 each_head(view, steps, q_tokens, kv_tokens)
-multi_head_views.compare_heads(view, steps.attention.weights, q_tokens, kv_tokens)
+heads.compare_heads(view, steps.attention.weights, q_tokens, kv_tokens)
 questions.ask_questions(view, steps, q_tokens)
 
 # -- 7. concatenate and project -----------------------------------------------------------------
 
 st.header(":material/merge: 7 · Concatenate, then mix with W_O")
 st.markdown(
-    f"The heads' outputs `{multi_head_views.shape_text(steps.attention.output.shape)}` are put side by side "
-    f"again: concat `{multi_head_views.shape_text(steps.concat.shape)}`, each head's columns in its colour. "
+    f"The heads' outputs `{shape_text(steps.attention.output.shape)}` are put side by side "
+    f"again: concat `{shape_text(steps.concat.shape)}`, each head's columns in its colour. "
     f"W_O `({d_model}, {d_model})` then mixes them: `output = concat W_Oᵀ + b_O`, "
-    f"`{multi_head_views.shape_text(steps.output.shape)}`. Without W_O a head could only ever write into its "
+    f"`{shape_text(steps.output.shape)}`. Without W_O a head could only ever write into its "
     "own columns."
 )
 concat_col, wo_col = st.columns([3, 2])
 with concat_col:
     render.show(
         render.cached(
-            multi_head_views.banded_matrix_figure,
+            figures.banded_matrix_figure,
             steps.concat,
             num_heads,
             tokens=q_tokens,
-            title=f"concat {multi_head_views.shape_text(steps.concat.shape)}",
+            title=f"concat {shape_text(steps.concat.shape)}",
         ),
         filename="multi-head-concat",
     )
 with wo_col:
     render.show(
         render.cached(
-            multi_head_views.projections_figure, (("W_O", params.w_o),), num_heads, heads_on="cols"
+            figures.projections_figure, (("W_O", params.w_o),), num_heads, heads_on="cols"
         ),
         filename="multi-head-w_o",
     )
@@ -281,7 +267,7 @@ render.show(
         row_labels=q_tokens,
         col_labels=[f"f{j + 1}" for j in range(d_model)],
         kind="values",
-        title=f"output {multi_head_views.shape_text(steps.output.shape)}",
+        title=f"output {shape_text(steps.output.shape)}",
         col_title="feature",
     ),
     filename="multi-head-output",
@@ -290,7 +276,7 @@ render.show(
 # -- 8. same as torch ---------------------------------------------------------------------------
 
 st.header(":material/verified: 8 · Same as torch")
-multi_head_views.torch_parity(view, x_q, x_kv, (d_model, num_heads, seed), causal)
+torch_parity.panel(view, x_q, x_kv, (d_model, num_heads, seed), causal)
 
 what_to_try(
     [

@@ -17,9 +17,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from harness.app_pages import registered_pages
-from ui.multi_head.views import HEAD_COLORS
 from ui.scaled_dot_product.check_work import _mark_colour
 from ui.widgets import describe, heatmaps, lines, render, theme
+from ui.widgets.theme import HEAD_COLORS
 
 ROOT = Path(__file__).resolve().parents[1]
 
