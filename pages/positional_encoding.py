@@ -2,13 +2,10 @@ import streamlit as st
 
 from attention_core import AttentionInputError
 from attention_core.lessons.position_experiments import PERMUTATIONS, SENTENCE_ENCODINGS
-from ui.positional import questions
-from ui.positional import views as positional_views
+from ui.positional import data, families, figures, inputs, order, questions
 from ui.widgets import heatmaps
 from ui.widgets.layout import page_intro, what_to_try
 from ui.widgets.state import PageState, write_url_after_fragment
-
-BASES = [2, 10, 100, 1000, 10000, 100000, 500000, 1000000]
 
 view = PageState("positional")
 page_intro(
@@ -36,7 +33,7 @@ def order_blindness(tokens: tuple[str, ...], order_kind: str, width: int, seed: 
     )
     example = (tokens, order_kind, width, encoding, seed, 10000.0)
     try:
-        blind = positional_views.blindness(*example)
+        blind = data.blindness(*example)
     except AttentionInputError as error:
         st.error(str(error))
     else:
@@ -45,12 +42,8 @@ def order_blindness(tokens: tuple[str, ...], order_kind: str, width: int, seed: 
             for column, name, suffix in zip(st.columns(2), pair, ("", "-reordered"), strict=True):
                 with column:
                     kind = "weights" if "weights" in name else "output"
-                    positional_views.show(
-                        positional_views.blindness_figure,
-                        name,
-                        *example,
-                        filename=f"order-blindness-{kind}{suffix}",
-                    )
+                    filename = f"order-blindness-{kind}{suffix}"
+                    figures.show(order.blindness_figure, name, *example, filename=filename)
         difference_column, figure_column = st.columns([2, 3])
         difference_column.metric(
             "max |difference|",
@@ -70,12 +63,8 @@ def order_blindness(tokens: tuple[str, ...], order_kind: str, width: int, seed: 
                 icon=":material/info:",
             )
         with figure_column:
-            positional_views.show(
-                positional_views.blindness_figure,
-                "difference",
-                *example,
-                filename="order-blindness-difference",
-            )
+            filename = "order-blindness-difference"
+            figures.show(order.blindness_figure, "difference", *example, filename=filename)
     write_url_after_fragment(view)
 
 
@@ -88,13 +77,13 @@ st.markdown(
 left, right = st.columns([5, 3])
 sentence = left.text_input(
     "Sentence",
-    key=view.text_key("sentence", positional_views.DEFAULT_SENTENCE, max_chars=200),
+    key=view.text_key("sentence", inputs.DEFAULT_SENTENCE, max_chars=200),
     max_chars=200,
 )
 order_kind = right.selectbox(
     "Reorder it", PERMUTATIONS, key=view.choice_key("order", "reverse", PERMUTATIONS)
 )
-tokens, sentence_error = positional_views.sentence_words(sentence)
+tokens, sentence_error = inputs.sentence_words(sentence)
 if sentence_error:
     left.error(sentence_error)
 width_column, seed_column = st.columns(2)
@@ -113,7 +102,7 @@ seed = seed_column.number_input(
     key=view.int_key("seed", 0, lo=0, hi=999),
 )
 order_blindness(tokens, order_kind, width, seed)
-positional_views.compare_encodings(view, tokens, order_kind, width, seed)
+order.compare_encodings(view, tokens, order_kind, width, seed)
 
 # -- 2. the sinusoidal table -------------------------------------------------------------------
 
@@ -126,20 +115,15 @@ def chosen_dimensions(n: int, d_model: int, base: float) -> None:
     dims = st.multiselect(
         "Dimensions to plot",
         list(range(d_model)),
-        key=positional_views.keep(view.multi("dims", default_dims, list(range(d_model)))),
+        key=inputs.keep(view.multi("dims", default_dims, list(range(d_model)))),
         help="Even dimensions are sines, odd ones cosines; the legend gives each wavelength.",
     )
     if len(dims) > 8:
         st.caption("The first 8 chosen dimensions are plotted.")
     if dims:
-        positional_views.show(
-            positional_views.dimensions_figure,
-            n,
-            d_model,
-            base,
-            tuple(dims[:8]),
-            filename="sinusoidal-dimensions",
-        )
+        plotted = tuple(dims[:8])
+        filename = "sinusoidal-dimensions"
+        figures.show(figures.dimensions_figure, n, d_model, base, plotted, filename=filename)
     else:
         st.info("Choose at least one dimension to plot.", icon=":material/info:")
     write_url_after_fragment(view)
@@ -151,16 +135,17 @@ st.markdown(
     "fast for the first pairs, ever slower for the last, like the hands of a clock. Together "
     "they give every position a unique pattern of values between −1 and 1."
 )
-d_key = positional_views.even_d_model_key(view)
+d_key = inputs.even_d_model_key(view)
 a, b, c = st.columns(3)
 d_model = a.slider("d_model (dimensions)", 2, 1024, step=2, key=d_key)
 n = b.slider("Positions", 2, 2048, key=view.int_key("positions", 128, lo=2, hi=2048))
 base = c.select_slider(
-    "Base", BASES, key=view.choice_key("base", 10000, BASES), help="10000 in the original paper."
+    "Base",
+    inputs.BASES,
+    key=view.choice_key("base", 10000, inputs.BASES),
+    help="10000 in the original paper.",
 )
-positional_views.show(
-    positional_views.pe_figure, n, d_model, base, filename=f"sinusoidal-pe-{n}x{d_model}"
-)
+figures.show(figures.pe_figure, n, d_model, base, filename=f"sinusoidal-pe-{n}x{d_model}")
 if max(n, d_model) > heatmaps.MAX_SIDE:
     st.caption(
         f"The table has {n:,} × {d_model:,} entries, more than a screen has pixels: the picture "
@@ -180,17 +165,17 @@ def position_and_rotation(n: int, d_model: int, base: float) -> None:
         "Position p",
         0,
         n - 1,
-        key=positional_views.keep(view.int_key("position", 1, lo=0, hi=n - 1)),
+        key=inputs.keep(view.int_key("position", 1, lo=0, hi=n - 1)),
     )
     st.markdown(
         "Check a hand calculation: with d_model = 4 and p = 1 the row is "
         "(sin 1, cos 1, sin 0.01, cos 0.01), because ω₁ = 10000^(−2/4) = 0.01."
     )
     st.dataframe(
-        positional_views.breakdown_frame(position, d_model, base),
+        data.breakdown_frame(position, d_model, base),
         hide_index=True,
         height=260,
-        column_config=positional_views.BREAKDOWN_COLUMNS,
+        column_config=data.BREAKDOWN_COLUMNS,
     )
     st.header("Similar positions, and a shift that is a rotation", divider="gray")
     st.markdown(
@@ -198,17 +183,10 @@ def position_and_rotation(n: int, d_model: int, base: float) -> None:
         "PE(p)·PE(p+k) = Σᵢ cos(ωᵢ k), the same for every p. Near positions are alike, far ones "
         "less so (though not monotonically)."
     )
-    positional_views.show(
-        positional_views.similarity_figure,
-        n,
-        d_model,
-        base,
-        filename=f"pe-similarity-{n}x{d_model}",
-    )
-    positional_views.show(
-        positional_views.similarity_profile_figure, n, d_model, base, filename="pe-dot-by-distance"
-    )
-    spread = positional_views.similarity_profile(n, d_model, base).spread
+    filename = f"pe-similarity-{n}x{d_model}"
+    figures.show(figures.similarity_figure, n, d_model, base, filename=filename)
+    figures.show(figures.similarity_profile_figure, n, d_model, base, filename="pe-dot-by-distance")
+    spread = data.similarity_profile(n, d_model, base).spread
     st.caption(
         f"Largest spread over p at any distance: {spread:.1e} (rounding), so the three lines "
         "coincide: the similarity is a function of the distance alone."
@@ -222,21 +200,21 @@ def position_and_rotation(n: int, d_model: int, base: float) -> None:
     )
     a, b = st.columns(2)
     offset = a.slider(
-        "Offset k", 0, n - 1, key=positional_views.keep(view.int_key("offset", 4, lo=0, hi=n - 1))
+        "Offset k", 0, n - 1, key=inputs.keep(view.int_key("offset", 4, lo=0, hi=n - 1))
     )
-    pair_key = positional_views.keep(view.int_key("pair", 0, lo=0, hi=d_model // 2 - 1))
+    pair_key = inputs.keep(view.int_key("pair", 0, lo=0, hi=d_model // 2 - 1))
     if d_model > 2:
         pair = b.slider("Frequency pair i", 0, d_model // 2 - 1, key=pair_key)
     else:
         pair = 0
         b.caption("d_model = 2 has a single frequency pair, i = 0.")
     try:
-        example = positional_views.rotation(position, offset, pair, d_model, base)
-        check = positional_views.shift(n, d_model, offset, base)
+        example = data.rotation(position, offset, pair, d_model, base)
+        check = data.shift(n, d_model, offset, base)
     except AttentionInputError as error:
         st.error(str(error))
     else:
-        st.latex(positional_views.rotation_latex(example))
+        st.latex(figures.rotation_latex(example))
         values, error_column = st.columns(2)
         values.markdown(
             f"Table value PE({position + offset})<sub>{2 * pair},{2 * pair + 1}</sub> = "
@@ -265,8 +243,9 @@ st.markdown(
     "wherever the word stands) plus the sinusoidal row of its position (base 10000). Set "
     "“Positions added” above to *sinusoidal* to see these very inputs change the outputs."
 )
+sentence_inputs = (tokens, order_kind, width, "sinusoidal", seed, 10000.0)
 try:
-    positional_views.blindness(tokens, order_kind, width, "sinusoidal", seed, 10000.0)
+    data.blindness(*sentence_inputs)
 except AttentionInputError as error:
     st.error(str(error))
 else:
@@ -274,13 +253,8 @@ else:
         st.columns(3), ("token_embeddings", "positions", "inputs"), strict=True
     ):
         with column:
-            example = (tokens, order_kind, width, "sinusoidal", seed, 10000.0)
-            positional_views.show(
-                positional_views.blindness_figure,
-                name,
-                *example,
-                filename=f"sentence-{name.replace('_', '-')}",
-            )
+            filename = f"sentence-{name.replace('_', '-')}"
+            figures.show(order.blindness_figure, name, *sentence_inputs, filename=filename)
 
 # -- 5. the families, and 6. beyond the training length ---------------------------------------
 
@@ -290,9 +264,7 @@ st.markdown(
     "whatever varies comes from position alone. If a score depends only on the offset between "
     "query and key, each diagonal is constant (a *Toeplitz* matrix)."
 )
-
-
-positional_views.families(view, n, d_model, seed, base)
+families.compare_families(view, n, d_model, seed, base)
 questions.ask_questions(view, (tokens, order_kind, width, seed), d_model, base, n)
 
 what_to_try(

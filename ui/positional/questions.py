@@ -9,6 +9,7 @@ import numpy as np
 
 from attention_core.lessons import quiz as questions
 from attention_core.lessons.quiz import Question
+from ui.positional.data import blindness
 from ui.widgets.quiz import ask
 from ui.widgets.state import PageState, stored
 
@@ -18,7 +19,6 @@ def ask_questions(
 ) -> None:
     """The positional page: `sentence` is (tokens, order kind, width, seed) of its first section,
     whose encoding is read here, so the question follows that section's own control."""
-    from ui.positional.views import blindness
 
     def shuffle() -> Question:
         tokens, order_kind, width, seed = sentence
