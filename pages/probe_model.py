@@ -4,10 +4,11 @@ import streamlit as st
 
 from attention_core import AttentionInputError
 from ui.models import minilm
-from ui.probe import views as probe_views
+from ui.probe import data, figures, inputs
 from ui.widgets import layout, render
 from ui.widgets.layout import page_intro, what_to_try
 from ui.widgets.state import PageState, write_url_after_fragment
+from ui.widgets.tokens import fit_token, token_options
 
 view = PageState("probe")
 page_intro(
@@ -23,28 +24,26 @@ view.show_notices()
 loaded = minilm.load_model()
 # Every part of the view is bound first, so a link keeps its state even when there is no model.
 text_key, layer_key, head_key, token_key = minilm.sentence_view_keys(
-    view, loaded.shape, text=probe_views.DEFAULT_TEXT, layer=probe_views.DEFAULT_LAYER, head=probe_views.DEFAULT_HEAD,
-    token=probe_views.DEFAULT_TOKEN, max_token=probe_views.MAX_PROBE_TOKENS,
+    view, loaded.shape, text=inputs.DEFAULT_TEXT, layer=inputs.DEFAULT_LAYER,
+    head=inputs.DEFAULT_HEAD, token=inputs.DEFAULT_TOKEN, max_token=data.MAX_PROBE_TOKENS,
 )  # fmt: skip
 num_layers, num_heads, _ = loaded.shape
-pairs_key = view.int_key("pairs", 12, lo=0, hi=probe_views.MAX_PROBE_TOKENS)
-ablate_key = view.int_key(
-    "ablate", probe_views.DEFAULT_ABLATE, lo=1, hi=probe_views.MAX_PROBE_TOKENS
-)
-mode_key = view.choice_key("mode", probe_views.DEFAULT_MODE, list(probe_views.MODES))
-with_key = view.text_key("with", probe_views.DEFAULT_REPLACEMENT, max_chars=40)
-cut_layer_key = view.int_key("cut_layer", probe_views.DEFAULT_ABLATED_LAYER, lo=1, hi=num_layers)
-cut_head_key = view.int_key("cut_head", probe_views.DEFAULT_ABLATED_HEAD, lo=1, hi=num_heads)
+pairs_key = view.int_key("pairs", 12, lo=0, hi=data.MAX_PROBE_TOKENS)
+ablate_key = view.int_key("ablate", inputs.DEFAULT_ABLATE, lo=1, hi=data.MAX_PROBE_TOKENS)
+mode_key = view.choice_key("mode", inputs.DEFAULT_MODE, list(inputs.MODES))
+with_key = view.text_key("with", inputs.DEFAULT_REPLACEMENT, max_chars=40)
+cut_layer_key = view.int_key("cut_layer", inputs.DEFAULT_ABLATED_LAYER, lo=1, hi=num_layers)
+cut_head_key = view.int_key("cut_head", inputs.DEFAULT_ABLATED_HEAD, lo=1, hi=num_heads)
 
 if loaded.model is None:
     minilm.model_missing_page(view, loaded.error)
 
 model = loaded.model
-text, trace = minilm.traced_text(view, text_key, lambda text: probe_views.probe_trace(model, text))
+text, trace = minilm.traced_text(view, text_key, lambda text: data.probe_trace(model, text))
 
 tokens = trace.labels()
 n = trace.num_tokens
-positions, token_label = probe_views.token_options(tokens)
+positions, token_label = token_options(tokens)
 st.caption(f"{n} tokens: " + " · ".join(layout.plain(t) for t in tokens))
 layer_col, head_col = st.columns(2)
 layer = layer_col.select_slider("Layer", list(range(1, num_layers + 1)), key=layer_key) - 1
@@ -68,19 +67,19 @@ st.markdown(
 
 @st.fragment
 def rollout_section() -> None:
-    moved = probe_views.fit_token(view, "token", n)
+    moved = fit_token(view, "token", n)
     if moved:
         st.warning(moved, icon=":material/link_off:")
     token = st.selectbox("Token to follow", positions, format_func=token_label, key=token_key) - 1
     whole_col, one_col = st.columns(2)
     with whole_col:
-        render.show(render.cached(probe_views.rollout_figure, text), filename="probe-rollout")
+        render.show(render.cached(figures.rollout_figure, text), filename="probe-rollout")
     with one_col:
         render.show(
-            render.cached(probe_views.token_rollout_figure, text, token),
+            render.cached(figures.token_rollout_figure, text, token),
             filename=f"probe-rollout-token-{token + 1}",
         )
-    rollout = probe_views.rollout_of(text)
+    rollout = data.rollout_of(text)
     top = int(rollout.rollout[token].argmax())
     st.caption(
         f"Token {token + 1} “{layout.plain(tokens[token])}” traces most to token {top + 1} "
@@ -126,14 +125,12 @@ st.markdown(
 
 @st.fragment
 def query_key_section(layer: int, head: int) -> None:
-    pairs = st.slider(
-        "Lines for the heaviest weights", 0, probe_views.MAX_PROBE_TOKENS, key=pairs_key
-    )
+    pairs = st.slider("Lines for the heaviest weights", 0, data.MAX_PROBE_TOKENS, key=pairs_key)
     render.show(
-        render.cached(probe_views.query_key_map_figure, text, layer, head, pairs),
+        render.cached(figures.query_key_map_figure, text, layer, head, pairs),
         filename=f"probe-query-key-map-l{layer + 1}-h{head + 1}",
     )
-    projection = probe_views.projection_of(text, layer, head)
+    projection = data.projection_of(text, layer, head)
     kept = projection.explained.sum()
     st.caption(
         f"Circles are queries, diamonds keys; a line joins a query to a key it gives much "
@@ -161,13 +158,13 @@ st.markdown(
 
 @st.fragment
 def ablation_section(layer: int, head: int) -> None:
-    moved = probe_views.fit_token(view, "ablate", n)
+    moved = fit_token(view, "ablate", n)
     if moved:
         st.warning(moved, icon=":material/link_off:")
     mode = st.radio(
         "How",
-        list(probe_views.MODES),
-        format_func=probe_views.MODES.get,
+        list(inputs.MODES),
+        format_func=inputs.MODES.get,
         horizontal=True,
         key=mode_key,
     )
@@ -196,13 +193,13 @@ def ablation_section(layer: int, head: int) -> None:
     replacement = replacement.strip() if mode == "replace" else ""
     ablated = (cut_layer - 1, cut_head - 1)
     try:
-        ablation = probe_views.ablation_of(model, text, position, mode, replacement, ablated)
+        ablation = data.ablation_of(model, text, position, mode, replacement, ablated)
     except AttentionInputError as error:
         with_col.error(str(error), icon=":material/edit_off:")
         write_url_after_fragment(view)
         return
     args = (text, position, mode, replacement, ablated, layer, head)
-    change, (i, j) = probe_views.largest_change(ablation, layer, head)
+    change, (i, j) = data.largest_change(ablation, layer, head)
     sim_col, weight_col = st.columns(2)
     sim_col.metric("Sentence embeddings, cosine similarity", f"{ablation.cosine:.4f}")
     weight_col.metric(
@@ -210,19 +207,17 @@ def ablation_section(layer: int, head: int) -> None:
         f"{change:+.3f}",
         help=f"query {i + 1} “{tokens[i]}” → key {j + 1} “{tokens[j]}”",
     )
-    if note := probe_views.unchanged_layer_note(ablation, layer):
+    if note := data.unchanged_layer_note(ablation, layer):
         st.info(note, icon=":material/info:")
     before_col, after_col = st.columns(2)
     with before_col:
         render.show(
-            render.cached(probe_views.ablation_figure, *args, "before"), filename="probe-before"
+            render.cached(figures.ablation_figure, *args, "before"), filename="probe-before"
         )
     with after_col:
-        render.show(
-            render.cached(probe_views.ablation_figure, *args, "after"), filename="probe-after"
-        )
+        render.show(render.cached(figures.ablation_figure, *args, "after"), filename="probe-after")
     render.show(
-        render.cached(probe_views.ablation_figure, *args, "difference"), filename="probe-difference"
+        render.cached(figures.ablation_figure, *args, "difference"), filename="probe-difference"
     )
     st.caption(
         "Below zero a cell lost weight, above zero it gained some (the middle of the colour "
@@ -242,7 +237,7 @@ def ablation_section(layer: int, head: int) -> None:
         )
     )
     render.show(
-        render.cached(probe_views.token_change_figure, text, position, mode, replacement, ablated),
+        render.cached(figures.token_change_figure, text, position, mode, replacement, ablated),
         filename="probe-token-change",
     )
     write_url_after_fragment(view)

@@ -3,9 +3,16 @@
 import streamlit as st
 
 from ui.models import head_link, minilm
-from ui.pretrained import figures as pretrained_figures
-from ui.pretrained import questions
-from ui.pretrained import views as pretrained_views
+from ui.pretrained import (
+    data,
+    figures,
+    head_view,
+    inputs,
+    model_view,
+    patterns,
+    questions,
+    tables,
+)
 from ui.widgets import layout, render, steps
 from ui.widgets.layout import page_intro, what_to_try
 from ui.widgets.state import PageState, write_url_after_fragment
@@ -27,10 +34,10 @@ num_layers, num_heads, max_tokens = loaded.shape
 
 # Every part of the view is bound first, so a link keeps its state even when there is no model.
 text_key, layer_key, head_key, token_key = minilm.sentence_view_keys(
-    view, loaded.shape, text=minilm.DEFAULT_TEXT, layer=pretrained_views.DEFAULT_LAYER, head=pretrained_views.DEFAULT_HEAD,
-    token=pretrained_views.DEFAULT_QUERY, max_token=max_tokens,
+    view, loaded.shape, text=minilm.DEFAULT_TEXT, layer=inputs.DEFAULT_LAYER,
+    head=inputs.DEFAULT_HEAD, token=inputs.DEFAULT_QUERY, max_token=max_tokens,
 )  # fmt: skip
-view_key = view.choice_key("view", "head", list(pretrained_views.VIEWS))
+view_key = view.choice_key("view", "head", list(inputs.VIEWS))
 only_key = view.bool_key("only", False)
 pipeline_key = view.bool_key("steps", False)
 
@@ -39,9 +46,9 @@ if loaded.model is None:
 
 model = loaded.model
 st.caption(
-    f":material/memory: {minilm.MODEL_NAME} from {layout.plain(loaded.source)}: {num_layers} layers, "
-    f"{num_heads} heads, d_model {model.config.hidden_size}, d_head {model.config.head_dim}, "
-    f"at most {max_tokens} tokens."
+    f":material/memory: {minilm.MODEL_NAME} from {layout.plain(loaded.source)}: "
+    f"{num_layers} layers, {num_heads} heads, d_model {model.config.hidden_size}, "
+    f"d_head {model.config.head_dim}, at most {max_tokens} tokens."
 )
 
 # -- the text -------------------------------------------------------------------------------------
@@ -53,7 +60,7 @@ for column, (name, (title, _, _)) in zip(
     column.button(
         title,
         key=f"pretrained.preset.{name}",
-        on_click=pretrained_views.use_preset,
+        on_click=inputs.use_preset,
         args=(view, name),
         width="stretch",
     )
@@ -70,7 +77,7 @@ if trace.truncated:
         f"{trace.num_input_tokens - n} tokens are cut off.",
         icon=":material/content_cut:",
     )
-pretrained_views.fit_query_token(view, tokens)
+inputs.fit_query_token(view, tokens)
 
 # -- which head -----------------------------------------------------------------------------------
 
@@ -94,44 +101,45 @@ head_link.send_link(model, text, layer, head)
 def picture(layer: int, head: int, query: int) -> None:
     shown_view = st.radio(
         "Picture",
-        list(pretrained_views.VIEWS),
-        format_func=pretrained_views.VIEWS.get,
+        list(inputs.VIEWS),
+        format_func=inputs.VIEWS.get,
         horizontal=True,
         key=view_key,
     )
-    zoom = render.cached(pretrained_figures.zoom_figure, text, layer, head, query)
+    zoom = render.cached(figures.zoom_figure, text, layer, head, query)
     if shown_view == "head":
         st.header(f":material/linear_scale: Layer {layer + 1}, head {head + 1}: who looks at whom")
-        too_long = n > pretrained_figures.MAX_HEAD_VIEW_TOKENS
+        too_long = n > head_view.MAX_HEAD_VIEW_TOKENS
         only = st.toggle(
             f"Only the lines of the query token “{query_token}”",
             key=only_key,
-            disabled=too_long or n > pretrained_figures.MAX_ALL_LINES_TOKENS,
+            disabled=too_long or n > head_view.MAX_ALL_LINES_TOKENS,
         )
         lines_col, heat_col = st.columns(2)
         with lines_col:
             if too_long:
                 st.info(
-                    f"The line view is drawn for texts of up to {pretrained_figures.MAX_HEAD_VIEW_TOKENS} tokens; "
-                    "the heatmap beside it shows all of them.",
+                    "The line view is drawn for texts of up to "
+                    f"{head_view.MAX_HEAD_VIEW_TOKENS} tokens; the heatmap beside it shows all "
+                    "of them.",
                     icon=":material/info:",
                 )
             else:
-                only_lines = only or n > pretrained_figures.MAX_ALL_LINES_TOKENS
+                only_lines = only or n > head_view.MAX_ALL_LINES_TOKENS
                 lines = render.cached(
-                    pretrained_figures.head_view_figure, text, layer, head, query, only_lines
+                    head_view.head_view_figure, text, layer, head, query, only_lines
                 )
                 render.show(lines, filename=f"bert-head-view-l{layer + 1}-h{head + 1}")
                 st.caption(
                     "Each line joins a query (left) to a key (right); the thicker and darker, the "
-                    f"more weight. Lines under {pretrained_figures.MIN_LINE_WEIGHT:.0%} are not drawn. "
-                    f"Red: the query “{query_token}”; hover its keys for the weights."
+                    f"more weight. Lines under {head_view.MIN_LINE_WEIGHT:.0%} are not "
+                    f"drawn. Red: the query “{query_token}”; hover its keys for the weights."
                 )
         with heat_col:
             render.show(zoom, filename=f"bert-weights-l{layer + 1}-h{head + 1}")
     elif shown_view == "model":
         st.header(":material/grid_view: Every head at once")
-        pretrained_figures.show_model_view(view, trace, layer, head)
+        model_view.show_model_view(view, trace, layer, head)
         if (view.value("layer") - 1, view.value("head") - 1) != (layer, head):
             st.rerun()  # a click on a tile picked another head: the whole page follows it
         st.caption(
@@ -141,14 +149,14 @@ def picture(layer: int, head: int, query: int) -> None:
             "park their weight on [CLS] or [SEP] (see the labels below)."
             + (
                 " Long texts are averaged over blocks of tokens here."
-                if n > pretrained_figures.MAX_TILE
+                if n > model_view.MAX_TILE
                 else ""
             )
         )
         render.show(zoom, filename=f"bert-weights-l{layer + 1}-h{head + 1}")
     else:
         st.header(":material/layers: Each layer, averaged over its heads")
-        averages = render.cached(pretrained_figures.averages_figure, text, layer)
+        averages = render.cached(figures.averages_figure, text, layer)
         render.show(averages, filename="bert-layer-averages")
         st.caption(
             "The mean of the 12 heads of each layer. Averages blur heads with different jobs into "
@@ -158,9 +166,9 @@ def picture(layer: int, head: int, query: int) -> None:
 
 
 picture(layer, head, query)
-pretrained_figures.compare_heads(view, trace, layer, head)
+inputs.compare_heads(view, trace, layer, head)
 questions.ask_questions(view, trace, layer, tokens)
-label = pretrained_views.PATTERN_TITLES[str(trace.patterns.labels[layer, head])]
+label = patterns.PATTERN_TITLES[str(trace.patterns.labels[layer, head])]
 
 # -- what the heads do ----------------------------------------------------------------------------
 
@@ -171,14 +179,14 @@ st.markdown(
     f"{trace.patterns.threshold:.0%}, *broad* when its weight is spread almost evenly "
     f"(normalised entropy ≥ {trace.patterns.broad_threshold:.0%}), otherwise *mixed*."
 )
-render.show(render.cached(pretrained_figures.roles_figure, text), filename="bert-head-roles")
-counts = pretrained_views.label_counts(trace)
+render.show(render.cached(figures.roles_figure, text), filename="bert-head-roles")
+counts = tables.label_counts(trace)
 st.caption("Heads per label: " + ", ".join(f"{name} {count}" for name, count in counts.items()))
 scores_col, sink_col = st.columns([3, 2])
 with scores_col:
     st.markdown(f"**Layer {layer + 1}, head {head + 1}: {label}**")
     st.dataframe(
-        pretrained_views.head_scores_table(trace, layer, head),
+        tables.head_scores_table(trace, layer, head),
         hide_index=True,
         column_config={
             "score": st.column_config.NumberColumn(format="%.3f"),
@@ -204,7 +212,7 @@ with sink_col:
 st.header(
     f":material/calculate: Layer {layer + 1}, head {head + 1}, query “{query_token}”, step by step"
 )
-one, difference = pretrained_views.head_steps(trace, layer, head)
+one, difference = data.head_steps(trace, layer, head)
 q = trace.q_heads[layer, head]
 k = trace.k_heads[layer, head]
 v = trace.v_heads[layer, head]
@@ -218,7 +226,7 @@ st.markdown(
     f"`({n}, {q.shape[-1]})` (one row per token). Scaled dot-product attention rerun on "
     f"them gives {agreement}; here is every step for the query “{query_token}”."
 )
-if n <= pretrained_views.MAX_WRITTEN_KEYS:
+if n <= tables.MAX_WRITTEN_KEYS:
     steps.explain_row(one, query, q=q, k=k, v=v, query_labels=tokens, key_labels=tokens)
 else:
     st.caption(
@@ -226,7 +234,7 @@ else:
         f"“{query_token}”, key by key."
     )
     st.dataframe(
-        pretrained_views.row_table(one, query, tokens),
+        tables.row_table(one, query, tokens),
         hide_index=True,
         column_config={
             name: st.column_config.NumberColumn(format="%.4f")
@@ -239,7 +247,7 @@ else:
 @st.fragment
 def step_heatmaps(layer: int, head: int) -> None:
     if st.toggle("Show every step as a heatmap", key=pipeline_key):
-        if n <= pretrained_views.MAX_PIPELINE_TOKENS:
+        if n <= data.MAX_PIPELINE_TOKENS:
             steps.show_pipeline(
                 one,
                 q=q,
@@ -252,8 +260,8 @@ def step_heatmaps(layer: int, head: int) -> None:
             )
         else:
             st.info(
-                f"The step heatmaps are drawn for texts of up to {pretrained_views.MAX_PIPELINE_TOKENS} tokens; "
-                f"this one has {n}.",
+                "The step heatmaps are drawn for texts of up to "
+                f"{data.MAX_PIPELINE_TOKENS} tokens; this one has {n}.",
                 icon=":material/info:",
             )
     write_url_after_fragment(view)

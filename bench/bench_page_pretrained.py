@@ -9,7 +9,7 @@ rounds find them cached (`warm`), as for a user going back and forth. The model 
 are loaded before timing starts; the script checks that no rerun ran the model again.
 Prints JSON: p50/p95/max in milliseconds.
 
-    .venv/bin/python bench/bench_page_real_model.py [--rounds 3]
+    .venv/bin/python bench/bench_page_pretrained.py [--rounds 3]
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from harness.app_pages import ROOT, open_model_page
 from tests.fragment_reruns import change_in_fragment, torch_after_a_plain_visit
 from tests.plotly_json import figures, plotly_array
 from ui.models import minilm
-from ui.pretrained import figures as pretrained_figures
-from ui.pretrained import views as pretrained_views
+from ui.pretrained import patterns
+from ui.pretrained.model_view import tile_at, tile_cell
 from ui.widgets.step_text import fixed
 
 TIRED = "The animal didn't cross the street because it was too tired."
@@ -124,7 +124,10 @@ def test_default_view_shows_layer_4_head_2_of_the_real_model(model):
     # The default query is "it" (position 11), in layer 4, head 2.
     assert tokens[10] == "it"
     assert at.selectbox(key="pretrained.token").value == 11
-    assert (at.select_slider(key="pretrained.layer").value, at.select_slider(key="pretrained.head").value) == (
+    assert (
+        at.select_slider(key="pretrained.layer").value,
+        at.select_slider(key="pretrained.head").value,
+    ) == (
         4,
         2,
     )
@@ -233,22 +236,15 @@ def test_clicking_a_tile_picks_its_head():
     custom = decode(pickers["customdata"]).astype(int)  # plotly may send int8
     assert len(xs) == 72
     # 16 tokens a tile, 17 with the gap: tile (layer l, head h) spans rows 17 l .. 17 l + 15.
-    assert pretrained_figures.tile_cell(16) == 17
+    assert tile_cell(16) == 17
     for x, y, (layer, head) in zip(xs, ys, custom, strict=True):
         assert 17 * (head - 1) <= x <= 17 * (head - 1) + 15
         assert 17 * (layer - 1) <= y <= 17 * (layer - 1) + 15
         # The click handler maps the clicked point back to the same head (from 0).
-        assert pretrained_figures.tile_at(x, y, 17) == (layer - 1, head - 1)
-    assert (
-        pretrained_figures.tile_at(16, 3, 17) is None
-        and pretrained_figures.tile_at(3, 33, 17) is None
-    )  # the gaps
+        assert tile_at(x, y, 17) == (layer - 1, head - 1)
+    assert tile_at(16, 3, 17) is None and tile_at(3, 33, 17) is None  # the gaps
     # 512 tokens in tiles of at most 24: blocks of 22 tokens give 24 rows, 25 with the gap.
-    assert (
-        pretrained_figures.tile_cell(512) == 25
-        and pretrained_figures.tile_cell(24) == 25
-        and pretrained_figures.tile_cell(25) == 14
-    )
+    assert tile_cell(512) == 25 and tile_cell(24) == 25 and tile_cell(25) == 14
 
 
 def test_layer_averages_are_the_mean_of_the_heads(model):
@@ -271,10 +267,8 @@ def test_head_roles_and_scores_follow_their_definitions(model):
             scores = pattern_scores(weights[layer, head])
             label = expected_label(scores)
             shown_score = scores["broad"] if label == "mixed" else scores[label]
-            assert (
-                text[layer][head] == f"{pretrained_views.ROLE_TITLES[label]}<br>{shown_score:.2f}"
-            )
-            title_ = pretrained_views.PATTERN_TITLES[label]
+            assert text[layer][head] == f"{patterns.ROLE_TITLES[label]}<br>{shown_score:.2f}"
+            title_ = patterns.PATTERN_TITLES[label]
             counts[title_] = counts.get(title_, 0) + 1
     for name, count in counts.items():
         assert f"{name} {count}" in caption(at)
@@ -283,7 +277,7 @@ def test_head_roles_and_scores_follow_their_definitions(model):
     scores = pattern_scores(weights[3, 1])
     shown = dict(zip(table["pattern"], table["score"], strict=True))
     for pattern, value in scores.items():
-        assert shown[pretrained_views.PATTERN_TITLES[pattern]] == pytest.approx(value, abs=1e-6)
+        assert shown[patterns.PATTERN_TITLES[pattern]] == pytest.approx(value, abs=1e-6)
     # The sink note: share of all weight on [CLS] (first) and [SEP] (last), every head.
     share = (weights[..., 0].sum() + weights[..., -1].sum()) / (6 * 12 * 16)
     assert f"Here {share:.0%} of all attention weight" in markdown(at)
@@ -527,7 +521,10 @@ def test_clicking_a_tile_in_the_model_view_reruns_the_page_for_that_head(model):
     points = [{"x": 41.5, "y": 24.5, "curve_number": 1, "point_number": 14, "point_index": 14}]
     selection = {"selection": {"points": points, "point_indices": [14], "box": [], "lasso": []}}
     full, moved, fragment_id = change_in_fragment(
-        "pretrained", "view=model", "chart pretrained.model_view", ("string_value", json.dumps(selection))
+        "pretrained",
+        "view=model",
+        "chart pretrained.model_view",
+        ("string_value", json.dumps(selection)),
     )
     assert fragment_id
     # The whole page, not only the fragment (which alone sends under a quarter of it). Not an

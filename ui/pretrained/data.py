@@ -1,0 +1,29 @@
+"""The pretrained page's cached computation: one head's steps, rerun by our own attention."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from attention_core import AttentionSteps, scaled_dot_product_attention
+from ui.models.minilm import PageTrace
+
+# The five step heatmaps of one head are drawn for texts of at most this many tokens.
+MAX_PIPELINE_TOKENS = 24
+
+
+def head_steps(trace: PageTrace, layer: int, head: int) -> tuple[AttentionSteps, float]:
+    """Head (`layer`, `head`), from 0, as 2-D AttentionSteps, and the largest difference between
+    its weights and the model's own (the same computation, one head at a time)."""
+    return _head_steps(trace.digest, layer, head, trace)
+
+
+# A 512-token head's steps hold four (512, 512) float32 arrays, 4 MB: keep a handful.
+@st.cache_resource(max_entries=6, show_spinner=False)
+def _head_steps(digest: str, layer: int, head: int, _trace: PageTrace):
+    q = _trace.q_heads[layer, head]
+    k = _trace.k_heads[layer, head]
+    v = _trace.v_heads[layer, head]
+    steps = scaled_dot_product_attention(q, k, v)  # scores (n, n), output (n, d_head)
+    difference = float(np.max(np.abs(steps.weights - _trace.weights[layer, head])))
+    return steps, difference
