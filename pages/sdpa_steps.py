@@ -3,43 +3,21 @@
 import streamlit as st
 
 from attention_core import AttentionInputError
-from attention_core.lessons.presets import (
-    DEFAULT_SENTENCE,
-    PRESETS,
-    SIZE_LIMITS,
-    Example,
-    attention_for,
-    example_for,
-    preset_sizes,
-    sentence_tokens,
-)
+from attention_core.lessons.presets import SIZE_LIMITS, Example, attention_for, example_for
 from ui.models import head_link
-from ui.scaled_dot_product import check_work, questions
-from ui.scaled_dot_product import scaling as scaling_views
-from ui.widgets import exports, steps
+from ui.scaled_dot_product import check_work, files, inputs, questions, scaling
+from ui.widgets import steps
 from ui.widgets.editors import qkv_editors
 from ui.widgets.formulas import SCORING_TEXT
 from ui.widgets.hand_made import HandMadeExample
 from ui.widgets.layout import page_intro, stale_notice, what_to_try
-from ui.widgets.state import PageState, is_presenting, stored, write_url_after_fragment
-
-PRESET_TITLES = {
-    "three_token": "3 tokens, d_k = 2 (worked by hand)",
-    "sentence": "A sentence, random embeddings and projections",
-    "random": "Random numbers (seeded)",
-    "sharp_flat": "Sharp vs flat softmax",
-}
-SCORING_TITLES = {
-    "dot_product": "Dot product",
-    "additive": "Additive (Bahdanau)",
-    "cosine": "Cosine similarity",
-}
-SIZES = ("n_q", "n_k", "d_k", "d_v")
-TAU_RANGE = (0.1, 5.0)
+from ui.widgets.state import PageState, is_presenting, write_url_after_fragment
 
 view = PageState("scaled_dot_product")
 # Numbers typed by hand, or brought by a link or an upload, replace the preset's.
-hand = HandMadeExample(view, sizes=SIZES, max_size=SIZE_LIMITS["n_q"], max_width=SIZE_LIMITS["d_k"])
+hand = HandMadeExample(
+    view, sizes=inputs.SIZES, max_size=SIZE_LIMITS["n_q"], max_width=SIZE_LIMITS["d_k"]
+)
 page_intro(
     "Scaled dot-product attention, step by step",
     "Every query is compared with every key; a softmax turns the scores into weights, and each "
@@ -52,69 +30,11 @@ view.show_notices()
 hand.read_link()
 head_link.bring_head(view, hand)  # a real head sent from the pretrained-model page
 
-
-def use_preset_sizes() -> None:
-    """A new preset (or sentence) brings its own sizes and drops numbers from a link/upload."""
-    hand.drop()
-    try:
-        sizes = preset_sizes(view.value("preset"), stored(view, "sentence", DEFAULT_SENTENCE))
-    except AttentionInputError:
-        return
-    hand.set_sizes(sizes)
-
-
 # -- the example -------------------------------------------------------------------------------
 
 st.header("The example")
-preset = st.selectbox(
-    "Preset",
-    list(PRESETS),
-    format_func=PRESET_TITLES.get,
-    key=view.choice_key("preset", "three_token", list(PRESETS)),
-    on_change=use_preset_sizes,
-)
-sentence, seed, sharp = DEFAULT_SENTENCE, 0, True
-if preset == "sentence":
-    sentence = st.text_input(
-        "Sentence (up to 8 words)",
-        key=view.text_key("sentence", DEFAULT_SENTENCE, max_chars=80),
-        on_change=use_preset_sizes,
-    )
-    try:
-        sentence_tokens(sentence)
-    except AttentionInputError as error:
-        st.error(f"{error} Until then the page shows “{DEFAULT_SENTENCE}”.", icon=":material/edit:")
-        sentence = DEFAULT_SENTENCE
-if preset in ("sentence", "random"):
-    seed = st.number_input(
-        "Seed", min_value=0, max_value=9999, step=1, key=view.int_key("seed", 0, lo=0, hi=9999),
-        on_change=hand.drop, help="The same seed always gives the same numbers.",
-    )  # fmt: skip
-if preset == "sharp_flat":
-    sharp = (
-        st.segmented_control(
-            "Edit which of the pair",
-            ["flat", "sharp"],
-            key=view.choice_key("pair", "sharp", ["flat", "sharp"]),
-            required=True,
-            on_change=hand.drop,
-        )
-        != "flat"
-    )
-
-size_columns = st.columns(4)
-n_q, n_k, d_k, d_v = (
-    column.slider(label, 1, SIZE_LIMITS[name],
-                  key=view.int_key(name, size, lo=1, hi=SIZE_LIMITS[name]))
-    for column, name, label, size in zip(
-        size_columns,
-        SIZES,
-        ("Queries (rows of Q)", "Keys and values (rows of K, V)", "d_k (width of Q, K)",
-         "d_v (width of V)"),
-        PRESETS["three_token"],
-        strict=True,
-    )
-)  # fmt: skip
+choice = inputs.choose_example(view, hand)
+n_q, n_k, d_k, d_v = inputs.choose_sizes(view)
 if n_q != n_k:
     st.info(
         f"Q has {n_q} rows but K and V have {n_k}: this is **cross-attention**. The queries come "
@@ -125,12 +45,13 @@ if n_q != n_k:
 
 try:
     preset_example = example_for(
-        preset, n_q=n_q, n_k=n_k, d_k=d_k, d_v=d_v, seed=int(seed), sentence=sentence, sharp=sharp
-    )
+        choice.preset, n_q=n_q, n_k=n_k, d_k=d_k, d_v=d_v, seed=choice.seed,
+        sentence=choice.sentence, sharp=choice.sharp,
+    )  # fmt: skip
 except AttentionInputError as error:
     st.error(str(error), icon=":material/edit_note:")
     preset_example = example_for("three_token", n_q=n_q, n_k=n_k, d_k=d_k, d_v=d_v)
-base, custom_title = hand.shown(preset_example, seed=int(seed))
+base, custom_title = hand.shown(preset_example, seed=choice.seed)
 if custom_title:
     st.caption(f"Numbers {custom_title}; choose a preset to go back to the presets.")
 
@@ -140,30 +61,12 @@ st.markdown(
     "Edit any cell, and the token names of Q and K. Row *i* of V is the value of key *i* (the "
     "key's token names it)."
 )
-current, stale = qkv_editors(view.page, base, side_by_side=max(d_k, d_v) <= 4 and not is_presenting())
-q, k, v = current.q, current.k, current.v
+side_by_side = max(d_k, d_v) <= 4 and not is_presenting()
+current, stale = qkv_editors(view.page, base, side_by_side=side_by_side)
 # A link carries hand-edited numbers only: an untouched preset is rebuilt from its settings.
 hand.remember(current, preset_example)
-
 with st.expander("Upload or download Q, K, V", icon=":material/swap_vert:"):
-    exports.upload_example(
-        hand,
-        key="scaled_dot_product.upload",
-        label="Upload a JSON example saved from this page, or CSV files named q.csv, k.csv, "
-        "v.csv (one or more; the others stay as they are)",
-        choices={"scoring": list(SCORING_TITLES)},
-        flags=("scaling", "causal"),
-        ranges={"tau": TAU_RANGE},
-    )
-    exports.download_chooser(
-        {
-            name: (matrix, labels, [f"d{c + 1}" for c in range(matrix.shape[1])], f"sdpa-{name}")
-            for name, matrix, labels in (("Q", q, current.query_labels),
-                                         ("K", k, current.key_labels), ("V", v, current.key_labels))
-        },
-        key="scaled_dot_product.download.qkv",
-        label="Download a matrix",
-    )  # fmt: skip
+    files.upload_or_download(hand, current)
 for name in stale:
     stale_notice(name)
 
@@ -173,60 +76,31 @@ for name in stale:
 
 @st.fragment(key="scaled_dot_product.steps")
 def settings_and_steps(current: Example, preset: str, sizes: tuple[int, int, int, int]) -> None:
-    q, k, v = current.q, current.k, current.v
     st.header("Settings")
-    left, middle, right = st.columns(3)
-    scoring_choice = left.selectbox(
-        "Scoring function",
-        list(SCORING_TITLES),
-        format_func=SCORING_TITLES.get,
-        key=view.choice_key("scoring", "dot_product", list(SCORING_TITLES)),
-    )
-    dot_family = scoring_choice == "dot_product"
-    scaling = middle.toggle(
-        "Divide by √d_k",
-        key=view.bool_key("scaling", True),
-        disabled=not dot_family,
-        help="Only the dot product is scaled by √d_k; cosine and additive scores are bounded.",
-    )
-    causal = middle.toggle(
-        "Causal mask",
-        key=view.bool_key("causal", False),
-        help="Query i may only look at keys 1..i.",
-    )
-    tau = right.slider(
-        "Temperature τ (divides the scores)",
-        *TAU_RANGE,
-        step=0.05,
-        key=view.float_key("tau", 1.0, lo=TAU_RANGE[0], hi=TAU_RANGE[1]),
-        disabled=scoring_choice == "additive",
-        help="τ < 1 sharpens the softmax, τ > 1 flattens it. Additive scores do not use it.",
-    )
-    scoring = ("scaled_dot" if scaling else "dot") if dot_family else scoring_choice
-    st.markdown(SCORING_TEXT[scoring].description)
-    st.latex(SCORING_TEXT[scoring].formula)
-    if causal and q.shape[0] != k.shape[0]:
+    settings = inputs.choose_settings(view)
+    st.markdown(SCORING_TEXT[settings.scoring].description)
+    st.latex(SCORING_TEXT[settings.scoring].formula)
+    if settings.causal and current.q.shape[0] != current.k.shape[0]:
         st.caption("With more or fewer queries than keys, query i still sees keys 1..i (torch's "
                    "top-left alignment).")  # fmt: skip
     try:
-        result = attention_for(q, k, v, scoring=scoring, temperature=tau, causal=causal)
+        result = attention_for(current.q, current.k, current.v, scoring=settings.scoring,
+                               temperature=settings.tau, causal=settings.causal)  # fmt: skip
     except AttentionInputError as error:
         st.error(str(error), icon=":material/error:")
         write_url_after_fragment(view)
         return
 
-    questions.ask_questions(view, result, current, causal=causal)
+    questions.ask_questions(view, result, current, causal=settings.causal)
     st.header("The steps")
-    pipeline(result, current, scoring)
-    settings = {"scoring": scoring_choice, "scaling": scaling, "causal": causal, "tau": tau,
-                "scoring_function": scoring, "scale": result.scale}  # fmt: skip
-    exports.download_example(current, settings=settings, steps=result, filename="sdpa-example",
-                             key="scaled_dot_product.download.json")  # fmt: skip
+    pipeline(result, current, settings.scoring)
+    files.download_example(view, current, settings, result)
     if preset == "sharp_flat":
-        scaling_views.show_sharp_vs_flat(sizes, scoring=scoring, tau=tau, causal=causal, key=view.page)
-    explain_one_row(result, current, scoring)
+        scaling.show_sharp_vs_flat(sizes, scoring=settings.scoring, tau=settings.tau,
+                                   causal=settings.causal, key=view.page)  # fmt: skip
+    explain_one_row(result, current, settings.scoring)
     check_my_work(result, current)
-    scaling_views.compare_scaling(view, current, scoring_choice, tau, causal)
+    scaling.compare_scaling(view, current, settings.scoring_choice, settings.tau, settings.causal)
     write_url_after_fragment(view)
 
 
@@ -235,7 +109,7 @@ def pipeline(result, current: Example, scoring: str) -> None:
     upto = steps.presenter_steps(view)  # presenters reveal one step at a time
     steps.show_pipeline(
         result, q=current.q, k=current.k, v=current.v, query_labels=current.query_labels,
-        key_labels=current.key_labels, key="scaled_dot_product.pipeline", filename="sdpa", upto=upto,
+        key_labels=current.key_labels, key=view.key("pipeline"), filename="sdpa", upto=upto,
         scoring=scoring,
     )  # fmt: skip
     write_url_after_fragment(view)
@@ -269,13 +143,14 @@ def check_my_work(result, current: Example) -> None:
                 "Work out the weights or the output by hand (the formulas above show how), type "
                 "them in, and see which cells are right."
             )
-            check_work.check_my_work(result, key="scaled_dot_product.check", query_labels=current.query_labels,
-                                key_labels=current.key_labels)  # fmt: skip
+            check_work.check_my_work(result, key=view.key("check"),
+                                     query_labels=current.query_labels,
+                                     key_labels=current.key_labels)  # fmt: skip
     write_url_after_fragment(view)
 
 
-settings_and_steps(current, preset, (n_q, n_k, d_k, d_v))
-scaling_views.why_scale(view, key="scaled_dot_product.sqrt_dk")
+settings_and_steps(current, choice.preset, (n_q, n_k, d_k, d_v))
+scaling.why_scale(view, key=view.key("sqrt_dk"))
 
 what_to_try(
     [

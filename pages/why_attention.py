@@ -3,12 +3,10 @@
 import streamlit as st
 
 from ui.pages import PAGES
-from ui.why import figures as why_figures
+from ui.why import counts, figures, inputs
 from ui.widgets import render
 from ui.widgets.layout import page_intro
 from ui.widgets.state import PageState
-
-THIS_PAGE = "pages/why_attention.py"
 
 view = PageState("why")
 page_intro(
@@ -23,21 +21,17 @@ page_intro(
 )
 view.show_notices()
 
-SENTENCE = tuple("The cat sat on the mat because it was warm".split())
-
 
 @st.fragment(key="why.chain_or_pairs")
 def chain_or_pairs() -> None:
     """The slider, the diagram and the counts: moving the slider reruns only this."""
-    length = st.slider(
-        "Tokens in the sentence", 2, len(SENTENCE), key=view.int_key("n", 6, lo=2, hi=len(SENTENCE))
-    )
-    render.show(render.cached(why_figures.rnn_vs_attention, SENTENCE[:length]),
-                filename="rnn-vs-attention")  # fmt: skip
+    tokens = inputs.choose_tokens(view)
+    render.show(render.cached(figures.rnn_vs_attention, tokens), filename="rnn-vs-attention")
+    count = counts.path_counts(len(tokens))
     steps, pairs, ops = st.columns(3)
-    steps.metric("RNN: sequential steps, first → last token", length - 1)
-    pairs.metric("Attention: steps between any pair", 1)
-    ops.metric("Attention: query·key scores computed", length * length)
+    steps.metric("RNN: sequential steps, first → last token", count.rnn_steps)
+    pairs.metric("Attention: steps between any pair", count.attention_steps)
+    ops.metric("Attention: query·key scores computed", count.scores)
     st.caption(
         "The price of the single step is the last number: attention scores every query against "
         "every key, n² of them. The cost page measures what that means for long inputs."
@@ -49,7 +43,7 @@ chain_or_pairs()
 
 st.header("The concept pages")
 for record in PAGES:
-    if record.path != THIS_PAGE:
+    if record.id != view.page:
         st.page_link(record.path, label=record.link_label, icon=record.icon, help=record.help)
 
 view.sync_url()

@@ -24,7 +24,6 @@ from harness.app_pages import ROOT, registered_pages
 from harness.stream import run_to_end
 from server.memory import TRIM_THREAD
 from server.sessions import expired_sessions_dropped, forget_expired_sessions
-from tests.app_fragments import run_fragment
 
 PAGES = registered_pages()
 
@@ -55,32 +54,6 @@ def test_each_page_runs_without_exception(page):
     assert not at.error, [e.value for e in at.error]
 
 
-def test_home_slider_changes_the_counts():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
-    metrics = {m.label: m.value for m in at.metric}
-    assert metrics["RNN: sequential steps, first → last token"] == "5"
-    assert metrics["Attention: query·key scores computed"] == "36"
-    at.slider(key="why.n").set_value(9).run()
-    metrics = {m.label: m.value for m in at.metric}
-    assert metrics["RNN: sequential steps, first → last token"] == "8"
-    assert metrics["Attention: query·key scores computed"] == "81"
-    assert at.query_params["n"] == "9"
-
-
-def test_home_reads_its_state_from_the_link_and_refuses_bad_values():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.query_params["n"] = "4"
-    at.run()
-    assert at.slider(key="why.n").value == 4
-
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.query_params["n"] = "1000000000"
-    at.run()
-    assert at.slider(key="why.n").value == 6
-    assert any("n=1000000000" in w.value for w in at.warning)
-    assert not at.exception
-
-
 def test_presenter_mode_from_the_link_is_kept_in_the_link():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.query_params["present"] = "1"
@@ -99,32 +72,6 @@ def test_chart_downloads_switch_between_png_and_svg_with_a_meaningful_name():
     at.button_group(key="app.figure_format").set_value("SVG").run()
     options = json.loads(at.main.get("plotly_chart")[0].proto.config)["toImageButtonOptions"]
     assert options["format"] == "svg" and options["filename"] == "rnn-vs-attention"
-
-
-def test_the_home_slider_reruns_only_its_fragment_and_keeps_the_link():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
-    at.slider(key="why.n").set_value(3)
-    run_fragment(at, "why.chain_or_pairs")
-    assert not at.exception, [e.value for e in at.exception]
-    metrics = {m.label: m.value for m in at.metric}
-    # 3 tokens: 2 hops along the chain, 3 × 3 query·key scores.
-    assert metrics["RNN: sequential steps, first → last token"] == "2"
-    assert metrics["Attention: query·key scores computed"] == "9"
-    assert at.query_params["n"] == "3"
-    # Only the fragment ran: the page's intro and its links were not drawn again.
-    assert not at.latex and not at.get("page_link")
-    arcs = json.loads(at.main.get("plotly_chart")[0].proto.spec)["data"]
-    assert sum(trace["mode"] == "lines" for trace in arcs) == 3  # pairs of 3 tokens
-
-
-def test_home_links_to_every_other_page_from_the_one_list():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
-    links = {link.proto.page: link for link in at.get("page_link")}
-    others = [page for page in PAGES if not page.default]
-    assert len(links) == len(others)
-    for page in others:  # each link leads to the page's url_path, which the router registered
-        link = links[page.url_path]
-        assert link.value == (page.label or page.title) and link.proto.help == page.help
 
 
 def test_a_plain_visit_to_the_home_page_does_not_import_torch():

@@ -19,7 +19,7 @@ from transformers import BertModel as HFBertModel
 
 from attention_core.models import MODEL_DIR_ENV_VAR, load_bert, run_bert
 from harness.app_pages import ROOT
-from tests.test_page_sdpa import HAND_WEIGHTS, softmax_rows, step, type_into
+from tests.test_page_scaled_dot_product import HAND_WEIGHTS, softmax_rows, step, type_into
 from ui.widgets.editors import editor_widget_key
 
 SDPA = "pages/sdpa_steps.py"

@@ -1,4 +1,5 @@
-"""ui.step_views: the "how it was computed" text, the written-out row and the marking of answers.
+"""ui.widgets.step_text: the "how it was computed" text of each step, the written-out row, and
+the step figures (ui.widgets.steps) that carry them.
 
 Numbers are those of the 3-token example worked by hand in tests/test_examples.py:
 Q = [[1,0],[0,1],[1,1]], K = [[1,1],[1,0],[0,1]], V = [[10,0],[0,10],[5,5]], d_k = 2.
@@ -10,7 +11,6 @@ import numpy as np
 
 from attention_core import scaled_dot_product_attention
 from attention_core.lessons.presets import attention_for, sharp_flat_pair, three_token_example
-from ui.scaled_dot_product.check_work import grade, marks_table, tolerance, unique_labels
 from ui.widgets import render
 from ui.widgets.step_text import (
     STEP_NAMES,
@@ -126,35 +126,6 @@ def test_row_latex_of_a_fully_masked_row():
     steps = scaled_dot_product_attention([[1.0]], [[1.0]], [[2.0]], mask=[[False]])
     parts = dict(row_latex(steps, 0, q=[[1.0]], k=[[1.0]], v=[[2.0]]))
     assert "every key is masked" in parts["Weights"]
-
-
-def test_grade_marks_right_wrong_and_blank_at_the_chosen_tolerance():
-    correct = np.array([[0.4011, 0.4011, 0.1978]])
-    typed = np.array([[0.40, 0.43, np.nan]])
-    np.testing.assert_array_equal(grade(typed, correct, 2), [[1, 0, -1]])
-    np.testing.assert_array_equal(grade(typed, correct, 3), [[0, 0, -1]])  # 0.40 is 0.0011 off
-    np.testing.assert_array_equal(grade(typed, correct, 1), [[1, 1, -1]])
-    # Exactly half a unit counts as right, a hair beyond it does not.
-    assert grade([[0.405]], [[0.4]], 2)[0, 0] == 1
-    assert grade([[0.4051]], [[0.4]], 2)[0, 0] == 0
-    assert tolerance(2) == 0.005
-
-
-def test_marks_table_text():
-    typed = np.array([[0.40, 0.43, np.nan]])
-    correct = np.array([[0.4011, 0.4011, 0.1978]])
-    marks = grade(typed, correct, 2)
-    hidden = marks_table(typed, correct, marks, row_labels=["the"], col_labels=["a", "b", "c"],
-                         reveal=False, decimals=2)  # fmt: skip
-    assert hidden.iloc[0].tolist() == ["✓ 0.4", "✗ 0.43", ""]
-    shown = marks_table(typed, correct, marks, row_labels=["the"], col_labels=["a", "b", "c"],
-                        reveal=True, decimals=2)  # fmt: skip
-    assert shown.iloc[0].tolist() == ["✓ 0.4", "✗ 0.43 → 0.4011", "0.1978"]
-
-
-def test_unique_labels():
-    assert unique_labels(["the", "cat", "the"]) == ["the (1)", "cat", "the (3)"]
-    assert unique_labels(["a", "b"]) == ["a", "b"]
 
 
 def test_step_captions_follow_the_setting():

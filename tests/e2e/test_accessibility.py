@@ -5,7 +5,8 @@ each registered page against WCAG 2.0/2.1 A and AA and axe's best practices (hea
 them), in the light and the dark theme, at the defaults and in presenter mode. Streamlit follows
 the system's colour scheme, so the theme is Playwright's `color_scheme`; one server serves all.
 
-Expected numbers in the keyboard test come from the one-line NumPy formula in test_sdpa.py.
+Expected numbers in the keyboard test come from the one-line NumPy formula in
+test_scaled_dot_product.py.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from harness.browser import (
     wait_for_charts,
     wait_for_visible_charts,
 )
-from tests.e2e.test_sdpa import OUTPUT, WEIGHTS, K, Q, V, attention, expect_heatmap
+from tests.e2e.test_scaled_dot_product import OUTPUT, WEIGHTS, K, Q, V, attention, expect_heatmap
 
 PAGES = registered_pages()
 
@@ -326,7 +327,7 @@ LONGEST_MOTION_JS = """() => {
 
 @pytest.mark.e2e
 def test_reduced_motion_stills_the_page_and_autoplay_waits_to_be_asked(server, browser):
-    from ui.decoder.generation import AUTOPLAY_SECONDS
+    from ui.decoder.inputs import AUTOPLAY_SECONDS
 
     moving = new_tab(browser)
     still = new_tab(browser, reduced_motion="reduce")

@@ -26,7 +26,7 @@ from harness.browser import (
 )
 from harness.references import bert_attention, bert_tokens
 from tests.e2e.test_accessibility import AXE_OPTIONS, EXPLAINED, violation_report
-from tests.e2e.test_sdpa import WEIGHTS
+from tests.e2e.test_scaled_dot_product import WEIGHTS
 
 SENTENCE = "The cat sat on the mat."
 

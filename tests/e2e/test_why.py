@@ -1,11 +1,21 @@
-"""The "Why attention?" page in a real browser: its slider reruns only its fragment, and the
-link follows it.
+"""The "Why attention?" page in a real browser: its slider reruns only its fragment, the link
+follows it, and the counts and the diagram follow the number of tokens.
 """
 
 import pytest
 from playwright.sync_api import expect
 
-from harness.browser import exceptions, open_app, rerun_after, wait_for_link
+from harness.browser import (
+    CELL_NUMBERS,
+    PLOTLY_CHART,
+    exceptions,
+    open_app,
+    rerun_after,
+    wait_for_charts,
+    wait_for_link,
+)
+
+SENTENCE = "The cat sat on the mat because it was warm".split()
 
 
 def expect_metric(tab, label: str, value: str) -> None:
@@ -20,7 +30,11 @@ def test_the_token_slider_reruns_its_fragment_and_the_link_follows(server, page)
     with rerun_after(page):
         thumb.press("ArrowRight")  # 4 → 5 tokens
     wait_for_link(page, has=("n=5",))
-    # 5 tokens: 4 hops along an RNN's chain, 5 × 5 query·key scores.
+    # 5 tokens: 4 hops along an RNN's chain, one step between any pair, 5 × 5 query·key scores.
     expect_metric(page, "sequential steps", "4")
+    expect_metric(page, "steps between any pair", "1")
     expect_metric(page, "scores computed", "25")
+    # The diagram's two rows (the RNN's chain, attention's pairs) each name the first 5 tokens.
+    wait_for_charts(page)
+    expect(page.locator(f"{PLOTLY_CHART} {CELL_NUMBERS}")).to_have_text(SENTENCE[:5] * 2)
     assert exceptions(page) == []

@@ -1,4 +1,6 @@
-"""TODO"""
+"""Check my work: a learner types the weights and the output worked out by hand, and each cell
+is marked right or wrong at the number of decimals chosen.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import streamlit as st
 
 from attention_core import AttentionSteps
 from ui.widgets.step_text import fixed, num
+from ui.widgets.theme import RIGHT_ANSWER_STYLE, WRONG_ANSWER_STYLE
 
 # Tolerances a learner can pick in "check my work": decimals -> half a unit in the last place.
 CHECK_DECIMALS = (1, 2, 3, 4)
@@ -68,10 +71,11 @@ def marks_table(
 
 
 def _mark_colour(text: str) -> str:
+    """The CSS of a marked cell ("✓ 0.4", "✗ 0.43"); a blank or revealed cell keeps the table's."""
     if text.startswith("✓"):
-        return "background-color: #c7e9c0; color: #00441b"
+        return RIGHT_ANSWER_STYLE
     if text.startswith("✗"):
-        return "background-color: #fcbba1; color: #67000d"
+        return WRONG_ANSWER_STYLE
     return ""
 
 

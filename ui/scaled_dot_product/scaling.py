@@ -1,4 +1,6 @@
-"""TODO"""
+"""Why divide by √d_k: the sharp-vs-flat pair, the experiment over widths d_k, and the same
+example's weights scaled and unscaled side by side.
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from ui.why.counts import path_counts
 from ui.widgets import describe
 from ui.widgets.render import figure
 from ui.widgets.state import is_presenting
@@ -20,6 +21,7 @@ def rnn_vs_attention(tokens: Sequence[str]) -> go.Figure:
     link in attention. Built from plain dicts (see `render.figure`); draw it through `cached`.
     """
     n = len(tokens)
+    counts = path_counts(n)
     x = np.arange(n, dtype=np.float64)
     rnn_y, attention_y = 1.0, 0.0
     arrow = {"xref": "x", "yref": "y", "axref": "x", "ayref": "y", "showarrow": True,
@@ -65,9 +67,11 @@ def rnn_vs_attention(tokens: Sequence[str]) -> go.Figure:
     caption = {"x": -0.6, "xref": "x", "yref": "y", "showarrow": False, "xanchor": "left"}
     annotations += [
         {**caption, "y": rnn_y + 0.3,
-         "text": f"<b>RNN</b>: {n - 1} sequential steps from the first token to the last"},
+         "text": f"<b>RNN</b>: {counts.rnn_steps} sequential steps from the first token to the "
+                 "last"},
         {**caption, "y": attention_y + 0.3,
-         "text": f"<b>Attention</b>: 1 step for each of the {n * (n - 1) // 2} pairs, all at once"},
+         "text": f"<b>Attention</b>: {counts.attention_steps} step for each of the "
+                 f"{counts.pairs} pairs, all at once"},
     ]  # fmt: skip
     depth = 0.08 * max(n - 1, 1) + 0.2
     layout = {
@@ -80,7 +84,7 @@ def rnn_vs_attention(tokens: Sequence[str]) -> go.Figure:
     }
     summary = (
         f"Diagram of {n} tokens ({' '.join(tokens)}): an RNN reaches the last token from the "
-        f"first in {n - 1} sequential steps; attention links all {n * (n - 1) // 2} pairs "
-        "directly, in one step."
+        f"first in {counts.rnn_steps} sequential steps; attention links all {counts.pairs} "
+        "pairs directly, in one step."
     )
     return describe.attach(figure(traces, layout), summary)

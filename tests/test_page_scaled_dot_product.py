@@ -45,7 +45,7 @@ def open_page(**params: str) -> AppTest:
 
 
 def figure(at: AppTest, key: str) -> dict:
-    """The plotly figure drawn with widget key `key` (e.g. "scaled_dot_product.pipeline.weights.chart")."""
+    """The plotly figure drawn with widget key `key` (e.g. "scaled_dot_product.sqrt_dk.entropy")."""
     for chart in at.main.get("plotly_chart"):
         if chart.proto.id.endswith(key):
             return json.loads(chart.proto.spec)
@@ -63,8 +63,18 @@ def z_values(spec: dict, trace: int = 0) -> np.ndarray:
     return array(spec["data"][trace]["z"])
 
 
+def step_chart(at: AppTest, name: str) -> dict:
+    """The pipeline's figure of step `name` ("scores", ..., "output")."""
+    return figure(at, f"scaled_dot_product.pipeline.{name}.chart")
+
+
 def step(at: AppTest, name: str) -> np.ndarray:
-    return z_values(figure(at, f"scaled_dot_product.pipeline.{name}.chart"))
+    return z_values(step_chart(at, name))
+
+
+def sizes(at: AppTest) -> list[int]:
+    """The four size sliders: [n_q, n_k, d_k, d_v]."""
+    return [at.slider(key=f"scaled_dot_product.{n}").value for n in ("n_q", "n_k", "d_k", "d_v")]
 
 
 def pipeline_count(at: AppTest) -> int:
@@ -102,9 +112,9 @@ def test_default_page_shows_the_hand_worked_example():
     np.testing.assert_allclose(step(at, "scores"), [[1, 1, 0], [1, 0, 1], [2, 1, 1]])
     np.testing.assert_allclose(step(at, "weights"), HAND_WEIGHTS, rtol=1e-6)  # float32 in JSON
     np.testing.assert_allclose(step(at, "output"), HAND_OUTPUT, rtol=1e-6)
-    cells = cell_text(figure(at, "scaled_dot_product.pipeline.weights.chart"))
+    cells = cell_text(step_chart(at, "weights"))
     assert cells[2] == ["0.5035", "0.2483", "0.2483"]
-    hover = figure(at, "scaled_dot_product.pipeline.scores.chart")["data"][0]["hovertext"]
+    hover = step_chart(at, "scores")["data"][0]["hovertext"]
     assert hover[0][1].endswith("q₁·k₂ = 1×1 + 0×0 = 1")
     assert any(c.value == "Row sums: the 1.0000, cat 1.0000, sat 1.0000" for c in at.caption)
     # "Explain one row" starts at query 1: e^(1/√2) = 2.0281, Z = 2·2.0281 + 1 = 5.0562.
@@ -122,7 +132,7 @@ def test_editing_a_q_cell_changes_the_weights():
     expected = HAND_WEIGHTS.copy()
     expected[0] = [big / (2 * big + 1), big / (2 * big + 1), 1 / (2 * big + 1)]
     np.testing.assert_allclose(step(at, "weights"), expected, rtol=1e-6)
-    assert cell_text(figure(at, "scaled_dot_product.pipeline.weights.chart"))[0] == [
+    assert cell_text(step_chart(at, "weights"))[0] == [
         "0.4928", "0.4928", "0.0144",
     ]  # fmt: skip
     # The hand-edited numbers go into the link, and the link brings them back.
@@ -132,7 +142,7 @@ def test_editing_a_q_cell_changes_the_weights():
     np.testing.assert_allclose(step(again, "weights"), expected, rtol=1e-6)
     assert not again.warning
     # The link held no token names, so the preset's name the rows.
-    ticks = figure(again, "scaled_dot_product.pipeline.weights.chart")["layout"]["yaxis"]["ticktext"]
+    ticks = step_chart(again, "weights")["layout"]["yaxis"]["ticktext"]
     assert ticks == ["the", "cat", "sat"]
 
 
@@ -144,7 +154,7 @@ def test_renamed_tokens_travel_in_the_link():
     assert at.query_params["K"] == "1,1;1,0;0,1"  # the numbers go with the names
     params = {name: at.query_params[name] for name in ("Q", "K", "V", "tk")}
     again = open_page(**params)
-    layout = figure(again, "scaled_dot_product.pipeline.weights.chart")["layout"]
+    layout = step_chart(again, "weights")["layout"]
     assert layout["xaxis"]["ticktext"] == ["the", "dog", "sat"]
     assert layout["yaxis"]["ticktext"] == ["the", "cat", "sat"]
     np.testing.assert_allclose(step(again, "weights"), HAND_WEIGHTS, rtol=1e-6)
@@ -159,7 +169,7 @@ def test_causal_toggle_zeroes_the_upper_triangle():
     assert (weights[np.triu_indices(3, 1)] == 0).all()
     # Row 2 sees k₁, k₂ with scaled scores 1/√2 and 0: e/(e + 1) and 1/(e + 1).
     np.testing.assert_allclose(weights[1, :2], [E / (E + 1), 1 / (E + 1)], rtol=1e-6)
-    masked = figure(at, "scaled_dot_product.pipeline.masked.chart")
+    masked = step_chart(at, "masked")
     assert masked["data"][1]["name"] == "masked"  # the grey layer under the masked cells
     assert cell_text(masked)[0][1:] == ["−∞", "−∞"]
     np.testing.assert_allclose(step(at, "output")[0], [10, 0], rtol=1e-6)
@@ -188,12 +198,13 @@ def test_check_my_work_marks_a_right_and_a_wrong_entry():
     }  # fmt: skip
     at.run()
     # The right weights are 0.4011 and 0.4011: 0.40 is within ±0.005, 0.43 is not.
-    assert marks(at, "scaled_dot_product.check.weights.3x3") == ["✓ 0.4", "✗ 0.43", ""]
+    weights = "scaled_dot_product.check.weights.3x3"
+    assert marks(at, weights) == ["✓ 0.4", "✗ 0.43", ""]
     assert any("1 of 2" in m.value for m in at.markdown)
     at.toggle(key="scaled_dot_product.check.reveal").set_value(True).run()
-    assert marks(at, "scaled_dot_product.check.weights.3x3") == ["✓ 0.4", "✗ 0.43 → 0.4011", "0.1978"]
+    assert marks(at, weights) == ["✓ 0.4", "✗ 0.43 → 0.4011", "0.1978"]
     at.select_slider(key="scaled_dot_product.check.decimals").set_value(1).run()
-    assert marks(at, "scaled_dot_product.check.weights.3x3")[:2] == ["✓ 0.4", "✓ 0.43"]  # ±0.05 now
+    assert marks(at, weights)[:2] == ["✓ 0.4", "✓ 0.43"]  # ±0.05 now
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))
@@ -203,9 +214,7 @@ def test_every_preset_renders(preset):
     assert not at.exception and not at.error
     assert pipeline_count(at) == 5
     n_q, n_k, d_k, d_v = PRESETS[preset]
-    assert [at.slider(key=f"scaled_dot_product.{n}").value for n in ("n_q", "n_k", "d_k", "d_v")] == [
-        n_q, n_k, d_k, d_v,
-    ]  # fmt: skip
+    assert sizes(at) == [n_q, n_k, d_k, d_v]
     np.testing.assert_allclose(step(at, "weights").sum(axis=1), 1, rtol=1e-6)
     assert step(at, "output").shape == (n_q, d_v)
 
@@ -213,9 +222,10 @@ def test_every_preset_renders(preset):
 def test_sentence_preset_uses_the_words_and_sharp_flat_shows_saturation():
     at = open_page(preset="sentence", sentence="a dog barked")
     assert at.slider(key="scaled_dot_product.n_q").value == 3
-    ticks = figure(at, "scaled_dot_product.pipeline.weights.chart")["layout"]["xaxis"]["ticktext"]
+    ticks = step_chart(at, "weights")["layout"]["xaxis"]["ticktext"]
     assert ticks == ["a", "dog", "barked"]
-    at.text_input(key="scaled_dot_product.sentence").set_value("one two three four five six seven eight nine")
+    nine_words = "one two three four five six seven eight nine"
+    at.text_input(key="scaled_dot_product.sentence").set_value(nine_words)
     at.run()
     assert not at.exception
     assert any("The sentence has 9 words" in e.value for e in at.error)
@@ -308,11 +318,12 @@ def test_uploading_a_json_export_restores_the_example_and_its_settings():
     e = random_example(2, 2, 3, 2, seed=9)
     exported = example_to_json(e, settings={"causal": True, "scoring": "dot_product"}).encode()
     at = open_page()
-    at.file_uploader(key="scaled_dot_product.upload").upload("example.json", exported, "application/json")
+    uploader = at.file_uploader(key="scaled_dot_product.upload")
+    uploader.upload("example.json", exported, "application/json")
     at.run()
     assert not at.exception and not at.error
     assert at.toggle(key="scaled_dot_product.causal").value is True
-    assert [at.slider(key=f"scaled_dot_product.{n}").value for n in ("n_q", "n_k", "d_k", "d_v")] == [2, 2, 3, 2]
+    assert sizes(at) == [2, 2, 3, 2]
     scaled = np.where(np.tril(np.ones((2, 2), bool)), e.q @ e.k.T / math.sqrt(3), -np.inf)
     np.testing.assert_allclose(step(at, "weights"), softmax_rows(scaled), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(step(at, "output"), softmax_rows(scaled) @ e.v, rtol=1e-5)
@@ -330,7 +341,8 @@ def test_uploading_a_bad_csv_says_what_to_fix():
 
 def test_uploading_one_csv_replaces_that_matrix():
     at = open_page()
-    at.file_uploader(key="scaled_dot_product.upload").upload("sdpa-V.csv", b"1,2\n3,4\n5,6\n", "text/csv")
+    uploader = at.file_uploader(key="scaled_dot_product.upload")
+    uploader.upload("sdpa-V.csv", b"1,2\n3,4\n5,6\n", "text/csv")
     at.run()
     np.testing.assert_allclose(step(at, "output"), HAND_WEIGHTS @ [[1, 2], [3, 4], [5, 6]],
                                rtol=1e-6)  # fmt: skip
@@ -354,7 +366,8 @@ def test_why_sqrt_dk_shows_variance_growing_like_d_k():
     np.testing.assert_allclose(scaled, 1, atol=0.1)
     reference = scaling_experiment(tuple(d_k.astype(int)), num_samples=2000, num_keys=16)
     np.testing.assert_allclose(measured, reference.dot_variance)
-    max_weight = {t["name"]: array(t["y"]) for t in figure(at, "scaled_dot_product.sqrt_dk.max_weight")["data"]}
+    max_weight_chart = figure(at, "scaled_dot_product.sqrt_dk.max_weight")
+    max_weight = {t["name"]: array(t["y"]) for t in max_weight_chart["data"]}
     assert max_weight["without scaling"][-1] > 0.9 > 0.5 > max_weight["with 1/√d_k"][-1]
 
 

@@ -6,7 +6,7 @@ the temperature slider and the "explain one row" query. Every edit and temperatu
 value, so no figure comes from the page's figure cache for those steps. Prints JSON: p50/p95/max in
 milliseconds, overall and per kind of change, and the load average (the machine may be shared).
 
-    .venv/bin/python bench/bench_page_sdpa.py [--runs 40]
+    .venv/bin/python bench/bench_page_scaled_dot_product.py [--runs 40]
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def main() -> None:
                 "deleted_rows": [],
             }
         elif kind == "causal toggle":
-            at.toggle(key="scaled_dot_product.causal").set_value(not at.toggle(key="scaled_dot_product.causal").value)
+            causal = at.toggle(key="scaled_dot_product.causal")
+            causal.set_value(not causal.value)
         elif kind == "temperature":
             at.slider(key="scaled_dot_product.tau").set_value(round(0.5 + i / 20, 2))
         else:
@@ -86,7 +87,7 @@ def main() -> None:
                 "settings": "default: 3-token preset, 3×3, d_k = d_v = 2; expanders closed",
                 "first_load_ms": round(first_ms, 1),
                 **summary(everything),
-                "by_change": {kind: summary(times) for kind, times in by_kind.items()},
+                "by_change": {kind: summary(times) for kind, times in by_kind.items() if times},
                 "load_average": [round(x, 2) for x in os.getloadavg()],
                 "python": platform.python_version(),
             },
