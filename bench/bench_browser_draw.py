@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
+from harness.app_pages import registered_pages  # noqa: E402
 from harness.browser import (  # noqa: E402
     StreamlitServer,
     exceptions,
@@ -33,17 +34,10 @@ from harness.browser import (  # noqa: E402
     wait_for_visible_charts,
 )
 
-PAGES = (
-    ("why", "n=6"),
-    ("scaled-dot-product", ""),
-    ("masking", "kind=causal"),
-    ("multi-head", ""),
-    ("positional", ""),
-    ("pretrained", ""),
-    ("probe", ""),
-    ("decoder", ""),
-    ("cost", ""),
-)
+
+def page_links() -> list[tuple[str, str]]:
+    """Every registered page (ui/pages.py's list), opened at its defaults: (url path, query)."""
+    return [(page.url_path, "") for page in registered_pages()]
 
 
 def draw_times(browser, url: str) -> dict:
@@ -81,7 +75,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--pages", nargs="*", help="url paths to time (default: every page)")
     args = parser.parse_args()
-    chosen = [(page, query) for page, query in PAGES if not args.pages or page in args.pages]
+    chosen = [(page, query) for page, query in page_links() if not args.pages or page in args.pages]
     report: dict = {"pages": {}}
     with sync_playwright() as playwright:
         browser = launch_chromium(playwright)

@@ -179,7 +179,7 @@ def _text_edit(key: str, param: str):
     return edit, check
 
 
-# The scaled dot-product page's worked example (see tests/e2e/test_sdpa.py).
+# The scaled dot-product page's worked example (see tests/e2e/test_scaled_dot_product.py).
 Q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
 K = np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
 V = np.array([[10.0, 0.0], [0.0, 10.0], [5.0, 5.0]])

@@ -4,16 +4,14 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from ui.pages import PAGES, PageRecord
+from ui import pages
+from ui.pages import PageRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The name the tests and benchmarks have always used for one registered page.
-RegisteredPage = PageRecord
-
-
 def registered_pages() -> list[PageRecord]:
-    return list(PAGES)
+    """The pages app.py registers, read when asked (a test may register one more)."""
+    return list(pages.PAGES)
 
 
 def open_model_page(page_file: str, params: dict[str, str] | None, timeout: float) -> AppTest:

@@ -19,7 +19,7 @@ import threading
 import streamlit as st
 
 from server.memory import TRIM_THREAD, trim_freed_memory_forever
-from ui.pages import PAGES, page_modules
+from ui.pages import page_modules
 
 # Imported lazily by the libraries the pages call, or by several pages: once, up front.
 LIBRARIES = (
@@ -36,7 +36,7 @@ LIBRARIES = (
 def modules() -> tuple[str, ...]:
     """Every module to import before a page runs: the libraries, then every registered page's
     own package and what it imports (ui/pages.py is the one list of pages)."""
-    return (*LIBRARIES, *page_modules(PAGES))
+    return (*LIBRARIES, *page_modules())
 
 
 @st.cache_resource(show_spinner=False)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -144,10 +145,10 @@ def sections() -> dict[str, list[PageRecord]]:
     return grouped
 
 
-def page_modules(records: tuple[PageRecord, ...] = PAGES) -> list[str]:
+def page_modules(records: Sequence[PageRecord] | None = None) -> list[str]:
     """The modules of the pages' own packages (`ui.<id>.*`), for the server's warm-up."""
     names = []
-    for record in records:
+    for record in PAGES if records is None else records:
         package = importlib.import_module(record.package)
         names.append(package.__name__)
         names += [f"{package.__name__}.{module.name}"

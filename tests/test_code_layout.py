@@ -1,0 +1,181 @@
+"""The layout the code keeps: a page is a package, imports run one way, Streamlit's internals in
+one module, modules small enough to read.
+
+Read from the source (`ast`), so a rule broken anywhere fails here with the place named.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ui.pages import PAGES, PageRecord
+
+ROOT = Path(__file__).resolve().parents[1]
+PRODUCT = ("app.py", "pages", "ui", "attention_core", "server", "harness", "bench")
+MAX_UI_MODULE_LINES = 500
+MAX_PAGE_FILE_LINES = 300
+
+
+def python_files(*places: str) -> Iterator[Path]:
+    for place in places:
+        path = ROOT / place
+        yield from [path] if path.is_file() else sorted(path.rglob("*.py"))
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, *, top_level_only: bool = False) -> Iterator[tuple[int, str]]:
+    """(line, module) for every import in `path`, relative ones resolved."""
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else ast.walk(tree)
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, node.module] if node.module else base)
+            yield node.lineno, module
+            for alias in node.names:  # `from ui.masking import figures` imports a module too
+                yield node.lineno, f"{module}.{alias.name}"
+
+
+def first(module: str) -> str:
+    return module.split(".")[0]
+
+
+def page_package(module: str) -> str | None:
+    """`masking` for `ui.masking.grid`; None for shared ui code."""
+    parts = module.split(".")
+    ids = {record.id for record in PAGES}
+    return parts[1] if len(parts) > 1 and parts[0] == "ui" and parts[1] in ids else None
+
+
+PAGE_OF_FILE = {record.path: record.id for record in PAGES}
+
+
+# -- a page is a package ---------------------------------------------------------------------------
+
+
+def missing_parts(record: PageRecord) -> list[str]:
+    """What a registered page lacks of the recipe (README, "Adding a page"), by path."""
+    page_id = record.id
+    missing = [] if importlib.util.find_spec(record.package) else [f"ui/{page_id}/__init__.py"]
+    wanted = [
+        f"tests/test_page_{page_id}.py",
+        f"tests/e2e/test_{page_id}.py",
+        f"bench/bench_page_{page_id}.py",
+    ]
+    missing += [place for place in wanted if not (ROOT / place).is_file()]
+    page_file = Path(record.path) if Path(record.path).is_absolute() else ROOT / record.path
+    # Its widgets' keys carry its id: the page's PageState is named by it.
+    if f'PageState("{page_id}")' not in page_file.read_text():
+        missing.append(f'PageState("{page_id}") in {record.path}')
+    # A deep link must reach the router, never Streamlit's legacy lookup of pages/ file stems.
+    if page_file.stem == record.url_path:
+        missing.append(f"a page file named unlike its url_path {record.url_path!r}")
+    return missing
+
+
+@pytest.mark.parametrize("record", PAGES, ids=[record.id for record in PAGES])
+def test_every_registered_page_has_its_package_tests_and_benchmark(record):
+    assert missing_parts(record) == []
+
+
+def test_no_ui_module_or_page_file_is_too_long():
+    long_modules = {
+        str(path.relative_to(ROOT)): lines
+        for path in python_files("ui")
+        if (lines := len(path.read_text().splitlines())) > MAX_UI_MODULE_LINES
+    }
+    long_pages = {
+        str(path.relative_to(ROOT)): lines
+        for path in python_files("pages")
+        if (lines := len(path.read_text().splitlines())) > MAX_PAGE_FILE_LINES
+    }
+    assert long_modules == {}, f"ui modules over {MAX_UI_MODULE_LINES} lines"
+    assert long_pages == {}, f"page files over {MAX_PAGE_FILE_LINES} lines"
+
+
+# -- imports run one way: pages -> ui -> attention_core; server, harness and bench beside ----------
+
+
+def test_imports_run_one_way():
+    wrong = []
+    for path in python_files(*PRODUCT):
+        place, name = str(path.relative_to(ROOT)), module_name(path)
+        top = first(name)
+        for line, module in imports(path):
+            target = first(module)
+            where = f"{place}:{line} imports {module}"
+            if target == "tests":
+                wrong.append(f"{where}: product code never imports the tests")
+            if top == "attention_core" and target in {"ui", "pages", "server", "harness",
+                                                      "bench", "streamlit"}:  # fmt: skip
+                wrong.append(f"{where}: the math knows nothing of the app")
+            if top in {"ui", "server", "harness"} and target in {"pages", "bench"}:
+                wrong.append(f"{where}: {top} never imports pages or benchmarks")
+            if top == "ui" and target == "harness":
+                wrong.append(f"{where}: the views never import the test harness")
+            own, other = page_package(name) or PAGE_OF_FILE.get(place), page_package(module)
+            if other is not None and top in {"ui", "pages"} and own != other:
+                wrong.append(f"{where}: a page's package is its own (ui/{other}/)")
+    assert wrong == []
+
+
+def test_no_import_cycles():
+    """Module-level imports among the project's own modules form no cycle."""
+    graph: dict[str, set[str]] = {}
+    paths = list(python_files(*PRODUCT))
+    names = {module_name(path) for path in paths}
+    for path in paths:
+        name = module_name(path)
+        targets = {module for _, module in imports(path, top_level_only=True)}
+        # A package's own modules import it first (`from . import masks`): not a cycle.
+        graph[name] = {t for t in targets if t in names and not (name + ".").startswith(t + ".")}
+    cycles, state = [], {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = "open"
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == "open":
+                cycles.append([*trail[trail.index(target) :], target])
+            elif target not in state:
+                visit(target, [*trail, target])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert cycles == []
+
+
+# -- Streamlit's private internals live in one module ----------------------------------------------
+
+# The private attributes of Streamlit's own objects the app relies on: its server's session
+# manager and event loop, a session's fragments. tests/test_sessions.py pins them.
+STREAMLIT_INTERNALS = re.compile(
+    r"\._(get_async_objs|session_mgr|storage_lock|session_storage|cache|fragment_storage)\b"
+    r"|runtime\.get_instance\("
+)
+
+
+def test_streamlit_internals_are_touched_in_one_module_outside_ui():
+    touching = sorted(
+        str(path.relative_to(ROOT))
+        for path in python_files("app.py", "pages", "ui", "attention_core", "server")
+        if STREAMLIT_INTERNALS.search(path.read_text())
+    )
+    assert touching == ["server/sessions.py"]
