@@ -38,9 +38,16 @@ Contents, module by module:
                    token or head), next_token_change (the same for a decoder's next token)
     compare        compare_patterns: two patterns' difference, per-row total variation, and the
                    sentence saying what differs most
+    logit_lens     logit_lens (the residual stream read after every layer), head_writes,
+                   direct_logit_attribution (a logit split by the writers of the stream)
+    head_roles     previous-token, induction, duplicate-token and first-token scores of every
+                   head on a repeated random probe; token_losses (the causal check's loss)
+    token_attribution   norm_contributions (‖α·v·W_O‖, Kobayashi et al.), rank_correlation
+                   (Spearman's ρ): attention against attribution
     lessons/       content built from the formulas: the scaled dot-product presets, the masking
                    and positional experiments, the √d_k experiment, the quiz questions
-    models         real checkpoints run by this code (BERT-style encoder, llama-style decoder)
+    models         real checkpoints run by this code (BERT-style encoder, llama-style decoder);
+                   models.readouts takes what the formulas above read out of their traces
 """
 
 from .attention import (

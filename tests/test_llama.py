@@ -37,6 +37,7 @@ from attention_core.models.llama import (
 )
 from attention_core.models.loading import ModelNotFoundError
 from attention_core.validation import AttentionInputError
+from tests.hf_models import smollm2_reference
 from tests.hub_cache import lay_out_hub_cache
 
 torch = pytest.importorskip("torch")
@@ -240,18 +241,9 @@ def model(gguf_path):
 @pytest.fixture(scope="module")
 def reference(gguf_path):
     """transformers' LlamaForCausalLM on the same GGUF, matrices rounded to bfloat16 like ours."""
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
-    kwargs = {"gguf_file": gguf_path.name}
-    hf = transformers.AutoModelForCausalLM.from_pretrained(
-        str(gguf_path.parent), attn_implementation="eager", dtype=torch.float32, **kwargs
-    ).eval()
-    with torch.no_grad():
-        for param in hf.parameters():
-            if param.ndim == 2:
-                param.copy_(param.bfloat16().float())
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf_path.parent), **kwargs)
-    return hf, tokenizer
+    return smollm2_reference(gguf_path)
 
 
 def _ids(model, n):

@@ -16,6 +16,7 @@ from attention_core.lessons.quiz import (
     NOTHING,
     QUESTIONS,
     TIE,
+    attention_agrees_with_hiding,
     head_attends_to_previous,
     nearest_position,
     parse_question_ids,
@@ -247,7 +248,9 @@ def test_link_ids_keep_this_pages_and_explain_the_rest():
     assert parse_question_ids("mask.row2", "sdpa")[1] == [
         "`mask.row2` is asked on another page, not here."
     ]
-    assert all(qid.split(".")[0] in {"sdpa", "mask", "mha", "pe", "bert"} for qid in QUESTIONS)
+    assert all(
+        qid.split(".")[0] in {"sdpa", "mask", "mha", "pe", "bert", "heads"} for qid in QUESTIONS
+    )
 
 
 def test_a_trained_layer_asks_the_pretrained_pages_question():
@@ -265,3 +268,19 @@ def test_precomputed_previous_scores_give_the_same_question():
     direct = head_attends_to_previous(weights, labels(5, "t"), layer=0)
     given = head_attends_to_previous(None, labels(5, "t"), layer=0, previous=means)
     assert direct == given
+
+
+def test_the_most_attended_token_against_the_one_whose_hiding_matters():
+    tokens = ["The", " capital", " of", " France"]
+    # Attention piles onto the first token (a sink); hiding " France" changes the most.
+    question = attention_agrees_with_hiding(
+        [0.7, 0.1, 0.05, 0.15], [0.01, 0.2, 0.05, 1.3], tokens, " is"
+    )
+    assert question.id == "heads.agree"
+    assert question.correct == frozenset({1})
+    assert "1 · The" in question.prompt and "0.700" in question.prompt
+    assert "4 ·  France" in question.explanation and "1.3000" in question.explanation
+    agreeing = attention_agrees_with_hiding([0.1, 0.6, 0.3], [0.0, 2.0, 1.0], tokens[:3], "x")
+    assert agreeing.correct == frozenset({0}) and agreeing.is_right(0)
+    with pytest.raises(ValueError, match="one value per key"):
+        attention_agrees_with_hiding([1.0], [1.0], ["a"], "a")

@@ -47,7 +47,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = ("softmax", "masks", "attention", "multihead", "positional", "probing")
+MODULES = (
+    "softmax",
+    "masks",
+    "attention",
+    "multihead",
+    "positional",
+    "probing",
+    "head_roles",
+    "logit_lens",
+    "token_attribution",
+)
 # The tests that exercise the formulas; a module's own tests/test_<module>.py runs first.
 TEST_FILES = (
     "test_softmax.py",
@@ -60,7 +70,13 @@ TEST_FILES = (
 )
 # Modules tested on real models: their mutants run only these files (the formula files above never
 # call them, and each child would load them for nothing).
-OWN_TESTS = {"probing": ("test_probing.py",)}
+OWN_TESTS = {
+    "probing": ("test_probing.py",),
+    # What heads do: their formulas are tested on built inputs, the real models in test_readouts.
+    "head_roles": ("test_head_roles.py",),
+    "logit_lens": ("test_logit_lens.py",),
+    "token_attribution": ("test_token_attribution.py",),
+}
 MIN_SCORE = 0.90
 # Property tests try this many examples per mutant (hypothesis's default is 100); tests that set
 # their own max_examples keep it.
@@ -149,6 +165,22 @@ EQUIVALENT: dict[str, str] = dict(
             ", biggest])[:, None] -> components / np.sign(components[np.arange(2), biggest])"
             "[:, None]",
             "the signs are ±1 (a unit row's largest entry is never 0), and x / ±1 = x · ±1",
+        ),
+        (
+            "head_roles.py::_repeat::-1 -> -2",
+            "the weights are square (checked first), so their last two axes are equally long",
+        ),
+        (
+            "head_roles.py::token_share::-1 -> -2",
+            "the weights are square (checked first), so their last two axes are equally long",
+        ),
+        (
+            "logit_lens.py::LogitLens._token::self.logits.shape[-1] -> self.logits.shape[1]",
+            "a lens's logits are always (stage, vocab): axis 1 is the last axis",
+        ),
+        (
+            "logit_lens.py::direct_logit_attribution::m.shape[-1] -> m.shape[1]",
+            "the MLP writes are checked to be 2-D just before: axis 1 is the last axis",
         ),
     ]
 )

@@ -28,6 +28,7 @@ from ..validation import AttentionInputError, as_matrix
 __all__ = [
     "QUESTIONS",
     "Question",
+    "attention_agrees_with_hiding",
     "head_attends_to_previous",
     "nearest_position",
     "parse_question_ids",
@@ -48,6 +49,7 @@ QUESTIONS = {
     "bert.previous": "Which head of this layer attends most to the previous token?",
     "pe.shuffle": "Does reordering the sentence change each word's output?",
     "pe.nearest": "At which distance are two positions' encodings most alike?",
+    "heads.agree": "Is the token attention favours the one that matters most?",
 }
 
 # Two weights this close are the same number reached by two roundings, not a winner and a loser.
@@ -445,4 +447,45 @@ def nearest_position(d_model: int, base: float, max_distance: int = 8) -> Questi
         options,
         frozenset({k}),
         f"{explanation} The largest is at k = {k + 1}.{why}",
+    )
+
+
+# -- what heads do --------------------------------------------------------------------------------
+
+
+def attention_agrees_with_hiding(
+    attention: Sequence[float], hiding: Sequence[float], tokens: Sequence[str], query: str
+) -> Question:
+    """Does the key that gets the most attention (heads averaged) also move the model's output
+    the most when it is hidden? `attention` and `hiding` `(k,)` over the same keys."""
+    a, h = np.asarray(attention, dtype=np.float64), np.asarray(hiding, dtype=np.float64)
+    if a.shape != h.shape or a.shape != (len(tokens),) or a.size < 2:
+        raise AttentionInputError("Attention and hiding need one value per key, two keys or more.")
+    favoured, matters = int(np.argmax(a)), int(np.argmax(h))
+    named = _key_options(tokens)
+    options = ("Yes, the same token", "No, hiding another token changes more")
+    prompt = (
+        f"For the token **{query}**, attention (heads averaged) puts the most weight on "
+        f"**{named[favoured]}** ({a[favoured]:.3f}). Is that also the token whose hiding "
+        "changes the model's output the most?"
+    )
+    if favoured == matters:
+        return Question(
+            "heads.agree",
+            prompt,
+            options,
+            frozenset({0}),
+            f"Yes here: hiding {named[favoured]} changes the output by {h[favoured]:.4f}, more "
+            "than hiding any other token. The two often part ways: a weight says where a head "
+            "looks, not how much what it finds adds.",
+        )
+    return Question(
+        "heads.agree",
+        prompt,
+        options,
+        frozenset({1}),
+        f"No: hiding {named[matters]} changes the output most ({h[matters]:.4f}); hiding "
+        f"{named[favoured]}, the most attended token, changes it by {h[favoured]:.4f}. A large "
+        "weight on a token whose value adds little (often the first token, a sink) says where "
+        "a head looks, not what it uses.",
     )

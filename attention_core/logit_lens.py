@@ -1,0 +1,184 @@
+"""Reading the residual stream in the vocabulary: the logit lens and direct logit attribution.
+
+A decoder's residual stream at one position is a sum of what wrote to it: the token's
+embedding, then each layer's attention heads and MLP,
+
+    r_L = e + Σ_l (Σ_h a_{l,h} + m_l)                                    (d_model,)
+
+and its next-token logits read the final stream through one RMSNorm and the unembedding E:
+
+    logits = (γ ⊙ r_L / ρ(r_L)) Eᵀ,      ρ(r) = √(mean(r²) + ε)                  (vocab,)
+
+The logit lens (nostalgebraist 2020) reads every earlier stream r_l the same way, as if the
+model stopped after layer l: when does the answer appear? Direct logit attribution splits one
+logit (or the difference of two) into what each writer added. With the norm's scale 1/ρ(r_L)
+frozen at its value on this input, the logit is linear in the stream, so each part gets
+
+    dla(c) = (γ ⊙ E_t) · c / ρ(r_L)          and   Σ over all parts = logit_t
+
+exactly (the parts sum to r_L). Frozen is the honest word: removing a part would also change
+ρ, which this split does not follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .validation import AttentionInputError, as_float_array, check_int
+
+__all__ = [
+    "LogitAttribution",
+    "LogitLens",
+    "direct_logit_attribution",
+    "head_writes",
+    "logit_lens",
+    "norm_scale",
+]
+
+
+def norm_scale(residual: object, eps: float) -> np.ndarray:
+    """1/ρ(r) = 1/√(mean(r²) + ε) over the last axis, `(...,)`: what RMSNorm multiplies by."""
+    r = as_float_array(residual, "residual", min_ndim=1)
+    return 1.0 / np.sqrt(np.mean(np.square(r), axis=-1) + eps)
+
+
+@dataclass(frozen=True, eq=False)
+class LogitLens:
+    """The residual stream after each stage read as a next-token prediction.
+
+    residuals   `(stage, d_model)`   stage 0 the embedding, stage l the stream after layer l
+    logits      `(stage, vocab)`     (γ ⊙ r_l / ρ(r_l)) Eᵀ
+    """
+
+    residuals: np.ndarray
+    logits: np.ndarray
+
+    def log_probs(self) -> np.ndarray:
+        """`(stage, vocab)` log softmax of each stage's logits."""
+        z = self.logits.astype(np.float64)
+        shifted = z - z.max(axis=-1, keepdims=True)
+        return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+    def probability(self, token: int) -> np.ndarray:
+        """`(stage,)` the probability of `token` after each stage."""
+        return np.exp(self.log_probs()[:, self._token(token)])
+
+    def rank(self, token: int) -> np.ndarray:
+        """`(stage,)` where `token` stands after each stage: 1 = the most likely."""
+        z = self.logits[:, self._token(token)]
+        return 1 + (self.logits > z[:, None]).sum(axis=-1)
+
+    def top(self, count: int) -> np.ndarray:
+        """`(stage, count)` the most likely token ids after each stage, best first (a full sort
+        of the vocabulary: compute it once per lens)."""
+        count = check_int(count, "count", minimum=1)
+        # A stable sort: of two equal logits the lower token id comes first.
+        return np.argsort(-self.logits, axis=-1, kind="stable")[:, :count]
+
+    def _token(self, token: int) -> int:
+        token = check_int(token, "the token id", minimum=0)
+        if token >= self.logits.shape[-1]:
+            raise AttentionInputError(
+                f"Token id {token} is past the vocabulary's {self.logits.shape[-1]} tokens."
+            )
+        return token
+
+
+def logit_lens(
+    residuals: object,
+    gain: object,
+    unembed: Callable[[np.ndarray], np.ndarray],
+    eps: float,
+) -> LogitLens:
+    """Read `residuals` `(stage, d_model)` through the final RMSNorm (gain γ `(d_model,)`) and
+    `unembed` (x ↦ x Eᵀ, `(stage, d_model)` -> `(stage, vocab)`: the model's tied head)."""
+    r = as_float_array(residuals, "residuals", min_ndim=2, max_ndim=2)
+    g = as_float_array(gain, "gain", min_ndim=1, max_ndim=1)
+    if g.shape[0] != r.shape[1]:
+        raise AttentionInputError(
+            f"The gain has {g.shape[0]} entries but the residuals are {r.shape[1]} wide."
+        )
+    # Each stage is normalised by its own scale: the lens asks "what if the model stopped here".
+    normed = r * norm_scale(r, eps)[:, None] * g
+    logits = np.asarray(unembed(normed.astype(np.float32)), dtype=np.float32)
+    return LogitLens(residuals=r, logits=logits)
+
+
+def head_writes(head_outputs: object, w_o: object) -> np.ndarray:
+    """What each head adds to the residual stream: a_h = z_h W_O,hᵀ, `(head, n, d_model)`.
+
+    head_outputs `(head, n, d_head)` (each head's weighted sum of values), w_o
+    `(d_model, head·d_head)` (nn.Linear layout). Their sum over heads is concat(z) W_Oᵀ.
+    """
+    z = as_float_array(head_outputs, "head_outputs", min_ndim=3, max_ndim=3)
+    w = as_float_array(w_o, "w_o", min_ndim=2, max_ndim=2)
+    heads, _, d_head = z.shape
+    if w.shape[1] != heads * d_head:
+        raise AttentionInputError(
+            f"W_O has {w.shape[1]} input columns but {heads} heads of width {d_head} need "
+            f"{heads * d_head}."
+        )
+    # W_O's columns h·d_head .. (h+1)·d_head - 1 read head h's output.
+    w_per_head = w.reshape(w.shape[0], heads, d_head)  # (d_model, head, d_head)
+    return np.einsum("hnd,mhd->hnm", z, w_per_head)
+
+
+@dataclass(frozen=True, eq=False)
+class LogitAttribution:
+    """One logit (or a difference of two) split into what each writer of the stream added.
+
+    embedding   float                 the token's own embedding
+    heads       `(layer, head)`       each attention head
+    mlps        `(layer,)`            each MLP
+    scale       float                 1/ρ(r_L), frozen at its value on this input
+    logit       float                 the logit (difference) the parts add up to
+    """
+
+    embedding: float
+    heads: np.ndarray
+    mlps: np.ndarray
+    scale: float
+    logit: float
+
+    @property
+    def total(self) -> float:
+        """Σ of every part: equal to `logit` (up to rounding), since the parts sum to r_L."""
+        return float(self.embedding + self.heads.sum() + self.mlps.sum())
+
+
+def direct_logit_attribution(
+    embedding: object,
+    heads: object,
+    mlps: object,
+    gain: object,
+    direction: object,
+    eps: float,
+) -> LogitAttribution:
+    """Split the logit along `direction` (E_t, or E_t − E_u for a difference) over the parts of
+    the final residual stream: `embedding` `(d_model,)`, `heads` `(layer, head, d_model)`,
+    `mlps` `(layer, d_model)`, which sum to r_L. `gain` is the final RMSNorm's γ."""
+    e = as_float_array(embedding, "embedding", min_ndim=1, max_ndim=1)
+    a = as_float_array(heads, "heads", min_ndim=3, max_ndim=3)
+    m = as_float_array(mlps, "mlps", min_ndim=2, max_ndim=2)
+    g = as_float_array(gain, "gain", min_ndim=1, max_ndim=1)
+    u = as_float_array(direction, "direction", min_ndim=1, max_ndim=1)
+    width = e.shape[0]
+    if {a.shape[-1], m.shape[-1], g.shape[0], u.shape[0]} != {width} or a.shape[0] != m.shape[0]:
+        raise AttentionInputError(
+            f"The parts do not fit together: embedding {e.shape}, heads {a.shape}, MLPs "
+            f"{m.shape}, gain {g.shape}, direction {u.shape}."
+        )
+    final = e + a.sum(axis=(0, 1)) + m.sum(axis=0)  # r_L, the stream the logits read
+    scale = float(norm_scale(final, eps))
+    # The norm is frozen: each part's logit is a dot product with one readout vector.
+    readout = scale * g * u  # (d_model,)
+    return LogitAttribution(
+        embedding=float(e @ readout),
+        heads=a @ readout,
+        mlps=m @ readout,
+        scale=scale,
+        logit=float(final @ readout),
+    )

@@ -1,0 +1,227 @@
+"""What the pages read out of the real models' traces: the decoder's residual stream by stage and
+by writer, head roles on probe sequences, token contributions, and losses with heads removed.
+
+The formulas live in `logit_lens`, `head_roles` and `token_attribution`; this module only takes
+the arrays they need out of a `LlamaTrace` or `BertTrace` (widening stored bfloat16 weights where
+a formula reads them) and runs the extra forward passes an ablation needs.
+
+    decoder_parts(model, trace, position)   ResidualParts: e, every head's and MLP's write, r_l
+    decoder_lens(model, parts)              the logit lens at that position (LogitLens)
+    decoder_attribution(model, parts, t, u) the logit of t (minus that of u) split by writer
+    decoder_roles / encoder_roles           the weights on a probe sequence, and head roles
+    repeated_half_loss(model, ids, L, mask) mean loss on the repeated half, heads masked
+    decoder_contributions / encoder_contributions    ‖Σ_h α v W_O‖ per key (Kobayashi)
+    decoder_hiding_effects / encoder_hiding_effects  the readout's change as each key is hidden
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from attention_core.head_roles import HeadRoles, head_roles, token_losses
+from attention_core.logit_lens import (
+    LogitAttribution,
+    LogitLens,
+    direct_logit_attribution,
+    head_writes,
+    logit_lens,
+)
+from attention_core.probing import kl_divergence
+from attention_core.token_attribution import norm_contributions
+from attention_core.validation import AttentionInputError, check_int
+
+from .bert import BertModel, BertTrace, run_bert_ids
+from .llama import LlamaModel, LlamaTrace, _linear, run_llama
+from .loading import widen
+
+__all__ = [
+    "DECODER_PROBE_POOL",
+    "ENCODER_PROBE_POOL",
+    "ResidualParts",
+    "decoder_attribution",
+    "decoder_contributions",
+    "decoder_hiding_effects",
+    "decoder_lens",
+    "decoder_parts",
+    "decoder_roles",
+    "encoder_contributions",
+    "encoder_hiding_effects",
+    "encoder_roles",
+    "repeated_half_loss",
+]
+
+
+# Ordinary tokens to draw probes from: past SmolLM2's special and byte tokens, and past
+# MiniLM's [PAD], [unused*], [CLS], [SEP], [MASK] and single characters.
+DECODER_PROBE_POOL = range(1000, 20_000)
+ENCODER_PROBE_POOL = range(2000, 29_000)
+
+
+@dataclass(frozen=True, eq=False)
+class ResidualParts:
+    """The decoder's residual stream at one position, and what wrote it.
+
+    position    int (from 0)
+    embedding   `(d_model,)`             e, the token's embedding
+    heads       `(layer, head, d_model)` a_{l,h} = z_{l,h} W_O,hᵀ
+    mlps        `(layer, d_model)`       m_l
+    residuals   `(layer + 1, d_model)`   r_0 = e, r_l after layer l; r_L = e + Σ a + Σ m
+    """
+
+    position: int
+    embedding: np.ndarray
+    heads: np.ndarray
+    mlps: np.ndarray
+    residuals: np.ndarray
+
+
+def _position(trace_length: int, position: int) -> int:
+    position = check_int(position, "the position", minimum=0)
+    if position >= trace_length:
+        raise AttentionInputError(
+            f"Token {position + 1} does not exist: the text has {trace_length} tokens."
+        )
+    return position
+
+
+def decoder_parts(model: LlamaModel, trace: LlamaTrace, position: int) -> ResidualParts:
+    """Split the stream at `position` of a prompt's trace into its writers."""
+    position = _position(trace.input_ids.shape[0], position)
+    heads = np.stack(
+        [
+            head_writes(layer.head_outputs[:, position : position + 1], widen(weights.w_o))[:, 0]
+            for layer, weights in zip(trace.layers, model.weights.layers, strict=True)
+        ]
+    )  # (layer, head, d_model)
+    residuals = np.stack(
+        [trace.embeddings[position], *(layer.hidden[position] for layer in trace.layers)]
+    )
+    return ResidualParts(
+        position=position,
+        embedding=trace.embeddings[position].astype(np.float64),
+        heads=heads,
+        mlps=np.stack([layer.ffn_output[position] for layer in trace.layers]).astype(np.float64),
+        residuals=residuals.astype(np.float64),
+    )
+
+
+def _unembedding(model: LlamaModel) -> np.ndarray:
+    weights = model.weights
+    return weights.lm_head if weights.lm_head is not None else weights.embed
+
+
+def decoder_lens(model: LlamaModel, parts: ResidualParts) -> LogitLens:
+    """The logit lens at `parts.position`: every stage through the final norm and tied head."""
+    head = _unembedding(model)
+    return logit_lens(
+        parts.residuals,
+        model.weights.final_norm,
+        lambda normed: _linear(normed, head),
+        model.config.rms_norm_eps,
+    )
+
+
+def decoder_attribution(
+    model: LlamaModel, parts: ResidualParts, token: int, versus: int | None = None
+) -> LogitAttribution:
+    """The logit of `token` (minus that of `versus`) at `parts.position`, split by writer."""
+    head = _unembedding(model)
+    vocab = head.shape[0]
+    for name, value in (("token", token), ("versus", versus)):
+        if value is not None and not 0 <= check_int(value, f"the {name} id", minimum=0) < vocab:
+            raise AttentionInputError(f"Token id {value} is past the vocabulary's {vocab} tokens.")
+    direction = widen(head[[token]])[0].astype(np.float64)
+    if versus is not None:
+        direction = direction - widen(head[[versus]])[0]
+    return direct_logit_attribution(
+        parts.embedding,
+        parts.heads,
+        parts.mlps,
+        model.weights.final_norm,
+        direction,
+        model.config.rms_norm_eps,
+    )
+
+
+def decoder_roles(model: LlamaModel, probe_ids: np.ndarray) -> tuple[np.ndarray, HeadRoles]:
+    """The weights `(layer, head, 2L, 2L)` every head gives a probe (`(2L,)` ids, a period
+    repeated twice) and their role scores."""
+    weights = run_llama(model, probe_ids).attention_weights
+    return weights, head_roles(weights, len(probe_ids) // 2)
+
+
+def encoder_roles(model: BertModel, probe_ids: np.ndarray) -> tuple[np.ndarray, HeadRoles]:
+    """The same for the encoder, the probe read between [CLS] and [SEP] as every text is:
+    weights `(layer, head, 2L + 2, 2L + 2)`."""
+    cls, sep = (model.tokenizer.token_to_id(token) for token in ("[CLS]", "[SEP]"))
+    ids = np.concatenate([[cls], np.asarray(probe_ids, dtype=np.int64), [sep]])
+    weights = run_bert_ids(model, ids).attention_weights
+    return weights, head_roles(weights, len(probe_ids) // 2, start=1)
+
+
+def repeated_half_loss(
+    model: LlamaModel, probe_ids: np.ndarray, period: int, head_mask: np.ndarray | None = None
+) -> float:
+    """Mean loss of predicting tokens L+1 .. 2L-1 (the repeated half after its first token,
+    which only the repetition makes predictable), with `head_mask` `(layer, head)` applied."""
+    period = check_int(period, "the period", minimum=2)
+    trace = run_llama(model, probe_ids, all_logits=True, head_mask=head_mask)
+    losses = token_losses(trace.logits, probe_ids)  # losses[i] predicts token i + 1
+    return float(losses[period : 2 * period - 1].mean())
+
+
+def decoder_contributions(
+    model: LlamaModel, trace: LlamaTrace, layer: int, query: int
+) -> np.ndarray:
+    """`(query + 1,)`: ‖Σ_h α_h,ij v_h,j W_O,hᵀ‖ of layer `layer` for the keys the query sees."""
+    steps = trace.layers[layer]
+    query = _position(trace.input_ids.shape[0], query)
+    # Grouped-query attention: every query head of a group reads its KV head's values.
+    values = np.repeat(steps.v, model.config.group_size, axis=0)  # (head, n, d_head)
+    seen = slice(0, query + 1)
+    return norm_contributions(
+        steps.weights[:, : query + 1, seen],
+        values[:, seen],
+        widen(model.weights.layers[layer].w_o),
+        query,
+    )
+
+
+def encoder_contributions(model: BertModel, trace: BertTrace, layer: int, query: int) -> np.ndarray:
+    """`(n,)`: the same for the encoder, every key visible."""
+    attention = trace.layers[layer].attention
+    query = _position(len(trace.tokens), query)
+    return norm_contributions(
+        attention.weights, attention.v_heads, model.weights.layers[layer].attention.w_o, query
+    )
+
+
+def decoder_hiding_effects(model: LlamaModel, input_ids: np.ndarray, query: int) -> np.ndarray:
+    """`(query + 1,)`: KL(before ‖ after) of the next-token distribution at `query` when key j
+    is hidden from every query of every layer (one forward pass per key)."""
+    ids = np.asarray(input_ids, dtype=np.int64)
+    query = _position(ids.shape[0], query)
+    seen = ids[: query + 1]
+    before = run_llama(model, seen).next_token_logits
+    effects = []
+    for j in range(query + 1):
+        attend = np.arange(query + 1) != j
+        effects.append(kl_divergence(before, run_llama(model, seen, attend=attend).logits[-1]))
+    return np.array(effects)
+
+
+def encoder_hiding_effects(model: BertModel, input_ids: np.ndarray, query: int) -> np.ndarray:
+    """`(n,)`: 1 − cos(h_i before, h_i after) of query i's last hidden state when key j is
+    hidden from every query (one forward pass per key)."""
+    ids = np.asarray(input_ids, dtype=np.int64)
+    query = _position(ids.shape[0], query)
+    before = run_bert_ids(model, ids).last_hidden_state[query].astype(np.float64)
+    effects = []
+    for j in range(ids.shape[0]):
+        attend = np.arange(ids.shape[0]) != j
+        after = run_bert_ids(model, ids, attend=attend).last_hidden_state[query]
+        cosine = before @ after / (np.linalg.norm(before) * np.linalg.norm(after))
+        effects.append(1.0 - cosine)
+    return np.array(effects)

@@ -1,0 +1,34 @@
+"""The independent references for the real models: transformers loading the same files.
+
+    smollm2_reference(gguf_path)   LlamaForCausalLM on the package's GGUF, eager attention,
+                                   float32, its matrices rounded to bfloat16 like ours, so both
+                                   compute in float32 on the same numbers
+    minilm_reference(model_dir)    BertModel on the package's checkpoint, eager attention
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def smollm2_reference(gguf_path: Path):
+    """(model, tokenizer) of transformers, loaded from `gguf_path` (needs accelerate)."""
+    import torch
+    import transformers
+
+    kwargs = {"gguf_file": gguf_path.name}
+    hf = transformers.AutoModelForCausalLM.from_pretrained(
+        str(gguf_path.parent), attn_implementation="eager", dtype=torch.float32, **kwargs
+    ).eval()
+    with torch.no_grad():
+        for param in hf.parameters():
+            if param.ndim == 2:
+                param.copy_(param.bfloat16().float())
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf_path.parent), **kwargs)
+    return hf, tokenizer
+
+
+def minilm_reference(model_dir: Path):
+    from transformers import BertModel
+
+    return BertModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
