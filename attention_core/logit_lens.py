@@ -76,7 +76,8 @@ class LogitLens:
         of the vocabulary: compute it once per lens)."""
         count = check_int(count, "count", minimum=1)
         # A stable sort: of two equal logits the lower token id comes first.
-        return np.argsort(-self.logits, axis=-1, kind="stable")[:, :count]
+        # A copy: the slice alone would keep the whole (stage, vocab) order alive.
+        return np.argsort(-self.logits, axis=-1, kind="stable")[:, :count].copy()
 
     def _token(self, token: int) -> int:
         token = check_int(token, "the token id", minimum=0)

@@ -12,8 +12,11 @@ def _clear_streamlit_caches():
     """Each test sees cold caches, so one test's cached result never hides another's bug."""
     import streamlit as st
 
+    from ui.widgets.byte_cache import clear_every_cache
+
     st.cache_data.clear()
     st.cache_resource.clear()
+    clear_every_cache()
     yield
 
 

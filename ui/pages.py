@@ -127,6 +127,16 @@ PAGES: tuple[PageRecord, ...] = (
         "A small chat model's causal attention, KV cache and next token, computed here.",
     ),
     PageRecord(
+        "pages/what_heads_do.py",
+        "What heads do",
+        ":material/psychology:",
+        "heads",
+        "In practice",
+        "The logit lens, who writes the answer, induction heads found by probes, and why "
+        "attention is not explanation.",
+        quiz="heads",
+    ),
+    PageRecord(
         "pages/attention_cost.py",
         "The cost of attention",
         ":material/timer:",

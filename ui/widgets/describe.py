@@ -210,11 +210,13 @@ def grid_summary(
     row_labels: Sequence[str],
     col_labels: Sequence[str],
     kind: str = "weights",
+    row_title: str = "query",
+    col_title: str = "key",
 ) -> str:
     """One sentence about `(n, rows, cols)` small multiples: each panel's strongest cell."""
     stack = np.asarray(stack, dtype=np.float64)
     count, rows, cols = stack.shape
-    head = f"{count} panels of {_count(rows, 'query')} × {_count(cols, 'key')}"
+    head = f"{count} panels of {_count(rows, row_title)} × {_count(cols, col_title)}"
     strongest = []
     for title, matrix in zip(titles, stack, strict=True):
         kept = np.where(np.isfinite(matrix), matrix, np.nan)
@@ -246,18 +248,20 @@ def grid_table(
     titles: Sequence[str],
     row_labels: Sequence[str],
     col_labels: Sequence[str],
+    row_title: str = "query",
+    col_title: str = "key",
 ) -> ChartTable:
     """Small multiples stacked into one table: a row per (panel, query)."""
     stack = np.asarray(stack, dtype=np.float64)
     return ChartTable(
         values=stack.reshape(-1, stack.shape[-1]),
         rows=tuple(
-            f"{plain(title)} · query {label(i, t)}"
+            f"{plain(title)} · {row_title} {label(i, t)}"
             for title in titles
             for i, t in enumerate(row_labels)
         ),
-        columns=tuple(f"key {label(j, t)}" for j, t in enumerate(col_labels)),
-        row_title="panel · query",
+        columns=tuple(f"{col_title} {label(j, t)}" for j, t in enumerate(col_labels)),
+        row_title=f"panel · {row_title}",
     )
 
 

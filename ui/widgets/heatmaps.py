@@ -143,8 +143,11 @@ def heatmap_grid(
     kind: Kind = "weights",
     columns: int = 4,
     highlight: int | None = None,
+    row_title: str = "query",
+    col_title: str = "key",
 ) -> go.Figure:
-    """Small multiples of `(n, rows, cols)` matrices sharing one colour scale."""
+    """Small multiples of `(n, rows, cols)` matrices sharing one colour scale (rows are queries
+    and columns keys unless `row_title` and `col_title` say otherwise)."""
     stack = np.asarray(matrices, dtype=np.float64)
     count = stack.shape[0]
     columns = max(1, min(columns, count))
@@ -171,7 +174,8 @@ def heatmap_grid(
                 "xaxis": f"x{suffix}",
                 "yaxis": f"y{suffix}",
                 "hovertemplate": (
-                    f"{titles[index]}<br>query %{{y}} → key %{{x}}: %{{z:.4f}}<extra></extra>"
+                    f"{titles[index]}<br>{row_title} %{{y}} → {col_title} %{{x}}: "
+                    "%{z:.4f}<extra></extra>"
                 ),
             }
         )
@@ -182,7 +186,7 @@ def heatmap_grid(
             "ticktext": list(col_labels),
             "showticklabels": small,
             "tickfont": tick_font,
-            "title": {"text": "key", "font": tick_font} if row == grid_rows - 1 else None,
+            "title": {"text": col_title, "font": tick_font} if row == grid_rows - 1 else None,
         }
         layout[f"yaxis{suffix}"] = {
             "domain": y_domain,
@@ -192,7 +196,7 @@ def heatmap_grid(
             "autorange": "reversed",
             "showticklabels": small,
             "tickfont": tick_font,
-            "title": {"text": "query", "font": tick_font} if col == 0 else None,
+            "title": {"text": row_title, "font": tick_font} if col == 0 else None,
         }
         annotations.append(
             {
@@ -214,7 +218,8 @@ def heatmap_grid(
         margin={"l": 60, "r": 10, "t": 40, "b": 40},
         font={"size": font_size()},
     )
-    labels = {"titles": titles, "row_labels": row_labels, "col_labels": col_labels}
+    labels = {"titles": titles, "row_labels": row_labels, "col_labels": col_labels,
+              "row_title": row_title, "col_title": col_title}  # fmt: skip
     return describe.attach(
         figure(traces, layout),
         describe.grid_summary(stack, kind=kind, **labels),

@@ -1,0 +1,173 @@
+"""What heads do: when the answer appears (the logit lens), who writes it (direct logit
+attribution), what each head's job is (probes), and why attention is not an explanation."""
+
+import streamlit as st
+
+from attention_core import AttentionInputError
+from ui.heads import data, explanation, figures, inputs, probes, tables
+from ui.models import smollm
+from ui.widgets import render
+from ui.widgets.layout import model_missing, page_intro, plain, what_to_try
+from ui.widgets.state import PageState, write_url_after_fragment
+
+view = PageState("heads")
+page_intro(
+    "What heads do",
+    "A decoder's next-token logits read one vector: the residual stream, the sum of what the "
+    "embedding, every attention head and every MLP wrote into it. Read it after each layer and "
+    "you see when the answer appears; split it by writer and you see who wrote it; probe the "
+    f"heads with built sequences and you see what each one does. On {smollm.MODEL_NAME}, run by "
+    "this project's own code.",
+    r"r_L = e + \sum_{l}\Big(\sum_h z_{l,h} W_{O,h}^\top + m_l\Big),\qquad "
+    r"\mathrm{logits} = \frac{\gamma \odot r_L}{\sqrt{\mathrm{mean}(r_L^2) + \varepsilon}}\,E^\top",
+)
+view.show_notices()
+
+prompt_key = view.text_key("prompt", inputs.DEFAULT_PROMPT, max_chars=inputs.MAX_PROMPT_CHARS)
+position_key = view.int_key("position", 0, lo=0, hi=data.MAX_PROMPT_TOKENS)
+token_key = view.text_key("token", "", max_chars=inputs.MAX_TOKEN_CHARS)
+vs_key = view.text_key("vs", "", max_chars=inputs.MAX_TOKEN_CHARS)
+layer_key = view.int_key("layer", inputs.DEFAULT_LAYER, lo=1, hi=30)
+head_key = view.int_key("head", inputs.DEFAULT_HEAD, lo=1, hi=9)
+model_key = view.choice_key("model", "smollm2", list(data.MODELS))
+seed_key = view.int_key("seed", 0, lo=0, hi=inputs.MAX_SEED)
+length_key = view.int_key("length", inputs.DEFAULT_LENGTH, lo=inputs.PROBE_LENGTHS[0],
+                          hi=inputs.PROBE_LENGTHS[1])  # fmt: skip
+query_key = view.int_key("query", 0, lo=0, hi=inputs.MAX_QUERY)
+
+loaded = smollm.load_decoder()
+if loaded.model is None:
+    model_missing(
+        view, loaded.error, install=smollm.INSTALL_COMMAND, retry=smollm.forget_decoder,
+        elsewhere=f"or set `{smollm.PATH_ENV_VAR}` to the `.gguf` file or to a directory "
+        f"with the files of `{smollm.HUB_REPO_ID}`.",
+    )  # fmt: skip
+model = loaded.model
+
+# -- the prompt -----------------------------------------------------------------------------------
+
+st.header(":material/edit_note: The prompt")
+text = st.text_area("Prompt", key=prompt_key, height=68)
+try:
+    ids, cut = inputs.prompt_ids(model, text)
+except AttentionInputError as error:
+    st.error(str(error), icon=":material/edit_off:")
+    view.sync_url()
+    st.stop()
+if cut:
+    st.warning(cut, icon=":material/content_cut:")
+inputs.fit_position(view, "position", len(ids))
+shown = figures.labels(model.token_text(i) for i in ids)
+position = st.selectbox(
+    "Read the stream at token", [0, *range(1, len(ids) + 1)], key=position_key,
+    format_func=lambda p: f"the last ({shown[-1]})" if p == 0 else shown[p - 1],
+)  # fmt: skip
+at = (position or len(ids)) - 1
+readout = data.prompt_readout(model, ids, at)
+best = int(readout.next_logits.argmax())
+best_text = plain(figures.token_label(model.token_text(best)))
+listed = " · ".join(f"`{plain(t)}`" for t in shown)
+# Markdown, not a caption: code spans on a caption's grey miss WCAG's contrast.
+st.markdown(f"{len(ids)} tokens: {listed}. After token {at + 1} the model's likeliest next "
+            f"token is “{best_text}”.")  # fmt: skip
+
+
+# -- when the answer appears, and who writes it ---------------------------------------------------
+
+
+@st.fragment
+def reading() -> None:
+    st.header(":material/visibility: When does the answer appear? The logit lens")
+    left, right = st.columns(2)
+    typed = left.text_input(
+        "Token to follow (empty: the likeliest next token)", key=token_key,
+        help="A word after a space starts with one: “ Paris”, not “Paris”.",
+    )  # fmt: skip
+    other = right.text_input("…minus this token (optional: a logit difference)", key=vs_key)
+    try:
+        token = (
+            inputs.chosen_token(model, typed, "token")
+            if typed
+            else inputs.ChosenToken(best, model.token_text(best))
+        )
+        versus = inputs.chosen_token(model, other, "second token") if other else None
+    except AttentionInputError as error:
+        st.error(str(error), icon=":material/edit_off:")
+        write_url_after_fragment(view)
+        return
+    for note in (token.note, versus.note if versus else ""):
+        if note:
+            st.info(note, icon=":material/call_split:")
+    names = tuple(f"“{figures.token_label(t.text)}”" for t in (token, versus) if t)
+    vs_id = versus.id if versus else None
+    render.show(render.cached(figures.lens_figure, ids, at, token.id, vs_id, names),
+                filename="heads-logit-lens", key="heads.lens")  # fmt: skip
+    st.dataframe(tables.lens_table(readout, token.id, model), hide_index=True,
+                 key="heads.lens_table", height=280)  # fmt: skip
+    st.caption(tables.lens_sentence(readout.lens, token.id, names[0]))
+
+    st.header(":material/group_work: Who writes it? Direct logit attribution")
+    split = data.attribution(model, readout, token.id, vs_id)
+    what = f"logit({names[0]})" + (f" − logit({names[1]})" if versus else "")
+    render.show(render.cached(figures.attribution_figure, ids, at, token.id, vs_id,
+                              f"Each writer's share of {what}"),
+                filename="heads-attribution", key="heads.attribution")  # fmt: skip
+    st.caption(tables.attribution_sentence(split, what))
+    st.dataframe(tables.top_writers(split), hide_index=True, key="heads.top_writers")
+    chosen_head(split)
+    write_url_after_fragment(view)
+
+
+@st.fragment
+def chosen_head(split) -> None:
+    layer_col, head_col = st.columns(2)
+    layer = layer_col.slider("Layer", 1, 30, key=layer_key)
+    head = head_col.slider("Head", 1, 9, key=head_key)
+    st.markdown(f"**Layer {layer}, head {head}** adds {split.heads[layer - 1, head - 1]:+.3f} to "
+                "the logit. Where it looks, from every token of the prompt:")  # fmt: skip
+    render.show(render.cached(figures.head_pattern_figure, ids, at, layer - 1, head - 1),
+                filename=f"heads-L{layer}H{head}", key="heads.pattern")  # fmt: skip
+    write_url_after_fragment(view)
+
+
+reading()
+
+# -- what each head does, found by probes ---------------------------------------------------------
+
+st.header(":material/science: What each head does, found by probes")
+st.markdown(
+    "A probe is a sequence built so that one kind of head stands out: random tokens repeated "
+    "twice. Nothing but the repetition lets a head know where to look, so a head that, in the "
+    "second half, looks at the token that *followed* the same token in the first half is an "
+    "**induction head** (Olsson et al. 2022): it copies what came next last time."
+)
+kind = st.radio("Model", list(data.MODELS), format_func=data.MODELS.get, key=model_key,
+                horizontal=True)  # fmt: skip
+probes.section(view, kind, seed_key, length_key, text)
+
+# -- attention is not explanation -----------------------------------------------------------------
+
+st.header(":material/balance: Attention is not explanation")
+st.markdown(
+    "Where a head looks is not what it uses. For one token, four measures of which tokens its "
+    "new vector comes from, in the model's last layer: the raw attention, attention rollout, "
+    "the norm of what each token really adds (‖α·v·W_O‖, Kobayashi et al. 2020), and how much "
+    "the output moves when the token is hidden. Spearman's ρ says how far they agree."
+)
+explanation.section(view, kind, query_key, text)
+
+what_to_try(
+    [
+        "Follow “ Paris” after *The capital of France is*: it is nowhere for 25 layers, then "
+        "climbs to the top in the last three. Which heads and MLPs write it?",
+        "Type *The capital of Italy is* and set the second token to “ Paris”: the logit "
+        "difference shows who writes “ Rome” *against* “ Paris”.",
+        "In the probe maps, find the induction heads (layers 17–18 of SmolLM2), then run the "
+        "causal check: the repeat's loss jumps when they go, and barely moves for random heads.",
+        "Switch the model to MiniLM: a sentence encoder has previous-token and [CLS] heads, "
+        "but no induction heads.",
+        "In *Attention is not explanation*, compare the first token's attention with its norm: "
+        "a sink gets weight and adds almost nothing.",
+    ]
+)
+view.sync_url()

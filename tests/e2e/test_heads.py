@@ -1,0 +1,91 @@
+"""The "What heads do" page in Chromium: its link opens the lens, the attribution and the probes
+for the prompt it carries; the token box and the head slider change them and the link.
+
+Expected numbers come from transformers on the same weights (tests/hf_models.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+
+from attention_core.models import llama_files
+from harness.browser import (
+    exceptions,
+    key_selector,
+    open_app,
+    rerun_after,
+    wait_for_charts,
+    wait_for_link,
+)
+from tests.hf_models import smollm2_reference
+
+torch = pytest.importorskip("torch")
+
+PROMPT = "The capital of France is"
+
+
+@pytest.fixture(scope="module")
+def expected():
+    """transformers' next-token probabilities after the prompt."""
+    path = llama_files.package_gguf_path()
+    if path is None:
+        pytest.skip(f"the model package is not installed ({llama_files.LLM_PACKAGE})")
+    hf, tokenizer = smollm2_reference(path)
+    ids = tokenizer(PROMPT, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        logits = hf(ids, use_cache=False).logits[0, -1].double()
+    return torch.softmax(logits, 0).numpy(), tokenizer
+
+
+def caption(tab, has: str) -> str:
+    return tab.locator("[data-testid='stCaptionContainer']").filter(has_text=has).inner_text()
+
+
+@pytest.mark.e2e
+def test_the_link_opens_the_lens_and_the_attribution_of_its_prompt(server, page, expected):
+    probs, tokenizer = expected
+    top = int(np.argmax(probs))
+    name = tokenizer.decode([top])
+    assert name == " Paris"
+    open_app(page, server.url, "heads", "prompt=The+capital+of+France+is")
+    wait_for_charts(page, key_selector("heads.lens"))
+    expect(page.get_by_text("the model's likeliest next token is “ Paris”")).to_be_visible()
+    lens = caption(page, "after the embedding and")
+    shown = float(re.search(r"and ([\d.]+) after layer 30", lens)[1])
+    assert shown == pytest.approx(probs[top], abs=1e-3)
+    assert "it is the likeliest from layer 30 on" in lens
+    # The parts of the logit, as written, add up to it.
+    split = caption(page, "the logit itself")
+    parts = [float(x) for x in re.findall(r"(?:Embedding|heads|MLPs) ([+-][\d.]+)", split)]
+    total = float(re.search(r"together ([+-][\d.]+)", split)[1])
+    assert sum(parts) == pytest.approx(total, abs=2e-3)
+    wait_for_charts(page, key_selector("heads.roles"))
+    assert exceptions(page) == []
+
+
+@pytest.mark.e2e
+def test_the_token_box_and_the_head_slider_change_the_view_and_the_link(server, page, expected):
+    probs, tokenizer = expected
+    (rome,) = tokenizer(" Rome", add_special_tokens=False)["input_ids"]
+    open_app(page, server.url, "heads", "prompt=The+capital+of+France+is")
+    wait_for_charts(page, key_selector("heads.lens"))
+    box = page.locator(f"{key_selector('heads.token')} input")
+    with rerun_after(page):
+        box.fill(" Rome")
+        box.press("Enter")
+    wait_for_link(page, has=("token=", "Rome"))
+    lens = caption(page, "“ Rome”: ")
+    shown = float(re.search(r"and ([\d.]+) after layer 30", lens)[1])
+    assert shown == pytest.approx(probs[rome], abs=1e-3)
+
+    thumb = page.locator(f"{key_selector('heads.head')} input[type='range']")
+    with rerun_after(page):
+        thumb.focus()
+        thumb.press("ArrowLeft")
+    wait_for_link(page, has=("head=4",))
+    expect(page.get_by_text(re.compile(r"Layer 24, head 4 adds [+-]"))).to_be_visible()
+    assert exceptions(page) == []

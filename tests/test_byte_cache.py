@@ -1,0 +1,100 @@
+"""ui.widgets.byte_cache: bounded in bytes, least recently used out first, one computation per
+key however many sessions ask at once."""
+
+import threading
+import time
+
+import numpy as np
+
+from ui.widgets.byte_cache import bounded_by_bytes, every_cache, nbytes
+
+KB = 1024
+
+
+def test_nbytes_counts_each_buffer_once():
+    base = np.zeros(1000)  # 8000 bytes
+    assert nbytes((base, base[:10], {"view": base.reshape(10, 100)})) == 8000
+    assert nbytes([np.ones(3, np.float32), "text", 7]) == 12
+
+
+def test_the_least_recently_used_results_go_once_the_bytes_pass_the_bound():
+    calls = []
+
+    @bounded_by_bytes(3 * 8 * KB, name="test.lru")
+    def block(seed: int) -> np.ndarray:
+        calls.append(seed)
+        return np.full(KB, float(seed))  # 8 KiB each
+
+    for seed in (1, 2, 3):
+        block(seed)
+    assert block.holding() == (3, 3 * 8 * KB)
+    block(1)  # 1 is now the most recently used
+    block(4)  # a fourth block passes the bound: 2, the least recently used, goes
+    assert block.holding() == (3, 3 * 8 * KB)
+    block(1), block(3), block(4)
+    assert calls == [1, 2, 3, 4]
+    block(2)
+    assert calls == [1, 2, 3, 4, 2]
+    assert every_cache()["test.lru"] == block.holding()
+    block.clear()
+    assert block.holding() == (0, 0)
+
+
+def test_one_result_larger_than_the_bound_is_still_kept_alone():
+    @bounded_by_bytes(KB, name="test.large")
+    def big(n: int) -> np.ndarray:
+        return np.zeros(n)
+
+    big(1000)
+    big(2000)
+    assert big.holding() == (1, 16000)
+
+
+def test_arguments_named_with_an_underscore_are_not_part_of_the_key():
+    calls = []
+
+    @bounded_by_bytes(KB * KB, name="test.key")
+    def computed(text: str, model_id: int, _model: object) -> int:
+        calls.append((text, model_id))
+        return len(text)
+
+    assert computed("abc", 1, object()) == 3
+    assert computed("abc", 1, object()) == 3  # another object, the same key
+    assert computed("abc", 2, object()) == 3
+    assert calls == [("abc", 1), ("abc", 2)]
+
+
+def test_many_sessions_asking_at_once_wait_for_one_computation():
+    calls = []
+
+    @bounded_by_bytes(KB * KB, name="test.flight")
+    def slow(key: int) -> np.ndarray:
+        calls.append(key)
+        time.sleep(0.2)
+        return np.arange(10)
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(slow(7))) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert calls == [7]
+    assert len(results) == 8 and all(r is results[0] for r in results)
+
+
+def test_a_failed_computation_is_not_kept():
+    attempts = []
+
+    @bounded_by_bytes(KB, name="test.fail")
+    def flaky(x: int) -> int:
+        attempts.append(x)
+        if len(attempts) == 1:
+            raise ValueError("first time")
+        return x
+
+    try:
+        flaky(1)
+    except ValueError:
+        pass
+    assert flaky(1) == 1 and attempts == [1, 1]

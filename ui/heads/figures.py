@@ -1,0 +1,169 @@
+"""The heads page's figures. Each builder takes small, hashable inputs (token ids, positions, a
+seed: cheap keys for `render.cached`) and finds the arrays in `ui.heads.data`'s caches, so a
+figure is built once per distinct view for every viewer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ui.heads import data
+from ui.models import smollm
+from ui.widgets import describe, heatmaps, lines
+
+
+def token_label(text: str) -> str:
+    """A token as the page writes it: quoted, whitespace visible."""
+    return repr(text)[1:-1] or "∅"
+
+
+def labels(tokens: Sequence[str]) -> list[str]:
+    """Tick labels: position and token (positions keep repeated tokens apart)."""
+    return [f"{i + 1} {token_label(t)}"[:24] for i, t in enumerate(tokens)]
+
+
+def stage_labels(count: int) -> list[str]:
+    return ["embedding", *(f"layer {i}" for i in range(1, count))]
+
+
+def _readout(ids: tuple[int, ...], position: int) -> data.PromptReadout:
+    return data.prompt_readout(smollm.load_decoder().model, ids, position)
+
+
+def lens_figure(
+    ids: tuple[int, ...], position: int, token: int, versus: int | None, names: tuple[str, ...]
+) -> go.Figure:
+    """P(token) (and P(versus)) read from the stream after the embedding and each layer."""
+    lens = _readout(ids, position).lens
+    stages = np.arange(lens.logits.shape[0])
+    series = {f"P({names[0]})": lens.probability(token)}
+    if versus is not None:
+        series[f"P({names[1]})"] = lens.probability(versus)
+    return lines.line_plot(
+        stages,
+        series,
+        x_title="after layer (0 = the embedding)",
+        y_title="probability of the next token",
+        title=f"When does {names[0]} appear? The logit lens at token {position + 1}",
+        markers=True,
+    )
+
+
+def attribution_figure(
+    ids: tuple[int, ...], position: int, token: int, versus: int | None, title: str
+) -> go.Figure:
+    """Each head's and each MLP's share of the logit (difference): layers × (heads, MLP)."""
+    readout = _readout(ids, position)
+    split = data.attribution(smollm.load_decoder().model, readout, token, versus)
+    layers, heads = split.heads.shape
+    values = np.column_stack([split.heads, split.mlps])  # (layer, head + 1)
+    return heatmaps.heatmap(
+        values,
+        row_labels=[f"layer {i + 1}" for i in range(layers)],
+        col_labels=[*(f"h{h + 1}" for h in range(heads)), "MLP"],
+        kind="scores",
+        title=title,
+        row_title="layer",
+        col_title="writer",
+        annotate=False,
+        height=640,
+        decimals=3,
+    )
+
+
+def head_pattern_figure(ids: tuple[int, ...], position: int, layer: int, head: int) -> go.Figure:
+    """Head (layer, head)'s weights over the prompt: the causal triangle."""
+    readout = _readout(ids, position)
+    names = labels(readout.tokens)
+    n = len(names)
+    return heatmaps.heatmap(
+        readout.weights[layer, head],
+        row_labels=names,
+        col_labels=names,
+        blocked=np.triu(np.ones((n, n), dtype=bool), k=1),  # the future is masked
+        title=f"Layer {layer + 1}, head {head + 1} on the prompt",
+        annotate=n <= 12,
+    )
+
+
+ROLE_TITLES = {
+    "previous": "previous token",
+    "induction": "induction",
+    "duplicate": "duplicate token",
+    "first": "first token (sink)",
+}
+
+
+def roles_figure(kind: str, seed: int, length: int) -> go.Figure:
+    """Every head's score for each role on the probe: one layers × heads map per role."""
+    roles = data.probe_roles(kind, seed, length).roles
+    layers, heads = roles.previous.shape
+    return heatmaps.heatmap_grid(
+        np.stack([roles.score(role) for role in ROLE_TITLES]),
+        titles=list(ROLE_TITLES.values()),
+        row_labels=[f"layer {i + 1}" for i in range(layers)],
+        col_labels=[f"h{h + 1}" for h in range(heads)],
+        columns=4,
+        row_title="layer",
+        col_title="head",
+    )
+
+
+def probe_head_figure(kind: str, seed: int, length: int, layer: int, head: int) -> go.Figure:
+    """Head (layer, head)'s weights on the probe: an induction head draws a stripe one
+    period back, one step right of the diagonal."""
+    probe = data.probe_roles(kind, seed, length)
+    names = labels(probe.tokens)
+    n = len(names)
+    blocked = np.triu(np.ones((n, n), dtype=bool), k=1) if kind == "smollm2" else None
+    return heatmaps.heatmap(
+        probe.weights[layer, head],
+        row_labels=names,
+        col_labels=names,
+        blocked=blocked,
+        title=f"Layer {layer + 1}, head {head + 1} on the probe",
+        annotate=False,
+        tick_every=max(1, n // 20),
+    )
+
+
+def causal_figure(seed: int, length: int) -> go.Figure:
+    """Loss on the repeated half as the top-k induction heads, or k random heads, are removed."""
+    check = data.causal_check(seed, length)
+    k = np.arange(check.ablated.size)
+    return lines.line_plot(
+        k,
+        {"top-k induction heads removed": check.ablated, "k random heads removed": check.random},
+        x_title="heads removed (k)",
+        y_title="loss on the repeated half (nats)",
+        title="Remove the induction heads and the repeat is no longer predicted",
+        dashed=("k random heads removed",),
+        markers=True,
+    )
+
+
+def explanation_figure(kind: str, ids: tuple[int, ...], layer: int, query: int) -> go.Figure:
+    """The four measures over the keys, each as its share of its own total (one row each)."""
+    found = data.explanation(kind, ids, layer, query)
+    rows = np.stack([found.measures[name] for name in data.MEASURES])
+    totals = rows.sum(axis=-1, keepdims=True)
+    shares = np.divide(rows, totals, out=np.zeros_like(rows), where=totals > 0)
+    figure = heatmaps.heatmap(
+        shares,
+        row_labels=list(data.MEASURES.values()),
+        col_labels=labels(found.tokens),
+        title=f"Where token {query + 1}'s vector comes from, by four measures (layer {layer + 1})",
+        row_title="measure",
+        col_title="key",
+        decimals=2,
+        height=330,
+    )
+    return figure
+
+
+def correlation_table(found: data.Explanation) -> describe.ChartTable:
+    names = tuple(data.MEASURES.values())
+    return describe.ChartTable(found.correlations, names, names, row_title="Spearman's ρ")

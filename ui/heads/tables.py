@@ -1,0 +1,93 @@
+"""The heads page's tables and sentences: the numbers behind each chart, written for a reader."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from attention_core.head_roles import HeadRoles, strongest_heads
+from attention_core.logit_lens import LogitAttribution, LogitLens
+from attention_core.models.llama import LlamaModel
+from ui.heads.data import PromptReadout
+from ui.heads.figures import ROLE_TITLES, stage_labels, token_label
+
+TOP_WRITERS = 6
+STRONGEST = 3
+
+
+def lens_table(readout: PromptReadout, token: int, model: LlamaModel) -> pd.DataFrame:
+    """A row per stage: the likeliest tokens there, and the followed token's rank and p."""
+    lens, top = readout.lens, readout.top_tokens
+    probs = np.exp(lens.log_probs())
+    return pd.DataFrame(
+        {
+            "after": stage_labels(lens.logits.shape[0]),
+            "likeliest next tokens": [
+                ", ".join(f"“{token_label(model.token_text(t))}” {probs[s, t]:.3f}" for t in row)
+                for s, row in enumerate(top)
+            ],
+            "rank of the token": lens.rank(token),
+            "its probability": np.round(probs[:, token], 4),
+        }
+    )
+
+
+def lens_sentence(lens: LogitLens, token: int, name: str) -> str:
+    """When the token first reaches the top, and its probability at the end."""
+    ranks, p = lens.rank(token), lens.probability(token)
+    last = len(ranks) - 1
+    top = np.flatnonzero(ranks == 1)
+    # The first stage from which it stays the likeliest to the end.
+    settled = next((s for s in range(last + 1) if (ranks[s:] == 1).all()), None)
+    if settled is None:
+        where = f"it never becomes the likeliest (rank {ranks[-1]} after the last layer)"
+    elif settled == 0:
+        where = "it is the likeliest from the embedding on"
+    else:
+        where = f"it is the likeliest from layer {settled} on"
+    first = f", first on top after layer {top[0]}" if top.size and top[0] != settled else ""
+    return (
+        f"{name}: {where}{first}; its probability is {p[0]:.2g} after the embedding and "
+        f"{p[-1]:.3f} after layer {last}, the model's own prediction."
+    )
+
+
+def attribution_sentence(split: LogitAttribution, what: str) -> str:
+    """The frozen scale, and the parts that add up to the logit."""
+    return (
+        f"The final RMSNorm's scale is frozen at its value on this input, 1/ρ = {split.scale:.4f}: "
+        f"that makes {what} a sum. Embedding {split.embedding:+.3f}, heads "
+        f"{split.heads.sum():+.3f}, MLPs {split.mlps.sum():+.3f}; together {split.total:+.4f}, "
+        f"the logit itself {split.logit:+.4f}."
+    )
+
+
+def top_writers(split: LogitAttribution) -> pd.DataFrame:
+    """The writers that add the most (positive first, then the most negative)."""
+    layers, heads = split.heads.shape
+    parts = {f"layer {layer + 1}, head {head + 1}": split.heads[layer, head]
+             for layer in range(layers) for head in range(heads)}  # fmt: skip
+    parts.update({f"layer {layer + 1}, MLP": split.mlps[layer] for layer in range(layers)})
+    parts["embedding"] = split.embedding
+    ordered = sorted(parts.items(), key=lambda item: -item[1])
+    shown = [*ordered[:TOP_WRITERS], *ordered[-2:]]
+    return pd.DataFrame(
+        {
+            "writer": [name for name, _ in shown],
+            "adds to the logit": [round(v, 4) for _, v in shown],
+        }
+    )
+
+
+def strongest_roles(roles: HeadRoles) -> pd.DataFrame:
+    """The strongest heads of each role, with their scores (layers and heads from 1)."""
+    rows = []
+    for role, title in ROLE_TITLES.items():
+        for layer, head, score in strongest_heads(roles.score(role), STRONGEST):
+            rows.append({"role": title, "head": f"layer {layer + 1}, head {head + 1}",
+                         "score": round(score, 3)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def correlation_frame(names: list[str], correlations: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame(np.round(correlations, 3), index=names, columns=names)
