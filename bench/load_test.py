@@ -263,7 +263,9 @@ SCENARIOS = {
     "why": Scenario(
         "", _slider_edit("why.n", 2, 10), _slider_check("why.n", "n", 6, extra=_home_metric)
     ),
-    "masking": Scenario("masking", _slider_edit("masking.n", 2, 8), _slider_check("masking.n", "n", 6)),
+    "masking": Scenario(
+        "masking", _slider_edit("masking.n", 2, 8), _slider_check("masking.n", "n", 6)
+    ),
     "multi-head": Scenario("multi-head", _mha_edit, _mha_check),
     "positional": Scenario("positional", _pe_edit, _pe_check),
     "pretrained": Scenario("pretrained", _bert_edit, _bert_check),

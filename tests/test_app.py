@@ -1,29 +1,14 @@
 """The app shell: every page is registered, reachable, and runs without an exception."""
 
-import gc
 import json
 import subprocess
 import sys
-import threading
-import time
-import weakref
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
-import streamlit as st
-from streamlit.runtime.fragment import MemoryFragmentStorage
-from streamlit.runtime.memory_session_storage import MemorySessionStorage
-from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
-from streamlit.runtime.scriptrunner.script_cache import ScriptCache
-from streamlit.runtime.session_manager import SessionInfo
-from streamlit.runtime.websocket_session_manager import WebsocketSessionManager
 from streamlit.testing.v1 import AppTest
 
 from harness.app_pages import ROOT, registered_pages
-from harness.stream import run_to_end
-from server.memory import TRIM_THREAD
-from server.sessions import expired_sessions_dropped, forget_expired_sessions
 
 PAGES = registered_pages()
 
@@ -84,65 +69,3 @@ def test_a_plain_visit_to_the_home_page_does_not_import_torch():
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=True
     )
     assert done.stdout.strip().splitlines()[-1] == "False"
-
-
-def test_warm_up_trims_from_one_thread_and_freezes_once_even_after_the_caches_are_cleared():
-    def trimmers() -> int:
-        return sum(thread.name == TRIM_THREAD for thread in threading.enumerate())
-
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.run()
-    assert trimmers() == 1
-    frozen = gc.get_freeze_count()
-    assert frozen > 0
-    st.cache_resource.clear()  # what a viewer's "Clear caches" does; warm-up runs again
-    at.run()
-    assert not at.exception
-    assert trimmers() == 1
-    # Nothing of the sessions alive at that moment is frozen for good.
-    assert gc.get_freeze_count() <= frozen
-
-
-class _Page:
-    """What a closed tab's session keeps: a page whose globals refer back to it (its fragments)."""
-
-    def __init__(self):
-        self.globals = {"page": self}
-
-
-class _ClosedTab:
-    """A stored session as Streamlit keeps it: its page reachable through its fragments."""
-
-    def __init__(self, page: _Page):
-        self.id = "closed-tab"
-        self._fragment_storage = MemoryFragmentStorage()
-        self._fragment_storage.register("fragment", lambda: page.globals)
-        self.shut_down = False
-
-    def shutdown(self):
-        self.shut_down = True
-
-
-def test_a_closed_tabs_session_is_let_go_once_it_can_no_longer_reconnect():
-    # Streamlit's own session manager and storage, as its server builds them, with a short TTL.
-    storage = MemorySessionStorage(ttl_seconds=0.2)
-    server = SimpleNamespace(
-        _session_mgr=WebsocketSessionManager(
-            storage, MemoryUploadedFileManager("/upload"), ScriptCache(), None
-        )
-    )
-    page = _Page()
-    held = weakref.ref(page)
-    closed_tab = _ClosedTab(page)  # kept here as Streamlit's server loop keeps the last one
-    storage.save(SessionInfo(client=None, session=closed_tab))
-    del page
-    assert run_to_end(expired_sessions_dropped(server)) == 0  # the tab may still come back
-    time.sleep(0.3)
-    assert storage.get("closed-tab") is None  # expired: a reconnect would not find it...
-    gc.collect()
-    assert held() is not None  # ...and yet Streamlit still holds it, with its page
-    assert run_to_end(expired_sessions_dropped(server)) == 1
-    assert closed_tab.shut_down
-    gc.collect()
-    assert held() is None  # even though the session itself is still referenced
-    assert forget_expired_sessions() == 0  # outside a server: nothing to do

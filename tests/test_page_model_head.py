@@ -114,8 +114,10 @@ def test_the_model_pages_link_puts_the_real_head_into_the_editor(model, hf_atten
     np.testing.assert_allclose(shown, softmax_rows(q @ k.T / math.sqrt(32)), atol=1e-7)
     (notice,) = [i.value for i in at.info]
     assert "layer 3, head 5" in notice and "√32" in notice and "tired" in notice
-    assert (at.slider(key="scaled_dot_product.n_q").value, at.slider(key="scaled_dot_product.d_k").value) == (16, 32)
-    assert at.toggle(key="scaled_dot_product.scaling").value and not at.toggle(key="scaled_dot_product.causal").value
+    sizes = (at.slider(key=f"scaled_dot_product.{name}").value for name in ("n_q", "d_k"))
+    assert tuple(sizes) == (16, 32)
+    assert at.toggle(key="scaled_dot_product.scaling").value
+    assert not at.toggle(key="scaled_dot_product.causal").value
     assert not warnings(at)
     # The link stays short: the request, not 3 × 16 × 32 numbers.
     assert {at.query_params[n] for n in ("source", "layer", "head")} == {"bert", "3", "5"}

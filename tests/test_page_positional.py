@@ -118,7 +118,8 @@ def test_sentence_errors_are_shown_not_raised():
     at = open_page()
     at.text_input(key="positional.sentence").set_value("   ").run()
     assert any("empty" in e.value for e in at.error)
-    at.text_input(key="positional.sentence").set_value("one two three four five six seven eight nine").run()
+    nine_words = "one two three four five six seven eight nine"
+    at.text_input(key="positional.sentence").set_value(nine_words).run()
     assert any("first 8 words" in e.value for e in at.error)
     assert not at.exception
 

@@ -103,7 +103,8 @@ def test_a_quiz_link_opens_the_chosen_questions_and_names_bad_ids():
     labels = [w.label for w in at.radio if (w.key or "").startswith("quiz.")]
     assert len(labels) == 1 and "divided by √d_k" in labels[0]
     warnings = [w.value for w in at.warning]
-    assert "The link's `quiz`: `mask.row2` is asked on the “Masking lab” page, not here." in warnings
+    asked_elsewhere = "`mask.row2` is asked on the “Masking lab” page, not here."
+    assert f"The link's `quiz`: {asked_elsewhere}" in warnings
     assert any("`sdpa.nope` is not a question" in w for w in warnings)
     assert at.query_params["quiz"] == "sdpa.noscale"
     # The teacher's chooser shows the set, and the link that opens it.

@@ -198,7 +198,8 @@ def test_sdpa_page_by_keyboard_only(server, page):
     menu = [i for i, v in enumerate(visited) if v["testid"] == "stSidebarNavLink"]
     assert len(menu) == len(PAGES) and menu == list(range(menu[0], menu[0] + len(PAGES)))
     assert keys.index("st-key-app-present") > menu[-1]
-    assert keys.index("st-key-scaled_dot_product-n_q") < keys.index("st-key-scaled_dot_product-q-reset") < len(keys) - 1
+    sizes, q_reset = (keys.index(f"st-key-scaled_dot_product-{k}") for k in ("n_q", "q-reset"))
+    assert sizes < q_reset < len(keys) - 1
     assert "st-key-scaled_dot_product-k-v1" not in keys  # K's table comes after Q's
     # Visible focus on every link, button and table met on the way. (Streamlit draws the focus
     # of a switch, a number or a select box on a wrapper around its input, not checked here.)
@@ -300,7 +301,8 @@ def test_presenter_keys_are_shown_on_their_buttons(server, browser):
     tab = new_tab(browser, width=1280, height=720)
     try:
         open_app(tab, server.url, "scaled-dot-product", "present=1")
-        for key, arrow in (("scaled_dot_product.step_back", "←"), ("scaled_dot_product.step_next", "→")):
+        for name, arrow in (("step_back", "←"), ("step_next", "→")):
+            key = f"scaled_dot_product.{name}"
             shortcut = tab.locator(f"{key_selector(key)} kbd")
             expect(shortcut).to_have_text(arrow)
             expect(shortcut).to_be_visible()

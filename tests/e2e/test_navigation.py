@@ -61,7 +61,8 @@ def _home(tab) -> None:
 
 
 def _sdpa(tab) -> None:
-    expect(tab.locator(f"{key_selector('scaled_dot_product.causal')} input[type='checkbox']")).to_be_checked()
+    causal = tab.locator(f"{key_selector('scaled_dot_product.causal')} input[type='checkbox']")
+    expect(causal).to_be_checked()
     # The worked 3-token example: Q = [[1,0],[0,1],[1,1]], K = [[1,1],[1,0],[0,1]], d_k = 2.
     # With the causal mask query i sees keys 1..i: query 1 puts all its weight on key 1, and
     # query 2 sees scores q2·k1 = 1, q2·k2 = 0, scaled by 1/√2, so its weights are

@@ -29,7 +29,8 @@ STYLE_JS = """(selector) => {
 }"""
 PARAGRAPH = "[data-testid='stMain'] [data-testid='stMarkdownContainer'] p"
 CELL_TEXT = (
-    f"{key_selector('scaled_dot_product.pipeline.weights.chart')} [data-testid='stPlotlyChart'] " + CELL_NUMBERS
+    f"{key_selector('scaled_dot_product.pipeline.weights.chart')} [data-testid='stPlotlyChart'] "
+    + CELL_NUMBERS
 )
 
 
@@ -62,7 +63,9 @@ def test_presenter_mode_enlarges_text_and_hides_the_sidebar(server, browser):
     try:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         presenting.screenshot(path=str(ARTIFACTS / "presenter-sdpa-1280x720.png"))
-        presenting.locator(key_selector("scaled_dot_product.pipeline.weights.chart")).scroll_into_view_if_needed()
+        presenting.locator(
+            key_selector("scaled_dot_product.pipeline.weights.chart")
+        ).scroll_into_view_if_needed()
         presenting.screenshot(path=str(ARTIFACTS / "presenter-sdpa-weights-1280x720.png"))
         large = font_sizes(presenting)
         assert exceptions(presenting) == []

@@ -12,10 +12,8 @@ import streamlit as st
 from attention_core import causal_mask
 from attention_core.lessons.mask_experiments import value_change_effect
 from ui.masking.inputs import position_picker
+from ui.widgets import theme
 from ui.widgets.state import PageState, write_url_after_fragment
-
-# The rows that moved: a light orange fill, and bold so the highlight does not rest on colour.
-CHANGED_ROW_STYLE = "background-color: #fdd0a2; font-weight: bold"
 
 
 @st.fragment
@@ -53,7 +51,7 @@ def future_cannot_leak(
     )
     st.dataframe(
         change_table.style.format("{:.3g}").map(
-            lambda value: CHANGED_ROW_STYLE if value > 0 else ""
+            lambda value: theme.CHANGED_ROW_STYLE if value > 0 else ""
         ),
         width="stretch",
     )

@@ -32,7 +32,8 @@ PARAMS = ("source", "text", "layer", "head")
 EDITOR_PAGE = next(page.path for page in PAGES if page.url_path == "scaled-dot-product")
 # The settings under which the step-by-step page computes what the model computes.
 MODEL_SETTINGS = {"scoring": "dot_product", "scaling": True, "causal": False, "tau": 1.0}
-_LOADED = "scaled_dot_product.model_head"  # (request, Example, (text read, note)) of the head on screen
+# (request, Example, (text read, note)) of the head on screen.
+_LOADED = "scaled_dot_product.model_head"
 
 
 def editor_params(text: str, layer: int, head: int) -> dict[str, str]:

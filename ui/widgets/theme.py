@@ -59,6 +59,8 @@ BLOCKED_COLOR = "#bdbdbd"
 # "Check my work" cells: right green, wrong red, apart for colour-blind readers too (and ✓/✗).
 RIGHT_ANSWER_STYLE = "background-color: #c7e9c0; color: #00441b"
 WRONG_ANSWER_STYLE = "background-color: #fcbba1; color: #67000d"
+# Table rows that moved: a light orange fill, and bold so the highlight does not rest on colour.
+CHANGED_ROW_STYLE = "background-color: #fdd0a2; font-weight: bold"
 # Okabe & Ito's palette, made to stay apart for protanopia, deuteranopia and tritanopia
 # (tests/test_chart_access.py checks every pair; Tableau 10's red and green, used before, merge
 # for deuteranopes). Its black is grey here, to show on the dark theme too.
