@@ -9,6 +9,7 @@ from ui.pages import PageRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
 def registered_pages() -> list[PageRecord]:
     """The pages app.py registers, read when asked (a test may register one more)."""
     return list(pages.PAGES)

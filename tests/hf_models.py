@@ -1,9 +1,9 @@
 """The independent references for the real models: transformers loading the same files.
 
-    smollm2_reference(gguf_path)   LlamaForCausalLM on the package's GGUF, eager attention,
-                                   float32, its matrices rounded to bfloat16 like ours, so both
-                                   compute in float32 on the same numbers
-    minilm_reference(model_dir)    BertModel on the package's checkpoint, eager attention
+smollm2_reference(gguf_path)   LlamaForCausalLM on the package's GGUF, eager attention,
+                               float32, its matrices rounded to bfloat16 like ours, so both
+                               compute in float32 on the same numbers
+minilm_reference(model_dir)    BertModel on the package's checkpoint, eager attention
 """
 
 from __future__ import annotations
