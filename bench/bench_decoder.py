@@ -89,7 +89,7 @@ def main() -> None:
     results["load_s"]["ours_fp32"] = round(time.perf_counter() - start, 2)
     results["rss_mb"]["ours_fp32_model"] = round(rss_mb() - before, 1)
     results["weights_mb"]["fp32"] = round(ours32.weights.nbytes / 2**20, 1)
-    # As the app does when the decoder page loads its model (ui/decoder_views.py).
+    # As the app does when the decoder page loads its model (ui/models/smollm.py).
     results["reuse_freed_memory"] = reuse_freed_memory()
 
     import torch

@@ -8,7 +8,7 @@ resident memory (VmRSS) at seven moments:
 1. fresh, before any session;
 2. after one viewer has opened every page once, in one session, as a sidebar tour would;
 3. once the decoder's model has been let go for want of viewers (`--idle-minutes`, 0.5 here,
-   10 in the app: ui/decoder_views.IDLE_ENV_VAR): what every other page holds;
+   10 in the app: ui/models/smollm.IDLE_ENV_VAR): what every other page holds;
 4. after `--viewers` (20) more viewers have each opened a page: the cost of one more viewer;
 5. every 30 s while those viewers act every `--think` s (2) for `--minutes` (10): flat or not;
 6. after every cache is cleared (the BackMsg the menu's "Clear caches" sends), the viewers'

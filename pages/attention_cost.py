@@ -9,10 +9,10 @@ from attention_core.cost import (
     max_abs_difference,
     score_matrix_bytes,
 )
-from ui.cost import views as cost_views
-from ui.cost.views import MEMORY_KEY, TIMING_COLUMNS, TIMINGS_KEY, Job
+from ui.cost import decoding, figures, measurements, online_softmax
+from ui.cost.measurements import MB, MEMORY_KEY, TIMINGS_KEY, Job
 from ui.widgets import render
-from ui.widgets.formulas import BACKEND_LABELS
+from ui.widgets.formulas import BACKEND_LABELS, METHOD_LABELS
 from ui.widgets.layout import page_intro, what_to_try
 from ui.widgets.state import PageState, write_url_after_fragment
 
@@ -21,7 +21,6 @@ MAX_LENGTHS = (256, 512, 1024, 2048)
 D_HEADS = (16, 32, 64, 128)  # head widths
 LONG_LENGTHS = (512, 1024, 2048, 4096)
 BLOCK_SIZES = (32, 64, 128, 256, 512)
-MB = 1e6
 
 view = PageState("cost")
 page_intro(
@@ -40,14 +39,14 @@ torch_column, badge_column = st.columns([1, 3], vertical_alignment="center")
 with_torch = torch_column.toggle(
     "Compare with torch",
     key=view.bool_key("torch", False),
-    on_change=cost_views.use_torch_backends,
+    on_change=measurements.use_torch_backends,
     args=(view,),
     help="Imports PyTorch (once per server: a few seconds and about 190 MB) and adds its CPU "
     "and CUDA backends to the measurements.",
 )
-statuses = cost_views.backend_statuses(with_torch)
+statuses = measurements.backend_statuses(with_torch)
 available = [status.name for status in statuses if status.available]
-badge_column.markdown("**Backends on this machine:** " + cost_views.backend_badges(statuses))
+badge_column.markdown("**Backends on this machine:** " + measurements.backend_badges(statuses))
 
 # -- 1. time and memory against n ----------------------------------------------------------------
 
@@ -81,13 +80,13 @@ def time_and_memory(available: list[str]) -> None:
         icon=":material/delete:",
         help="Measure afresh next time (the machine's load changes timings).",
     ):
-        cost_views.forget_measurements()
+        measurements.forget_measurements()
     if clicked:
-        for error in cost_views.run_jobs(jobs, TIMINGS_KEY):
+        for error in measurements.run_jobs(jobs, TIMINGS_KEY):
             st.error(error, icon=":material/error:")
-    timings = cost_views.stored(jobs, TIMINGS_KEY)
+    timings = measurements.stored(jobs, TIMINGS_KEY)
     if not timings:
-        st.info(cost_views.measure_prompt(sizes, backends), icon=":material/timer:")
+        st.info(measurements.measure_prompt(sizes, backends), icon=":material/timer:")
     else:
         if len(timings) < len(jobs):
             st.caption(
@@ -95,13 +94,13 @@ def time_and_memory(available: list[str]) -> None:
                 "measured yet: press **Measure**."
             )
         st.dataframe(
-            cost_views.timing_table(timings),
+            measurements.timing_table(timings),
             hide_index=True,
             width="stretch",
-            column_config=TIMING_COLUMNS,
+            column_config=measurements.TIMING_COLUMNS,
             key="cost.timing_table",
         )
-        builders = {"time": cost_views.time_figure, "memory": cost_views.memory_figure}
+        builders = {"time": figures.time_figure, "memory": figures.memory_figure}
         for column, (name, build) in zip(st.columns(2), builders.items(), strict=True):
             with column:
                 figure = render.cached(build, timings, sizes)
@@ -127,7 +126,7 @@ time_and_memory(available)
 
 
 @st.fragment
-def online_softmax(page_seed: int) -> None:
+def block_by_block(page_seed: int) -> None:
     keys_column, block_column, seed_column = st.columns(3)
     n_keys = keys_column.slider("Keys", 2, 12, key=view.int_key("keys", 8, lo=2, hi=12))
     block = block_column.slider(
@@ -139,27 +138,27 @@ def online_softmax(page_seed: int) -> None:
     if seed != page_seed:
         st.rerun()  # the KV-cache section below draws from the same seed
     try:
-        online, full_output = cost_views.online_demo(n_keys, block, seed)
+        online, full_output = online_softmax.demo(n_keys, block, seed)
     except AttentionInputError as error:
         st.error(str(error), icon=":material/error:")
         write_url_after_fragment(view)
         return
     st.dataframe(
-        cost_views.online_table(online),
+        online_softmax.block_table(online),
         hide_index=True,
         width="stretch",
         key="cost.online_table",
-        column_config=cost_views.ONLINE_COLUMNS,
+        column_config=online_softmax.BLOCK_COLUMNS,
     )
-    figure = render.cached(cost_views.online_softmax_figure, n_keys, block, seed)
+    figure = render.cached(online_softmax.weights_figure, n_keys, block, seed)
     render.show(figure, filename="online-softmax-blocks")
     output_column, difference_column = st.columns([3, 1])
     output_column.dataframe(
-        cost_views.output_table(online, full_output),
+        online_softmax.output_table(online, full_output),
         hide_index=True,
         width="stretch",
         key="cost.online_output",
-        column_config=cost_views.OUTPUT_COLUMNS,
+        column_config=online_softmax.OUTPUT_COLUMNS,
     )
     difference = max_abs_difference(online.output, full_output)
     difference_column.metric("Largest difference", f"{difference:.1e}")
@@ -192,7 +191,7 @@ st.latex(
 )
 seed_key = view.int_key("seed", 0, lo=0, hi=9999)
 seed = view.value("seed")
-online_softmax(seed)
+block_by_block(seed)
 
 # -- 3. peak memory at a long length -------------------------------------------------------------
 
@@ -219,26 +218,26 @@ def peak_memory(available: list[str]) -> None:
         f" MB** for n = {n_long:,} in float32, plus temporaries of the same size for the softmax. "
         f"The chunked one holds an n×{min(chunk, n_long)} tile: "
         f"**{chunk_bytes(n_long, n_long, chunk) / MB:,.2f} MB**. Peak memory is measured with "
-        f"{cost_views.PEAK_METHODS[memory_backend]}, d = 64; one run each."
+        f"{measurements.PEAK_METHODS[memory_backend]}, d = 64; one run each."
     )
     if st.button(
         "Measure peak memory", key="cost.measure_memory", type="primary", icon=":material/memory:"
     ):
-        for error in cost_views.run_jobs(jobs, MEMORY_KEY):
+        for error in measurements.run_jobs(jobs, MEMORY_KEY):
             st.error(error, icon=":material/error:")
-    memory = cost_views.stored(jobs, MEMORY_KEY)
+    memory = measurements.stored(jobs, MEMORY_KEY)
     if memory:
         by_method = {job.method: result for job, result in memory.items()}
         for column, (method, result) in zip(
             st.columns(len(by_method)), by_method.items(), strict=True
         ):
             column.metric(
-                cost_views.METHOD_LABELS[method],
+                METHOD_LABELS[method],
                 "n/a" if result.peak_bytes is None else f"{result.peak_bytes / MB:,.2f} MB",
                 help=result.peak_note,
             )
         figure = render.cached(
-            cost_views.memory_bars,
+            figures.memory_bars,
             list(by_method.values()),
             score_matrix_bytes(n_long, n_long),
             chunk_bytes(n_long, n_long, chunk),
@@ -258,7 +257,7 @@ peak_memory(available)
 @st.fragment
 def kv_cache(seed: int) -> None:
     n_decode = st.slider("Tokens generated", 2, 12, key=view.int_key("decode", 6, lo=2, hi=12))
-    figure = render.cached(cost_views.decoding_figure, n_decode, seed)
+    figure = render.cached(decoding.weights_figure, n_decode, seed)
     render.show(figure, filename="kv-cache-decoding-weights")
     with_cache, without_cache = decoding_score_counts(n_decode)
     cached_column, uncached_column, match_column = st.columns(3)
@@ -266,7 +265,7 @@ def kv_cache(seed: int) -> None:
     uncached_column.metric("without it (whole prefix every step)", f"{without_cache:,}")
     match_column.metric(
         "Largest difference from full causal attention",
-        f"{cost_views.decoding(n_decode, seed)[1]:.1e}",
+        f"{decoding.step_by_step(n_decode, seed)[1]:.1e}",
     )
     write_url_after_fragment(view)
 

@@ -1,18 +1,16 @@
 """A decoder LLM: SmolLM2-135M-Instruct generating token by token, every head visible."""
 
-import numpy as np
 import streamlit as st
 
 from attention_core import AttentionInputError
+from attention_core.cost import decoding_score_counts
 from attention_core.models.llama import MAX_CONTEXT_TOKENS
-from ui.decoder import figures as decoder_figures
-from ui.decoder import generation, what_if
-from ui.decoder import trace as decoder_trace
+from ui.decoder import figures, generation, inputs, trace, what_if
 from ui.models import minilm, smollm
-from ui.probe.views import fit_token
-from ui.widgets import heatmaps, layout, render
-from ui.widgets.layout import model_missing, page_intro, what_to_try
+from ui.widgets import heatmaps, render
+from ui.widgets.layout import model_missing, page_intro, plain, what_to_try
 from ui.widgets.state import PageState, write_url_after_fragment
+from ui.widgets.tokens import fit_token
 
 view = PageState("decoder")
 page_intro(
@@ -38,21 +36,20 @@ step_key = view.int_key("step", 0, lo=0, hi=generation.MAX_STEPS)
 temp_key = view.float_key("temperature", 0.0, lo=0.0, hi=2.0)
 topk_key = view.int_key("top_k", 0, lo=0, hi=200)
 seed_key = view.int_key("seed", 0, lo=0, hi=2**31 - 1)
-what_key = view.choice_key("what", "remove", list(what_if.WHAT_IF_MODES))
-what_token_key = view.int_key(
-    "what_token", what_if.DEFAULT_WHAT_IF_TOKEN, lo=1, hi=MAX_CONTEXT_TOKENS
-)
+what_key = view.choice_key("what", "remove", list(what_if.MODES))
+what_token_key = view.int_key("what_token", what_if.DEFAULT_TOKEN, lo=1, hi=MAX_CONTEXT_TOKENS)
 
 if loaded.model is None:
     model_missing(
         view, loaded.error, install=smollm.INSTALL_COMMAND, retry=smollm.forget_decoder,
-        elsewhere=f"or set `{smollm.PATH_ENV_VAR}` to the `.gguf` file or to a directory with "
-        f"`config.json`, `model.safetensors` and `tokenizer.json` (a copy of `{smollm.HUB_REPO_ID}`).",
+        elsewhere=f"or set `{smollm.PATH_ENV_VAR}` to the `.gguf` file or to a directory "
+        "with `config.json`, `model.safetensors` and `tokenizer.json` "
+        f"(a copy of `{smollm.HUB_REPO_ID}`).",
     )  # fmt: skip
 
 model = loaded.model
 st.caption(
-    f":material/memory: {smollm.MODEL_NAME} from {layout.plain(loaded.source)}: {num_layers} layers, "
+    f":material/memory: {smollm.MODEL_NAME} from {plain(loaded.source)}: {num_layers} layers, "
     f"{num_heads} query heads sharing {cfg.num_key_value_heads} KV heads, d_head {cfg.head_dim}, "
     f"RoPE base {cfg.rope_theta:g}; weights saved as {model.saved_as}, held as "
     f"{model.weights.storage}, computed in float32 (loaded in {model.load_seconds:.1f} s)."
@@ -61,11 +58,11 @@ st.caption(
 # -- the prompt -----------------------------------------------------------------------------------
 
 st.header(":material/edit_note: The prompt")
-text = st.text_area("Prompt", key=prompt_key, height=80, on_change=generation.restart, args=(view,))
+text = st.text_area("Prompt", key=prompt_key, height=80, on_change=inputs.restart, args=(view,))
 chat = st.toggle(
     "Chat mode (wrap the prompt in the ChatML template, as the instruct model was trained)",
     key=chat_key,
-    on_change=generation.restart,
+    on_change=inputs.restart,
     args=(view,),
 )
 temp_col, topk_col, seed_col = st.columns(3)
@@ -91,28 +88,28 @@ state = generation.continuation(model, prompt_ids, view.value("step"), temperatu
 can_go = not state.ended and view.value("step") < room
 go_col, play_col, reset_col, info_col = st.columns([1, 1, 1, 2])
 go_col.button(
-    "Next token", icon=":material/skip_next:", on_click=generation.next_step, args=(view, room),
+    "Next token", icon=":material/skip_next:", on_click=inputs.next_step, args=(view, room),
     disabled=not can_go,
 )  # fmt: skip
 playing = play_col.toggle("Autoplay", key="decoder.autoplay", disabled=not can_go)
 reset_col.button(
-    "Start again", icon=":material/restart_alt:", on_click=generation.restart, args=(view,)
+    "Start again", icon=":material/restart_alt:", on_click=inputs.restart, args=(view,)
 )
 
 
-@st.fragment(run_every=generation.AUTOPLAY_SECONDS if playing and can_go else None)
-def autoplay() -> None:
-    generation.autoplay_tick(playing and can_go, lambda: generation.next_step(view, room))
+@st.fragment(run_every=inputs.AUTOPLAY_SECONDS if playing and can_go else None)
+def autoplay_timer() -> None:
+    inputs.autoplay_tick(playing and can_go, lambda: inputs.next_step(view, room))
 
 
-autoplay()
+autoplay_timer()
 info_col.caption(
     f"{view.value('step')} generated of at most {room}"
     + (" · the model ended its answer with <|im_end|>" if state.ended else "")
 )
-st.markdown(
-    decoder_trace.shown_tokens(tuple(model.token_text(i) for i in state.ids), state.prompt_length)
-)
+# From the generation's own passes; the figures below find this trace by the ids alone.
+shown = generation.page_trace(model, state.ids, state)
+st.markdown(trace.shown_tokens(shown.tokens, state.prompt_length))
 st.caption(
     f"{len(state.ids)} tokens: prompt in boxes, generated in bold. Byte-level BPE; digits split "
     "one by one (SmolLM2's own rule). The text so far:"
@@ -145,24 +142,23 @@ with cache_col:
     )
     st.caption(
         f"Each new token appends one key and one value row per layer and KV head: "
-        f"{2 * num_layers * cfg.num_key_value_heads * cfg.head_dim * 4:,} bytes per token, "
-        f"{num_heads // cfg.num_key_value_heads}× less than multi-head attention would need."
+        f"{generation.cache_bytes_per_token(cache):,} bytes per token, "
+        f"{cfg.group_size}× less than multi-head attention would need."
     )
 
 # -- attention ------------------------------------------------------------------------------------
 
-trace = generation.page_trace(model, state.ids, state)
 st.header(":material/change_history: Attention on the causal triangle")
 layer_col, head_col = st.columns(2)
 layer = layer_col.select_slider("Layer", list(range(1, num_layers + 1)), key=layer_key) - 1
 head = head_col.select_slider("Head", list(range(1, num_heads + 1)), key=head_key) - 1
-head_fig = render.cached(decoder_figures.head_figure, state.ids, layer, head)
+head_fig = render.cached(figures.head_figure, state.ids, layer, head)
 one_col, grid_col = st.columns(2)
 with one_col:
     render.show(head_fig, filename=f"decoder-l{layer + 1}-h{head + 1}")
 with grid_col:
     render.show(
-        render.cached(decoder_figures.layer_grid_figure, state.ids, layer, head),
+        render.cached(figures.layer_grid_figure, state.ids, layer, head),
         filename=f"decoder-l{layer + 1}-heads",
     )
 st.caption(
@@ -171,11 +167,16 @@ st.caption(
 )
 
 st.header(":material/content_cut: What if? The next token without a token or a head")
-st.markdown(what_if.WHAT_IF_TEXT)
+st.markdown(
+    "Run the model again on the text so far with one token removed, or hidden (no query of any "
+    "layer may attend to it), or with the head chosen above removed (its output multiplied by 0 "
+    "before W_O). The KL divergence KL(before ‖ after) = Σ p log(p / q) says how far the whole "
+    "next-token distribution moved: 0 means not at all."
+)
 
 
 @st.fragment
-def next_token_after_ablation(layer: int, head: int) -> None:
+def take_one_away(layer: int, head: int) -> None:
     # Two more forward passes per token: only for a reader who opens it (a link can).
     box = st.expander("Take one token or head away", icon=":material/content_cut:",
                       key=view.bool_key("whatif", False), on_change="rerun")  # fmt: skip
@@ -186,10 +187,7 @@ def next_token_after_ablation(layer: int, head: int) -> None:
         if moved := fit_token(view, "what_token", n):
             st.warning(moved, icon=":material/link_off:")
         mode_col, token_col = st.columns(2)
-        modes, names = (
-            what_if.WHAT_IF_MODES,
-            decoder_trace.labels(tuple(model.token_text(i) for i in state.ids)),
-        )
+        modes, names = what_if.MODES, trace.labels(shown.tokens)
         mode = mode_col.radio("What to take away", list(modes), format_func=modes.get, key=what_key)
         position = token_col.selectbox(
             "Token", list(range(1, n + 1)), format_func=lambda i: names[i - 1], key=what_token_key,
@@ -198,7 +196,7 @@ def next_token_after_ablation(layer: int, head: int) -> None:
         if mode == "head":
             token_col.caption(f"Removes layer {layer + 1}, head {head + 1} (the sliders above).")
         try:
-            change = what_if.next_token_change_of(model, state.ids, mode, position, layer, head)
+            change = what_if.next_token_change(model, state.ids, mode, position, layer, head)
         except AttentionInputError as error:
             token_col.error(str(error), icon=":material/edit_off:")
             return write_url_after_fragment(view)
@@ -214,16 +212,16 @@ def next_token_after_ablation(layer: int, head: int) -> None:
         write_url_after_fragment(view)
 
 
-next_token_after_ablation(layer, head)
+take_one_away(layer, head)
 
 st.header(":material/anchor: Attention sinks")
 sink_col, sink_text = st.columns([3, 2])
 with sink_col:
-    render.show(render.cached(decoder_figures.sink_figure, state.ids), filename="decoder-sinks")
+    render.show(render.cached(figures.sink_figure, state.ids), filename="decoder-sinks")
 sink_text.metric(
-    f"Layer {layer + 1}: mean share on the first token", f"{trace.sink[layer].mean():.0%}"
+    f"Layer {layer + 1}: mean share on the first token", f"{shown.sink[layer].mean():.0%}"
 )
-sink_text.metric(f"Head {head + 1} of layer {layer + 1}", f"{trace.sink[layer, head]:.0%}")
+sink_text.metric(f"Head {head + 1} of layer {layer + 1}", f"{shown.sink[layer, head]:.0%}")
 sink_text.caption(
     "The mean weight queries 2..n give token 1. Many heads park most of their attention there "
     "when nothing else is relevant: the first token works as a sink, not as a meaning."
@@ -231,10 +229,7 @@ sink_text.caption(
 
 st.header(":material/rotate_right: RoPE inside the model")
 if len(state.ids) > 1:
-    render.show(
-        render.cached(decoder_figures.rope_figure, state.ids, layer, head),
-        filename="decoder-rope",
-    )
+    render.show(render.cached(figures.rope_figure, state.ids, layer, head), filename="decoder-rope")
     st.caption(
         "The last token's query against each earlier key. Without the rotation the scores "
         "ignore distance; with it the same vectors score differently by how far back a key is."
@@ -247,18 +242,17 @@ def cost_of_next_token() -> None:
     if state.ended:
         st.info("Generation has ended: there is no next token to time.")
         return
+    n = len(state.ids) + 1  # tokens, the next one included
     if st.button("Measure it now", icon=":material/speed:", key="decoder.measure"):
-        token = int(np.argmax(state.logits))
-        seconds = generation.time_next_token(model, state, token)
+        seconds = generation.time_next_token(model, state)
         a, b = st.columns(2)
         a.metric("With the KV cache", f"{seconds['with'] * 1e3:.0f} ms")
-        b.metric(
-            f"Without: all {len(state.ids) + 1} tokens again", f"{seconds['without'] * 1e3:.0f} ms"
-        )
-    n = len(state.ids) + 1
+        b.metric(f"Without: all {n} tokens again", f"{seconds['without'] * 1e3:.0f} ms")
+    # Recomputing n tokens scores the causal triangle, 1 + 2 + … + n: what n cached steps score.
+    recomputed = decoding_score_counts(n)[0]
     st.caption(
         f"With the cache the new token's query meets {n} cached keys per head ({n} dot "
-        f"products); without it every token is recomputed ({n * (n + 1) // 2} dot products per "
+        f"products); without it every token is recomputed ({recomputed} dot products per "
         "head, and every weight matrix is applied n times instead of once)."
     )
 

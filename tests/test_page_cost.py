@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from harness.app_pages import ROOT
 from tests.fragment_reruns import change_in_fragment, torch_after_a_plain_visit
 from tests.plotly_json import plotly_array
-from ui.cost import views as cost_views
+from ui.cost import measurements
 
 PAGE = "pages/attention_cost.py"
 MB = 1e6
@@ -267,9 +267,9 @@ def test_crafted_links_get_notices_and_defaults_and_never_allocate():
 def test_without_torch_the_page_says_why_and_measures_numpy(monkeypatch):
     # None in sys.modules makes `import torch` fail exactly as on a machine without torch.
     monkeypatch.setitem(sys.modules, "torch", None)
-    cost_views.torch_backend_statuses.clear()  # the process-wide probe, made afresh
+    measurements.torch_backend_statuses.clear()  # the process-wide probe, made afresh
     at = open_page(n_max="256", torch="1")
-    cost_views.torch_backend_statuses.clear()
+    measurements.torch_backend_statuses.clear()
     badges = " ".join(m.value for m in at.markdown)
     assert "torch CPU: torch is not installed (pip install torch)" in badges
     assert at.multiselect(key="cost.backends").options == ["NumPy"]

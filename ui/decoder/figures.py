@@ -17,10 +17,12 @@ from ui.widgets import heatmaps, lines
 
 
 def _trace_of(ids: tuple[int, ...]) -> PageTrace:
+    # The page asked for this trace first (with its generation state): this finds that entry.
     return page_trace(load_decoder().model, ids)
 
 
 def head_figure(ids: tuple[int, ...], layer: int, head: int) -> go.Figure:
+    """One head's weights `(n, n)`: the causal triangle, the future masked grey."""
     trace = _trace_of(ids)
     n = trace.weights.shape[-1]
     names = labels(trace.tokens)
@@ -35,6 +37,7 @@ def head_figure(ids: tuple[int, ...], layer: int, head: int) -> go.Figure:
 
 
 def layer_grid_figure(ids: tuple[int, ...], layer: int, head: int) -> go.Figure:
+    """Every head of `layer`, one row per KV head, with `head` framed."""
     trace = _trace_of(ids)
     names = labels(trace.tokens)
     g = trace.group_size
@@ -50,6 +53,7 @@ def layer_grid_figure(ids: tuple[int, ...], layer: int, head: int) -> go.Figure:
 
 
 def sink_figure(ids: tuple[int, ...]) -> go.Figure:
+    """The first token's share of attention `(layer, head)`, every layer and head at once."""
     trace = _trace_of(ids)
     layers, heads = trace.sink.shape
     return heatmaps.heatmap(

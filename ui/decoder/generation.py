@@ -6,9 +6,12 @@
     page_trace(model, ids, state)        weights, q/k before and after RoPE, sink shares: the
                                          prompt's pass plus each generated token's decode row
                                          (one full forward pass for any other sequence)
+    top_k_table(model, logits, ...)      the likeliest next tokens, as the sampler sees them
+    time_next_token(model, state)        the next token with the KV cache and without it
 
-The buttons' callbacks live here, not in the page: a session keeps its widgets' callbacks, and a
-function defined in the page would keep the page's model and arrays alive with it.
+The caches hold what the model computed, so they go with it when it is let go
+(`smollm.let_go_with_model`). Nothing here computes a formula: the numbers come from
+attention_core.models.llama.
 """
 
 from __future__ import annotations
@@ -27,23 +30,13 @@ from attention_core.models.llama import (
     run_llama,
     sample_next_token,
 )
-from ui.decoder.trace import PageTrace, StepRow, _page_trace, _with_rows
+from ui.decoder.trace import PageTrace, StepRow, from_pass, with_rows
 from ui.models import smollm
-from ui.widgets.state import PageState
 
 DEFAULT_PROMPT = "The capital of France is"
 MAX_TEXT_CHARS = 2_000
-MAX_STEPS = 48
+MAX_STEPS = 48  # generated tokens a page (or a link) may ask for
 TOP_K_SHOWN = 10
-AUTOPLAY_SECONDS = 1.5
-
-
-def restart(view: PageState) -> None:
-    view.set("step", 0)
-
-
-def next_step(view: PageState, room: int) -> None:
-    view.set("step", min(view.value("step") + 1, room))
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,19 +55,6 @@ class Continuation:
     rows: tuple[StepRow, ...] = ()
 
 
-def continuation(
-    model: LlamaModel,
-    prompt_ids: tuple[int, ...],
-    step: int,
-    temperature: float,
-    top_k: int,
-    seed: int,
-) -> Continuation:
-    if temperature == 0:  # greedy takes the argmax: top-k and the seed change nothing
-        top_k, seed = 0, 0
-    return _continuation(prompt_ids, step, temperature, top_k, seed, id(model), model)
-
-
 @dataclass(frozen=True, eq=False)
 class Prefill:
     """The prompt's one forward pass: what the page shows of it, its cache and next logits."""
@@ -82,14 +62,6 @@ class Prefill:
     trace: PageTrace
     cache: LlamaCache
     logits: np.ndarray
-
-
-@smollm.let_go_with_model
-@st.cache_resource(max_entries=4, show_spinner="Running the model on the prompt…")
-def _prefill(prompt_ids: tuple[int, ...], model_id: int, _model: LlamaModel) -> Prefill:
-    # One pass serves both generation (its cache) and the pictures (its steps).
-    trace = run_llama(_model, np.asarray(prompt_ids))
-    return Prefill(_page_trace(_model, prompt_ids, trace), trace.cache, trace.next_token_logits)
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,15 +73,19 @@ class Decoded:
     row: StepRow
 
 
-@smollm.let_go_with_model
-@st.cache_resource(max_entries=2 * MAX_STEPS, show_spinner="Generating…")
-def _decoded(
-    ids: tuple[int, ...], model_id: int, _model: LlamaModel, _cache: LlamaCache
-) -> Decoded:
-    # Keyed on the ids alone, not on how they were sampled: another temperature, top-k or seed
-    # that draws the same tokens (and every viewer of one link) reuses the steps.
-    trace = run_llama(_model, [ids[-1]], _cache)  # one query row against the cache
-    return Decoded(trace.cache, trace.next_token_logits, StepRow.of(trace))
+def continuation(
+    model: LlamaModel,
+    prompt_ids: tuple[int, ...],
+    step: int,
+    temperature: float,
+    top_k: int,
+    seed: int,
+) -> Continuation:
+    """The prompt and `step` tokens sampled after it at `temperature` (0: greedy), from the
+    `top_k` likeliest (0: all), with draws seeded by `seed` and the step."""
+    if temperature == 0:  # greedy takes the argmax: top-k and the seed change nothing
+        top_k, seed = 0, 0
+    return _continuation(prompt_ids, step, temperature, top_k, seed, id(model), model)
 
 
 @smollm.let_go_with_model
@@ -135,44 +111,23 @@ def _continuation(
     return Continuation(ids, before.prompt_length, decoded.cache, decoded.logits, False, rows)
 
 
-def top_k_table(model: LlamaModel, logits: np.ndarray, temperature: float, top_k: int):
-    """The TOP_K_SHOWN most likely next tokens with their probabilities (T and top-k applied)."""
-    p = next_token_probabilities(logits, temperature or 1.0, top_k or None)
-    best = np.argsort(-p)[:TOP_K_SHOWN]
-    return pd.DataFrame(
-        {
-            "token": [repr(model.token_text(i))[1:-1] for i in best],
-            "id": best.astype(int),
-            "probability": np.round(p[best], 4),
-        }
-    )
+@smollm.let_go_with_model
+@st.cache_resource(max_entries=4, show_spinner="Running the model on the prompt…")
+def _prefill(prompt_ids: tuple[int, ...], model_id: int, _model: LlamaModel) -> Prefill:
+    # One pass serves both generation (its cache) and the pictures (its steps).
+    trace = run_llama(_model, np.asarray(prompt_ids))
+    return Prefill(from_pass(_model, prompt_ids, trace), trace.cache, trace.next_token_logits)
 
 
-def time_next_token(model: LlamaModel, state: Continuation, token: int) -> dict[str, float]:
-    """Measure the next token both ways: one cached step vs the whole sequence again."""
-    start = time.perf_counter()
-    run_llama(model, [token], state.cache)
-    cached = time.perf_counter() - start
-    start = time.perf_counter()
-    run_llama(model, np.asarray([*state.ids, token]))
-    return {"with": cached, "without": time.perf_counter() - start}
-
-
-_AUTOPLAY_RERUN = "decoder.autoplay_rerun"
-
-
-def autoplay_tick(playing: bool, next_token) -> None:
-    """One timer tick of the autoplay fragment: append a token, then rerun the page to show it.
-
-    That page rerun runs the fragment again, which must not append a second token: the tick
-    leaves a mark in the session that the next call consumes.
-    """
-    if st.session_state.pop(_AUTOPLAY_RERUN, False):
-        return
-    if playing:
-        st.session_state[_AUTOPLAY_RERUN] = True
-        next_token()
-        st.rerun()
+@smollm.let_go_with_model
+@st.cache_resource(max_entries=2 * MAX_STEPS, show_spinner="Generating…")
+def _decoded(
+    ids: tuple[int, ...], model_id: int, _model: LlamaModel, _cache: LlamaCache
+) -> Decoded:
+    # Keyed on the ids alone, not on how they were sampled: another temperature, top-k or seed
+    # that draws the same tokens (and every viewer of one link) reuses the steps.
+    trace = run_llama(_model, [ids[-1]], _cache)  # one query row against the cache
+    return Decoded(trace.cache, trace.next_token_logits, StepRow.of(trace))
 
 
 def page_trace(
@@ -192,5 +147,37 @@ def _trace(
     # Keyed on the ids alone: however the trace was made, the figures find it by them.
     if _state is not None and _state.ids == ids:
         prompt = _prefill(ids[: _state.prompt_length], model_id, _model).trace
-        return _with_rows(_model, ids, prompt, _state.rows) if _state.rows else prompt
-    return _page_trace(_model, ids, run_llama(_model, np.asarray(ids)))
+        return with_rows(_model, ids, prompt, _state.rows) if _state.rows else prompt
+    return from_pass(_model, ids, run_llama(_model, np.asarray(ids)))
+
+
+def top_k_table(
+    model: LlamaModel, logits: np.ndarray, temperature: float, top_k: int
+) -> pd.DataFrame:
+    """The TOP_K_SHOWN most likely next tokens with their probabilities (T and top-k applied)."""
+    p = next_token_probabilities(logits, temperature or 1.0, top_k or None)
+    best = np.argsort(-p)[:TOP_K_SHOWN]
+    return pd.DataFrame(
+        {
+            "token": [repr(model.token_text(i))[1:-1] for i in best],
+            "id": best.astype(int),
+            "probability": np.round(p[best], 4),
+        }
+    )
+
+
+def cache_bytes_per_token(cache: LlamaCache) -> int:
+    """What one more token adds to the cache: a key and a value row per layer and KV head."""
+    return cache.bytes_used // cache.length
+
+
+def time_next_token(model: LlamaModel, state: Continuation) -> dict[str, float]:
+    """Seconds to compute the greedy next token both ways: one step against the cache ("with")
+    and the whole sequence again ("without")."""
+    token = int(np.argmax(state.logits))
+    start = time.perf_counter()
+    run_llama(model, [token], state.cache)
+    cached = time.perf_counter() - start
+    start = time.perf_counter()
+    run_llama(model, np.asarray([*state.ids, token]))
+    return {"with": cached, "without": time.perf_counter() - start}

@@ -1,19 +1,24 @@
-"""What the decoder page shows of one sequence through the model: a `PageTrace` (weights, q and
-k before and after RoPE, sink shares), built from a forward pass or grown by decode-step rows."""
+"""What the decoder page shows of one sequence through the model, and the tokens as text.
+
+PageTrace                            weights, q and k before and after RoPE, first-token (sink)
+                                     shares of every layer and head, for n tokens
+StepRow                              what one generated token adds to it: its query's row
+from_pass(model, ids, trace)         a PageTrace from one forward pass over all the tokens
+with_rows(model, ids, prompt, rows)  the prompt's PageTrace grown by the decode steps' rows
+labels, shown_tokens                 the tokens as tick labels, and as Markdown
+"""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 
-from attention_core.models.llama import (
-    LlamaModel,
-    LlamaTrace,
-    first_token_share,
-)
+from attention_core.models.llama import LlamaModel, LlamaTrace, first_token_share
 from ui.widgets.layout import plain
+
+# The per-layer arrays a trace keeps besides the weights (`LlamaLayerSteps` names them so).
+QK_NAMES = ("q", "q_rot", "k", "k_rot")
 
 
 @dataclass(frozen=True, eq=False)
@@ -21,7 +26,8 @@ class PageTrace:
     """What the page shows of a forward pass over `n` tokens.
 
     weights `(layer, head, n, n)`, q / q_rot `(layer, head, n, d_head)`, k / k_rot
-    `(layer, kv_head, n, d_head)`, sink `(layer, head)` first-token shares, digest (cache key).
+    `(layer, kv_head, n, d_head)`, sink `(layer, head)` first-token shares; `group_size` query
+    heads share each KV head.
     """
 
     tokens: tuple[str, ...]
@@ -32,61 +38,6 @@ class PageTrace:
     k_rot: np.ndarray
     sink: np.ndarray
     group_size: int
-    digest: str
-
-
-def _page_trace(model: LlamaModel, ids: tuple[int, ...], trace: LlamaTrace) -> PageTrace:
-    def stack(name: str) -> np.ndarray:
-        return np.stack([getattr(layer, name) for layer in trace.layers])
-
-    weights = trace.attention_weights
-    return _described(model, ids, weights, stack("q"), stack("q_rot"), stack("k"), stack("k_rot"))
-
-
-def _with_rows(
-    model: LlamaModel, ids: tuple[int, ...], prompt: PageTrace, rows: tuple[StepRow, ...]
-) -> PageTrace:
-    """The prompt's trace grown by one query row per generated token (the future stays 0)."""
-    start = prompt.weights.shape[-1]
-    layers, heads, n = *prompt.weights.shape[:2], len(ids)
-    weights = np.zeros((layers, heads, n, n), prompt.weights.dtype)
-    weights[:, :, :start, :start] = prompt.weights
-    for i, row in enumerate(rows):
-        weights[:, :, start + i, : start + i + 1] = row.weights
-
-    def grown(name: str) -> np.ndarray:
-        added = np.stack([getattr(row, name) for row in rows], axis=2)
-        return np.concatenate([getattr(prompt, name), added], axis=2)
-
-    return _described(model, ids, weights, grown("q"), grown("q_rot"), grown("k"), grown("k_rot"))
-
-
-def _described(model, ids, weights, q, q_rot, k, k_rot) -> PageTrace:
-    return PageTrace(
-        tokens=tuple(model.token_text(i) for i in ids),
-        weights=weights,
-        q=q,
-        q_rot=q_rot,
-        k=k,
-        k_rot=k_rot,
-        sink=first_token_share(weights) if len(ids) > 1 else np.ones(weights.shape[:2]),
-        group_size=model.config.group_size,
-        digest=hashlib.sha256(f"{id(model)}:{ids}".encode()).hexdigest(),
-    )
-
-
-def labels(tokens: tuple[str, ...]) -> list[str]:
-    """Tick labels: position and token, whitespace made visible."""
-    return [f"{i + 1} {t!r}"[:24] for i, t in enumerate(tokens)]
-
-
-def shown_tokens(tokens: tuple[str, ...], prompt_length: int) -> str:
-    """The tokens as Markdown: prompt tokens in code spans, generated ones bold."""
-    parts = []
-    for i, token in enumerate(tokens):
-        text = plain(repr(token)[1:-1]) or "∅"
-        parts.append(f"`{text}`" if i < prompt_length else f"**{text}**")
-    return " ".join(parts)
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,4 +61,59 @@ class StepRow:
         def row(name: str) -> np.ndarray:
             return np.stack([getattr(layer, name)[:, 0] for layer in step.layers])
 
-        return cls(step.attention_weights[:, :, 0], row("q"), row("q_rot"), row("k"), row("k_rot"))
+        return cls(step.attention_weights[:, :, 0], *(row(name) for name in QK_NAMES))
+
+
+def from_pass(model: LlamaModel, ids: tuple[int, ...], trace: LlamaTrace) -> PageTrace:
+    """What the page shows of one forward pass over `ids`."""
+
+    def stacked(name: str) -> np.ndarray:
+        return np.stack([getattr(layer, name) for layer in trace.layers])
+
+    return _page_trace(model, ids, trace.attention_weights, *(stacked(n) for n in QK_NAMES))
+
+
+def with_rows(
+    model: LlamaModel, ids: tuple[int, ...], prompt: PageTrace, rows: tuple[StepRow, ...]
+) -> PageTrace:
+    """The prompt's trace grown by one query row per generated token (the future stays 0)."""
+    start = prompt.weights.shape[-1]
+    layers, heads, n = *prompt.weights.shape[:2], len(ids)
+    weights = np.zeros((layers, heads, n, n), prompt.weights.dtype)
+    weights[:, :, :start, :start] = prompt.weights
+    for i, row in enumerate(rows):
+        weights[:, :, start + i, : start + i + 1] = row.weights
+
+    def grown(name: str) -> np.ndarray:
+        added = np.stack([getattr(row, name) for row in rows], axis=2)
+        return np.concatenate([getattr(prompt, name), added], axis=2)
+
+    return _page_trace(model, ids, weights, *(grown(name) for name in QK_NAMES))
+
+
+def _page_trace(model: LlamaModel, ids: tuple[int, ...], weights, q, q_rot, k, k_rot) -> PageTrace:
+    return PageTrace(
+        tokens=tuple(model.token_text(i) for i in ids),
+        weights=weights,
+        q=q,
+        q_rot=q_rot,
+        k=k,
+        k_rot=k_rot,
+        # A lone token has no later query to average (it can only see itself): its share is 1.
+        sink=first_token_share(weights) if len(ids) > 1 else np.ones(weights.shape[:2]),
+        group_size=model.config.group_size,
+    )
+
+
+def labels(tokens: tuple[str, ...]) -> list[str]:
+    """Tick labels: position and token, whitespace made visible."""
+    return [f"{i + 1} {t!r}"[:24] for i, t in enumerate(tokens)]
+
+
+def shown_tokens(tokens: tuple[str, ...], prompt_length: int) -> str:
+    """The tokens as Markdown: prompt tokens in code spans, generated ones bold."""
+    parts = []
+    for i, token in enumerate(tokens):
+        text = plain(repr(token)[1:-1]) or "∅"
+        parts.append(f"`{text}`" if i < prompt_length else f"**{text}**")
+    return " ".join(parts)

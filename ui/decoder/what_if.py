@@ -1,5 +1,10 @@
-"""What if: the decoder's next token after one ablation (a token removed or hidden, a head removed),
-before and after, with the KL divergence between the two distributions."""
+"""What if: the decoder's next token after one ablation (a token removed or hidden, a head
+removed), before and after, with the KL divergence between the two distributions.
+
+    next_token_change(model, ids, mode, ...)  the two distributions (`NextTokenChange`): two
+                                              forward passes, cached per distinct choice
+    change_sentence, change_table, change_figure  what the page shows of them
+"""
 
 from __future__ import annotations
 
@@ -8,37 +13,26 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from attention_core.models.llama import (
-    LlamaModel,
-)
-from attention_core.probing import NextTokenChange, next_token_change
+from attention_core import probing
+from attention_core.models.llama import LlamaModel
+from attention_core.probing import NextTokenChange
 from ui.models import smollm
-from ui.models.smollm import load_decoder
 from ui.widgets import describe, theme
+from ui.widgets.render import figure
 
-WHAT_IF_TEXT = (
-    "Run the model again on the text so far with one token removed, or hidden (no query of any "
-    "layer may attend to it), or with the head chosen above removed (its output multiplied by 0 "
-    "before W_O). The KL divergence KL(before ‖ after) = Σ p log(p / q) says how far the whole "
-    "next-token distribution moved: 0 means not at all."
-)
-
-
-WHAT_IF_MODES = {
+MODES = {
     "remove": "Remove a token",
     "mask": "Hide a token (mask)",
     "head": "Remove the head chosen above",
 }
-
-
 # " France" (token 4 of the default prompt): without it the model no longer says " Paris".
-DEFAULT_WHAT_IF_TOKEN = 4
+DEFAULT_TOKEN = 4
+SHOWN = 8  # the likeliest tokens before, and after, in the table and the bars
+# Before in the bar chart's plain colour; after, the reader's change, in the chosen colour.
+BEFORE_COLOR, AFTER_COLOR = theme.BAR_COLOR, theme.CHOSEN_COLOR
 
 
-WHAT_IF_SHOWN = 8
-
-
-def next_token_change_of(
+def next_token_change(
     model: LlamaModel, ids: tuple[int, ...], mode: str, position: int, layer: int, head: int
 ) -> NextTokenChange:
     """The next-token distribution of `ids` before and after one ablation (all from 0): token
@@ -52,24 +46,21 @@ def next_token_change_of(
 @smollm.let_go_with_model
 @st.cache_resource(max_entries=4, show_spinner="Running the model on the changed text…")
 def _next_token_change(ids, mode, position, layer, head, model_id, _model) -> NextTokenChange:
-    return next_token_change(
+    return probing.next_token_change(
         _model, np.asarray(ids), mode, position=position, layer=layer, head=head
     )
 
 
-def _token(model: LlamaModel, token_id: int) -> str:
-    return repr(model.token_text(token_id))[1:-1]
-
-
 def change_rows(change: NextTokenChange) -> np.ndarray:
-    """Token ids to show: the WHAT_IF_SHOWN likeliest before, then any of the WHAT_IF_SHOWN
-    likeliest after that were not among them."""
-    before = np.argsort(-change.probs_before)[:WHAT_IF_SHOWN]
-    after = np.argsort(-change.probs_after)[:WHAT_IF_SHOWN]
+    """Token ids to show: the SHOWN likeliest before, then any of the SHOWN likeliest after
+    that were not among them."""
+    before = np.argsort(-change.probs_before)[:SHOWN]
+    after = np.argsort(-change.probs_after)[:SHOWN]
     return np.concatenate([before, after[~np.isin(after, before)]])
 
 
 def change_table(model: LlamaModel, change: NextTokenChange) -> pd.DataFrame:
+    """The shown tokens' probabilities before and after, and by how much they moved."""
     rows = change_rows(change)
     before, after = change.probs_before[rows], change.probs_after[rows]
     return pd.DataFrame(
@@ -99,8 +90,8 @@ def change_figure(
     ids: tuple[int, ...], mode: str, position: int, layer: int, head: int
 ) -> go.Figure:
     """The shown tokens' probabilities before and after, as pairs of bars."""
-    model = load_decoder().model
-    change = next_token_change_of(model, ids, mode, position, layer, head)
+    model = smollm.load_decoder().model
+    change = next_token_change(model, ids, mode, position, layer, head)
     rows = change_rows(change)
     names = [f"“{_token(model, i)}”" for i in rows]
     series = {"before": change.probs_before[rows], "after": change.probs_after[rows]}
@@ -113,7 +104,7 @@ def change_figure(
             "marker": {"color": color},
             "hovertemplate": f"%{{x}} {name}: p = %{{y:.4f}}<extra></extra>",
         }
-        for (name, values), color in zip(series.items(), ("#4e79a7", "#e15759"), strict=True)
+        for (name, values), color in zip(series.items(), (BEFORE_COLOR, AFTER_COLOR), strict=True)
     ]
     layout = {
         "title": {"text": "Next-token probabilities", "font": {"size": theme.font_size() + 3}},
@@ -136,5 +127,9 @@ def change_figure(
         row_title="next token",
         title="Next-token probabilities",
     )
-    return describe.attach(go.Figure({"data": data, "layout": layout}, _validate=False), summary,
-                           table)  # fmt: skip
+    return describe.attach(figure(data, layout), summary, table)
+
+
+def _token(model: LlamaModel, token_id: int) -> str:
+    """A token's text as Python writes it in quotes: whitespace and escapes visible."""
+    return repr(model.token_text(token_id))[1:-1]
