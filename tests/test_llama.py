@@ -33,6 +33,7 @@ from attention_core.models.llama import (
     rms_norm,
     run_llama,
     sample_next_token,
+    score_llama,
     silu,
 )
 from attention_core.models.loading import ModelNotFoundError
@@ -634,3 +635,62 @@ def test_dequantized_blocks_worked_by_hand():
     block = np.concatenate([np.float16([0.25]).view(np.uint8), q.view(np.uint8)])
     row = np.concatenate([block, block])[None]
     np.testing.assert_array_equal(llama_files.dequantized(row, kinds.Q8_0)[0], [*(q / 4)] * 2)
+
+
+@pytest.mark.slow
+def test_scoring_a_text_keeps_what_the_traced_pass_computes(model):
+    from attention_core.head_roles import token_losses
+
+    ids = _ids(model, 40)
+    score = score_llama(model, ids, sinks=3)
+    trace = run_llama(model, ids, all_logits=True)
+    np.testing.assert_allclose(score.losses, token_losses(trace.logits, ids), atol=1e-4)
+    np.testing.assert_allclose(score.final, trace.final_hidden, atol=1e-5)
+    # The share of queries 1..n-1's weight on the first three tokens, head by head.
+    expected = trace.attention_weights[:, :, 1:, :3].sum(-1).mean(-1)
+    np.testing.assert_allclose(score.first_share, expected, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_sliding_window_with_sinks_matches_transformers_given_the_same_mask(model, reference):
+    hf, _ = reference
+    ids = _ids(model, 100)
+    window, sinks = 16, 4
+    i, j = np.arange(100)[:, None], np.arange(100)[None, :]
+    allowed = (j <= i) & ((i - j < window) | (j < sinks))
+    ours = score_llama(model, ids, attend=allowed, sinks=sinks)
+    additive = torch.where(torch.from_numpy(allowed), 0.0, float("-inf"))[None, None]
+    with torch.no_grad():
+        logits = hf(torch.from_numpy(ids)[None], attention_mask=additive, use_cache=False).logits
+    expected = torch.nn.functional.cross_entropy(
+        logits[0, :-1].double(), torch.from_numpy(ids[1:]), reduction="none"
+    ).numpy()
+    np.testing.assert_allclose(ours.losses, expected, atol=1e-4)
+    # Seeing less costs something: the window's mean loss is above full attention's.
+    assert ours.losses[window:].mean() > score_llama(model, ids).losses[window:].mean()
+
+
+@pytest.mark.slow
+def test_a_kv_codec_reads_and_replaces_every_layers_keys_and_values(model):
+    ids = _ids(model, 12)
+    seen = []
+
+    def identity(layer, k, v):
+        seen.append((layer, k.shape, v.shape))
+        return k, v
+
+    plain, coded = score_llama(model, ids), score_llama(model, ids, kv_codec=identity)
+    np.testing.assert_array_equal(plain.losses, coded.losses)
+    assert seen == [(layer, (3, 12, 64), (3, 12, 64)) for layer in range(30)]
+    silenced = score_llama(model, ids, kv_codec=lambda layer, k, v: (k, np.zeros_like(v)))
+    assert silenced.losses.mean() > plain.losses.mean() + 1.0
+
+
+@pytest.mark.slow
+def test_score_llama_checks_its_text_and_mask(model):
+    with pytest.raises(AttentionInputError, match="one token has nothing to predict"):
+        score_llama(model, [5])
+    with pytest.raises(AttentionInputError, match=r"\(3, 3\): one row per new query"):
+        score_llama(model, [5, 6, 7], attend=np.ones((2, 3), dtype=bool))
+    with pytest.raises(AttentionInputError, match="more than the 1024"):
+        score_llama(model, np.ones(1025, dtype=np.int64))

@@ -41,7 +41,7 @@ import numpy as np
 from attention_core.attention import AttentionSteps
 from attention_core.chunked import KVCache, decode_step
 from attention_core.positional import rotary_tables, rotate_half_pairs
-from attention_core.validation import AttentionInputError
+from attention_core.validation import AttentionInputError, check_int
 
 from .llama_files import (
     BFLOAT16,
@@ -62,6 +62,7 @@ __all__ = [
     "MAX_CONTEXT_TOKENS",
     "MAX_PROMPT_CHARS",
     "MAX_PROMPT_TOKENS",
+    "MAX_SCORED_TOKENS",
     "Generation",
     "GenerationStep",
     "LlamaCache",
@@ -71,6 +72,7 @@ __all__ = [
     "LlamaTrace",
     "LlamaWeights",
     "Prompt",
+    "TextScore",
     "chat_text",
     "first_token_share",
     "generate",
@@ -79,12 +81,15 @@ __all__ = [
     "rms_norm",
     "run_llama",
     "sample_next_token",
+    "score_llama",
     "silu",
 ]
 
 # A trace keeps every layer's (head, n, n) steps: 30 layers x 9 heads x 4 arrays at 256 tokens
 # is ~280 MB, the most one page view should hold. Prompts leave room for 64 generated tokens.
 MAX_CONTEXT_TOKENS = 256
+# A text scored in one pass keeps no steps (score_llama): its limit is time, not memory.
+MAX_SCORED_TOKENS = 1024
 MAX_PROMPT_TOKENS = 192
 # Longer texts are cut before tokenizing, so a pasted book costs no tokenizer time.
 MAX_PROMPT_CHARS = 4000
@@ -673,11 +678,118 @@ def run_llama(
     With a cache and one id this is one decoding step: one query row against every cached key.
 
     ``attend`` `(cache + n,)` boolean hides keys (False) from every query, like transformers'
-    ``attention_mask``. ``head_mask`` `(layer, head)` or `(head,)` multiplies each query head's
-    output before W_o (0 removes the head, as transformers 4's ``head_mask`` did for BERT); the
-    steps keep the heads' softmax patterns unmultiplied.
+    ``attention_mask``; `(n, cache + n)` says for each new query which keys it may see (on top
+    of the causal mask: a sliding window, sinks). ``head_mask`` `(layer, head)` or `(head,)`
+    multiplies each query head's output before W_o (0 removes the head, as transformers 4's
+    ``head_mask`` did for BERT); the steps keep the heads' softmax patterns unmultiplied.
     """
-    config, weights = model.config, model.weights
+    ids, past, attend, head_mask = _checked_inputs(model, input_ids, cache, attend, head_mask)
+    if past + ids.shape[0] > MAX_CONTEXT_TOKENS:
+        raise AttentionInputError(
+            f"{past + ids.shape[0]} tokens is more than this page's maximum of "
+            f"{MAX_CONTEXT_TOKENS} (prompt and generated tokens together): start again with a "
+            "shorter prompt."
+        )
+    weights = model.weights
+    embeddings, rope, scratch = _start(model, ids, past)
+    hidden = embeddings
+    layers, caches = [], []
+    for index, layer in enumerate(weights.layers):
+        steps, layer_cache = _decoder_layer(
+            model, index, layer, hidden, None if cache is None else cache.layers[index], rope,
+            attend, None if head_mask is None else head_mask[index], scratch,
+        )  # fmt: skip
+        layers.append(steps)
+        caches.append(layer_cache)
+        hidden = steps.hidden
+    final = rms_norm(hidden, weights.final_norm, model.config.rms_norm_eps)
+    logits = _linear(final if all_logits else final[-1:], _unembedding(weights), scratch)
+    _check_logits(logits)
+    return LlamaTrace(
+        input_ids=ids.astype(np.int64),
+        positions=np.arange(past, past + ids.shape[0]),
+        embeddings=embeddings,
+        layers=tuple(layers),
+        final_hidden=final,
+        logits=logits,
+        cache=LlamaCache(tuple(caches), model.config.num_attention_heads),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class TextScore:
+    """A text read by the decoder in one pass, only what scoring it needs kept.
+
+    losses        `(n - 1,)` −log p(token i + 1 | what query i may see), in nats
+    final         `(n, d_model)` the stream after the final RMSNorm (what the head reads)
+    first_share   `(layer, head)` the mean weight queries 1..n-1 give the first `sinks`
+                  tokens (at least the first one)
+    """
+
+    losses: np.ndarray
+    final: np.ndarray
+    first_share: np.ndarray
+
+
+# Rows of logits made at a time while scoring: 64 × 49152 float32 is 12.6 MB.
+SCORE_ROWS = 64
+
+
+def score_llama(
+    model: LlamaModel,
+    input_ids: object,
+    *,
+    attend: object = None,
+    sinks: int = 1,
+    kv_codec: object = None,
+) -> TextScore:
+    """Read a whole text (up to MAX_SCORED_TOKENS) and keep only its losses, its final stream
+    and each head's share of weight on the first ``sinks`` tokens: a layer's steps are let go
+    as soon as the next layer has read its output, and the logits are made a few rows at a time.
+
+    ``attend`` as in ``run_llama`` (`(n, n)`: which keys each query may see, on top of the
+    causal mask). ``kv_codec(layer, k, v) -> (k, v)``, given, replaces each layer's new keys
+    (after RoPE) and values `(kv_head, n, d_head)` before attention reads them: a quantized or
+    pooled KV cache.
+    """
+    ids, _, attend, _ = _checked_inputs(model, input_ids, None, attend, None)
+    n = ids.shape[0]
+    if n > MAX_SCORED_TOKENS:
+        raise AttentionInputError(
+            f"{n} tokens is more than the {MAX_SCORED_TOKENS} a text can have here: cut it."
+        )
+    if n < 2:
+        raise AttentionInputError("A text of one token has nothing to predict: type more.")
+    sinks = min(check_int(sinks, "the number of sink tokens", minimum=1), n)
+    weights = model.weights
+    hidden, rope, scratch = _start(model, ids, 0)
+    shares = []
+    for index, layer in enumerate(weights.layers):
+        steps, _ = _decoder_layer(
+            model, index, layer, hidden, None, rope, attend, None, scratch, kv_codec
+        )
+        # Queries 1..n-1: query 0 can only see itself.
+        shares.append(steps.weights[:, 1:, :sinks].sum(axis=-1).mean(axis=-1))
+        hidden = steps.hidden
+    final = rms_norm(hidden, weights.final_norm, model.config.rms_norm_eps)
+    head = _unembedding(weights)
+    losses = np.empty(n - 1)
+    for start in range(0, n - 1, SCORE_ROWS):
+        rows = slice(start, min(start + SCORE_ROWS, n - 1))
+        logits = _linear(final[rows], head, scratch).astype(np.float64)  # (rows, vocab)
+        _check_logits(logits)
+        # −log softmax(z)_t = log Σ exp(z − max) − (z_t − max), exact where p underflows.
+        shifted = logits - logits.max(axis=-1, keepdims=True)
+        targets = ids[rows.start + 1 : rows.stop + 1]
+        losses[rows] = (
+            np.log(np.exp(shifted).sum(axis=-1)) - shifted[np.arange(targets.size), targets]
+        )
+    return TextScore(losses=losses, final=final, first_share=np.stack(shares))
+
+
+def _checked_inputs(model, input_ids, cache, attend, head_mask):
+    """ids `(n,)`, the cache's length, and attend and head_mask checked and shaped."""
+    config = model.config
     ids = np.asarray(input_ids)
     if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
         raise AttentionInputError(
@@ -688,19 +800,13 @@ def run_llama(
     if cache is not None:
         _check_cache(cache, config)
     past = 0 if cache is None else cache.length
-    n = ids.shape[0]
-    if past + n > MAX_CONTEXT_TOKENS:
-        raise AttentionInputError(
-            f"{past + n} tokens is more than this page's maximum of {MAX_CONTEXT_TOKENS} "
-            "(prompt and generated tokens together): start again with a shorter prompt."
-        )
-    h_heads, kv_heads, dh = config.num_attention_heads, config.num_key_value_heads, config.head_dim
+    n, h_heads = ids.shape[0], config.num_attention_heads
     if attend is not None:
         attend = np.asarray(attend)
-        if attend.shape != (past + n,) or attend.dtype != bool:
+        if attend.shape not in ((past + n,), (n, past + n)) or attend.dtype != bool:
             raise AttentionInputError(
-                f"attend must be {past + n} booleans, one per position, got shape "
-                f"{attend.shape} and dtype {attend.dtype}."
+                f"attend must be {past + n} booleans, one per position (or ({n}, {past + n}): "
+                f"one row per new query), got shape {attend.shape} and dtype {attend.dtype}."
             )
     if head_mask is not None:
         head_mask = np.asarray(head_mask, dtype=np.float32)
@@ -710,12 +816,18 @@ def run_llama(
                 f"({h_heads},), got {head_mask.shape}."
             )
         head_mask = np.broadcast_to(head_mask, (config.num_hidden_layers, h_heads))
-    group, eps = config.group_size, config.rms_norm_eps
-    positions = np.arange(past, past + n)
-    hidden = widen(weights.embed[ids])  # (n, d_model) float32
-    # RoPE's cos/sin depend only on the positions: one table for every layer's q and k.
-    cos, sin = rotary_tables(positions.astype(np.float64), dh, config.rope_theta, like=hidden)
+    return ids, past, attend, head_mask
 
+
+def _start(model: LlamaModel, ids: np.ndarray, past: int):
+    """The embeddings `(n, d_model)` float32, RoPE's (cos, sin) for positions past .. past+n-1,
+    and the buffer every widened weight block is written into (None for float32 weights)."""
+    config, weights = model.config, model.weights
+    n = ids.shape[0]
+    embeddings = widen(weights.embed[ids])  # (n, d_model) float32
+    # RoPE's cos/sin depend only on the positions: one table for every layer's q and k.
+    positions = np.arange(past, past + n, dtype=np.float64)
+    rope = rotary_tables(positions, config.head_dim, config.rope_theta, like=embeddings)
     scratch = None
     if weights.storage != "float32":
         # One buffer for every widened block, sized to stay in the CPU's cache while it is used:
@@ -724,63 +836,79 @@ def run_llama(
         # prompt 4096-row blocks were ~10% slower, whole matrices slower still).
         widest = max(config.hidden_size, config.intermediate_size)
         scratch = np.empty(2**18 if n < 16 else 512 * widest, np.float32)
+    return embeddings, rope, scratch
 
-    embeddings = hidden
-    layers, caches = [], []
-    for index, layer in enumerate(weights.layers):
-        x = rms_norm(hidden, layer.attn_norm, eps)
-        qkv = _linear(x, layer.w_qkv, scratch)  # (n, (H + 2·KV)·d_head): q, k, v side by side
-        qkv = qkv.reshape(n, h_heads + 2 * kv_heads, dh).transpose(1, 0, 2)
-        q = qkv[:h_heads]  # (head, n, d_head)
-        k = qkv[h_heads : h_heads + kv_heads]  # (kv_head, n, d_head)
-        v = qkv[h_heads + kv_heads :]  # (kv_head, n, d_head)
-        # RoPE turns each (i, i + d/2) pair by an angle ∝ position, so q·k sees only the offset.
-        qk_rot = rotate_half_pairs(qkv[: h_heads + kv_heads], cos, sin)  # q and k in one call
-        q_rot, k_rot = qk_rot[:h_heads], qk_rot[h_heads:]
-        # GQA: the `group` query heads of a KV head broadcast against its one key/value set.
-        step = decode_step(
-            None if cache is None else cache.layers[index],
-            q_rot.reshape(kv_heads, group, n, dh),
-            k_rot[:, None],
-            v[:, None],
-            attend=attend,
-            checked=False,  # ids and cache were checked above; these arrays are our own
-        )
-        caches.append(step.cache)
-        head_outputs = step.output.reshape(h_heads, n, dh)  # (head, n, d_head)
-        if head_mask is not None:
-            head_outputs = head_outputs * head_mask[index][:, None, None]
-        concat = head_outputs.transpose(1, 0, 2).reshape(n, h_heads * dh)
-        attn_output = _linear(concat, layer.w_o, scratch)  # (n, d_model)
-        # Pre-norm residuals: each block reads a normalised copy and adds its result back.
-        residual = hidden + attn_output
-        y = rms_norm(residual, layer.ffn_norm, eps)
-        # SwiGLU: the SiLU-gated branch decides, element by element, how much of `up` passes.
-        gate_up = _linear(y, layer.w_gate_up, scratch)  # (n, 2·d_ff): gate, up side by side
-        gate, up = gate_up[:, : config.intermediate_size], gate_up[:, config.intermediate_size :]
-        gated = silu(gate)
-        gated *= up
-        ffn_output = _linear(gated, layer.w_down, scratch)  # (n, d_model)
-        new_hidden = residual + ffn_output
-        layers.append(
-            LlamaLayerSteps(
-                input=hidden,
-                attn_norm=x,
-                q=q,
-                k=k,
-                v=v,
-                q_rot=q_rot,
-                k_rot=k_rot,
-                attention=step.attention,
-                attn_output=attn_output,
-                ffn_output=ffn_output,
-                hidden=new_hidden,
-            )
-        )
-        hidden = new_hidden
-    final = rms_norm(hidden, weights.final_norm, eps)
-    head = weights.lm_head if weights.lm_head is not None else weights.embed
-    logits = _linear(final if all_logits else final[-1:], head, scratch)  # (n or 1, vocab)
+
+def _decoder_layer(
+    model: LlamaModel,
+    index: int,
+    layer: LlamaLayerWeights,
+    hidden: np.ndarray,
+    cache: KVCache | None,
+    rope: tuple[np.ndarray, np.ndarray],
+    attend: np.ndarray | None,
+    head_mask: np.ndarray | None,
+    scratch: np.ndarray | None,
+    kv_codec: object = None,
+) -> tuple[LlamaLayerSteps, KVCache]:
+    """One decoder layer on `hidden` `(n, d_model)`: its steps, and its cache grown by n."""
+    config = model.config
+    h_heads, kv_heads, dh = config.num_attention_heads, config.num_key_value_heads, config.head_dim
+    group, eps, n = config.group_size, config.rms_norm_eps, hidden.shape[0]
+    x = rms_norm(hidden, layer.attn_norm, eps)
+    qkv = _linear(x, layer.w_qkv, scratch)  # (n, (H + 2·KV)·d_head): q, k, v side by side
+    qkv = qkv.reshape(n, h_heads + 2 * kv_heads, dh).transpose(1, 0, 2)
+    q = qkv[:h_heads]  # (head, n, d_head)
+    k = qkv[h_heads : h_heads + kv_heads]  # (kv_head, n, d_head)
+    v = qkv[h_heads + kv_heads :]  # (kv_head, n, d_head)
+    # RoPE turns each (i, i + d/2) pair by an angle ∝ position, so q·k sees only the offset.
+    qk_rot = rotate_half_pairs(qkv[: h_heads + kv_heads], *rope)  # q and k in one call
+    q_rot, k_rot = qk_rot[:h_heads], qk_rot[h_heads:]
+    cached_k, cached_v = (k_rot, v) if kv_codec is None else kv_codec(index, k_rot, v)
+    # GQA: the `group` query heads of a KV head broadcast against its one key/value set.
+    step = decode_step(
+        cache,
+        q_rot.reshape(kv_heads, group, n, dh),
+        cached_k[:, None],
+        cached_v[:, None],
+        attend=attend,
+        checked=False,  # ids and cache were checked by the caller; these arrays are our own
+    )
+    head_outputs = step.output.reshape(h_heads, n, dh)  # (head, n, d_head)
+    if head_mask is not None:
+        head_outputs = head_outputs * head_mask[:, None, None]
+    concat = head_outputs.transpose(1, 0, 2).reshape(n, h_heads * dh)
+    attn_output = _linear(concat, layer.w_o, scratch)  # (n, d_model)
+    # Pre-norm residuals: each block reads a normalised copy and adds its result back.
+    residual = hidden + attn_output
+    y = rms_norm(residual, layer.ffn_norm, eps)
+    # SwiGLU: the SiLU-gated branch decides, element by element, how much of `up` passes.
+    gate_up = _linear(y, layer.w_gate_up, scratch)  # (n, 2·d_ff): gate, up side by side
+    gate, up = gate_up[:, : config.intermediate_size], gate_up[:, config.intermediate_size :]
+    gated = silu(gate)
+    gated *= up
+    ffn_output = _linear(gated, layer.w_down, scratch)  # (n, d_model)
+    steps = LlamaLayerSteps(
+        input=hidden,
+        attn_norm=x,
+        q=q,
+        k=k,
+        v=v,
+        q_rot=q_rot,
+        k_rot=k_rot,
+        attention=step.attention,
+        attn_output=attn_output,
+        ffn_output=ffn_output,
+        hidden=residual + ffn_output,
+    )
+    return steps, step.cache
+
+
+def _unembedding(weights: LlamaWeights) -> np.ndarray:
+    return weights.lm_head if weights.lm_head is not None else weights.embed
+
+
+def _check_logits(logits: np.ndarray) -> None:
     # The layers skip the attention functions' per-call checks; a damaged weight file still
     # shows here, once, instead of as NaN probabilities.
     if not np.all(np.isfinite(logits)):
@@ -788,15 +916,6 @@ def run_llama(
             "The model produced non-finite logits: its weight file is damaged (NaN or huge "
             "values). Reinstall or download the model again."
         )
-    return LlamaTrace(
-        input_ids=ids.astype(np.int64),
-        positions=positions,
-        embeddings=embeddings,
-        layers=tuple(layers),
-        final_hidden=final,
-        logits=logits,
-        cache=LlamaCache(tuple(caches), h_heads),
-    )
 
 
 def _check_cache(cache: object, config: LlamaConfig) -> None:
