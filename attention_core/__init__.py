@@ -13,8 +13,8 @@ importable from its own module.
 Contents, module by module:
 
     softmax        softmax (stable, fully masked rows -> 0), naive_softmax, softmax_jacobian
-    masks          causal_mask, padding_mask, sliding_window_mask, prefix_lm_mask,
-                   combine_masks, mask_to_additive
+    masks          causal_mask, padding_mask, sliding_window_mask, sink_window_mask,
+                   prefix_lm_mask, combine_masks, mask_to_additive
     attention      scaled_dot_product_attention, dot_product_attention, additive_attention
                    (AdditiveParams, init_additive_params), cosine_attention, attend,
                    SCORING_FUNCTIONS -> AttentionSteps
@@ -74,6 +74,7 @@ from .masks import (
     mask_to_additive,
     padding_mask,
     prefix_lm_mask,
+    sink_window_mask,
     sliding_window_mask,
 )
 from .multihead import (
@@ -133,6 +134,7 @@ __all__ = [
     "prefix_lm_mask",
     "rope_scores",
     "scaled_dot_product_attention",
+    "sink_window_mask",
     "sinusoid_shift_matrix",
     "sinusoid_wavelengths",
     "sinusoidal_encoding",

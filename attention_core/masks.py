@@ -29,6 +29,7 @@ __all__ = [
     "mask_to_additive",
     "padding_mask",
     "prefix_lm_mask",
+    "sink_window_mask",
     "sliding_window_mask",
 ]
 
@@ -103,6 +104,20 @@ def sliding_window_mask(q_len: int, window: int, k_len: int | None = None) -> np
     w = check_int(window, "window", minimum=1)
     offset = np.arange(q)[:, None] - np.arange(k)[None, :]  # i - j, (q_pos, k_pos)
     return (offset >= 0) & (offset < w)
+
+
+def sink_window_mask(q_len: int, window: int, sinks: int) -> np.ndarray:
+    """A causal sliding window that always keeps the first `sinks` keys visible (StreamingLLM's
+    attention sinks, Xiao et al. 2023): query i sees keys i-window+1 .. i and keys 0 .. sinks-1.
+
+    mask[i, j] = j <= i and (i - j < window or j < sinks),  shape `(q_len, q_len)`.
+    sinks=0 is `sliding_window_mask`. Positions are not renumbered: a kept key stays where it was.
+    """
+    q, _ = _grid(q_len, None)
+    s = check_int(sinks, "sinks", minimum=0)
+    # The window keeps the recent keys; the sinks add the first columns, below the diagonal only.
+    first = np.arange(q)[None, :] < s
+    return sliding_window_mask(q, window) | (first & causal_mask(q))
 
 
 def prefix_lm_mask(q_len: int, prefix_len: int) -> np.ndarray:

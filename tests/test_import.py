@@ -10,7 +10,7 @@ import attention_core
 ROOT = Path(__file__).resolve().parents[1]
 
 PUBLIC_API = """
-softmax naive_softmax softmax_jacobian causal_mask padding_mask sliding_window_mask
+softmax naive_softmax softmax_jacobian causal_mask padding_mask sliding_window_mask sink_window_mask
 prefix_lm_mask combine_masks mask_to_additive scaled_dot_product_attention dot_product_attention
 additive_attention cosine_attention attend SCORING_FUNCTIONS AttentionSteps AdditiveParams
 init_additive_params MultiHeadParams MultiHeadSteps init_multi_head_params split_heads merge_heads

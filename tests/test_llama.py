@@ -642,13 +642,13 @@ def test_scoring_a_text_keeps_what_the_traced_pass_computes(model):
     from attention_core.head_roles import token_losses
 
     ids = _ids(model, 40)
-    score = score_llama(model, ids, sinks=3)
+    score = score_llama(model, ids, first=3)
     trace = run_llama(model, ids, all_logits=True)
     np.testing.assert_allclose(score.losses, token_losses(trace.logits, ids), atol=1e-4)
     np.testing.assert_allclose(score.final, trace.final_hidden, atol=1e-5)
-    # The share of queries 1..n-1's weight on the first three tokens, head by head.
-    expected = trace.attention_weights[:, :, 1:, :3].sum(-1).mean(-1)
-    np.testing.assert_allclose(score.first_share, expected, atol=1e-6)
+    # The mean weight queries 1..n-1 give each of the first three keys, head by head.
+    expected = trace.attention_weights[:, :, 1:, :3].mean(-2)
+    np.testing.assert_allclose(score.first_weights, expected, atol=1e-6)
 
 
 @pytest.mark.slow
@@ -658,7 +658,7 @@ def test_a_sliding_window_with_sinks_matches_transformers_given_the_same_mask(mo
     window, sinks = 16, 4
     i, j = np.arange(100)[:, None], np.arange(100)[None, :]
     allowed = (j <= i) & ((i - j < window) | (j < sinks))
-    ours = score_llama(model, ids, attend=allowed, sinks=sinks)
+    ours = score_llama(model, ids, attend=allowed)
     additive = torch.where(torch.from_numpy(allowed), 0.0, float("-inf"))[None, None]
     with torch.no_grad():
         logits = hf(torch.from_numpy(ids)[None], attention_mask=additive, use_cache=False).logits

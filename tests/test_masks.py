@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
 
 from attention_core import (
     AttentionInputError,
@@ -14,6 +16,7 @@ from attention_core import (
     padding_mask,
     prefix_lm_mask,
     scaled_dot_product_attention,
+    sink_window_mask,
     sliding_window_mask,
 )
 
@@ -188,3 +191,22 @@ def test_mask_to_additive_refuses_a_nan_fill():
     np.testing.assert_array_equal(mask_to_additive([[True, False]], fill=-1e9), [[0.0, -1e9]])
     with pytest.raises(AttentionInputError):
         mask_to_additive([[True, False]], fill=float("nan"))
+
+
+def test_sink_window_hand_written():
+    # 5 tokens, window 2, the first token kept: query 4 sees keys 3, 4 and key 0.
+    np.testing.assert_array_equal(
+        sink_window_mask(5, 2, 1),
+        [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0], [1, 0, 1, 1, 0], [1, 0, 0, 1, 1]],
+    )
+    np.testing.assert_array_equal(sink_window_mask(6, 3, 0), sliding_window_mask(6, 3))
+    np.testing.assert_array_equal(sink_window_mask(4, 1, 4), causal_mask(4))
+
+
+@given(n=st.integers(1, 12), window=st.integers(1, 12), sinks=st.integers(0, 12))
+def test_sink_window_matches_its_definition(n, window, sinks):
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    expected = (j <= i) & ((i - j < window) | (j < sinks))
+    np.testing.assert_array_equal(sink_window_mask(n, window, sinks), expected)
+    with pytest.raises(AttentionInputError, match="sinks must be at least 0"):
+        sink_window_mask(n, window, -1)

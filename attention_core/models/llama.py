@@ -720,15 +720,16 @@ def run_llama(
 class TextScore:
     """A text read by the decoder in one pass, only what scoring it needs kept.
 
-    losses        `(n - 1,)` −log p(token i + 1 | what query i may see), in nats
-    final         `(n, d_model)` the stream after the final RMSNorm (what the head reads)
-    first_share   `(layer, head)` the mean weight queries 1..n-1 give the first `sinks`
-                  tokens (at least the first one)
+    losses         `(n - 1,)` −log p(token i + 1 | what query i may see), in nats
+    final          `(n, d_model)` the stream after the final RMSNorm (what the head reads)
+    first_weights  `(layer, head, first)` the mean weight queries 1..n-1 give each of the
+                   first `first` keys; summed over the last axis, the share on the first
+                   tokens (attention sinks)
     """
 
     losses: np.ndarray
     final: np.ndarray
-    first_share: np.ndarray
+    first_weights: np.ndarray
 
 
 # Rows of logits made at a time while scoring: 64 × 49152 float32 is 12.6 MB.
@@ -740,11 +741,11 @@ def score_llama(
     input_ids: object,
     *,
     attend: object = None,
-    sinks: int = 1,
+    first: int = 1,
     kv_codec: object = None,
 ) -> TextScore:
     """Read a whole text (up to MAX_SCORED_TOKENS) and keep only its losses, its final stream
-    and each head's share of weight on the first ``sinks`` tokens: a layer's steps are let go
+    and the weight each head gives the first ``first`` keys: a layer's steps are let go
     as soon as the next layer has read its output, and the logits are made a few rows at a time.
 
     ``attend`` as in ``run_llama`` (`(n, n)`: which keys each query may see, on top of the
@@ -760,7 +761,7 @@ def score_llama(
         )
     if n < 2:
         raise AttentionInputError("A text of one token has nothing to predict: type more.")
-    sinks = min(check_int(sinks, "the number of sink tokens", minimum=1), n)
+    first = min(check_int(first, "the number of first keys", minimum=1), n)
     weights = model.weights
     hidden, rope, scratch = _start(model, ids, 0)
     shares = []
@@ -769,7 +770,7 @@ def score_llama(
             model, index, layer, hidden, None, rope, attend, None, scratch, kv_codec
         )
         # Queries 1..n-1: query 0 can only see itself.
-        shares.append(steps.weights[:, 1:, :sinks].sum(axis=-1).mean(axis=-1))
+        shares.append(steps.weights[:, 1:, :first].mean(axis=-2))
         hidden = steps.hidden
     final = rms_norm(hidden, weights.final_norm, model.config.rms_norm_eps)
     head = _unembedding(weights)
@@ -784,7 +785,7 @@ def score_llama(
         losses[rows] = (
             np.log(np.exp(shifted).sum(axis=-1)) - shifted[np.arange(targets.size), targets]
         )
-    return TextScore(losses=losses, final=final, first_share=np.stack(shares))
+    return TextScore(losses=losses, final=final, first_weights=np.stack(shares))
 
 
 def _checked_inputs(model, input_ids, cache, attend, head_mask):
