@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .summaries import attention_entropy
-from .validation import AttentionInputError, as_float_array, check_real
+from .validation import AttentionInputError, as_float_array, as_pattern, check_real
 
 __all__ = [
     "HEAD_PATTERNS",
@@ -85,26 +85,6 @@ class HeadPatterns:
         return float(np.mean(self.cls + self.sep))
 
 
-def _check_pattern(weights: object) -> np.ndarray:
-    w = as_float_array(weights, "weights", min_ndim=3)
-    q_pos, k_pos = w.shape[-2:]
-    if q_pos != k_pos:
-        raise AttentionInputError(
-            f"The weights have {q_pos} query rows and {k_pos} key columns: head patterns are "
-            "read from self-attention, where queries and keys are the same tokens."
-        )
-    if k_pos < 2:
-        raise AttentionInputError(
-            "The weights cover a single token: a head's pattern needs at least 2 tokens (a "
-            "previous or next token, and something to spread over)."
-        )
-    if (w < 0).any() or (w > 1 + 1e-6).any():
-        raise AttentionInputError(
-            "The weights are not all between 0 and 1: pass softmax attention weights."
-        )
-    return w.astype(np.float64)
-
-
 def _positions(positions: Sequence[int], n: int, name: str) -> np.ndarray:
     """Distinct positions in 0..n-1 (negative ones count from the end, like Python)."""
     out = []
@@ -136,7 +116,7 @@ def head_patterns(
 
     Formulas in the module docstring; each score is in [0, 1].
     """
-    w = _check_pattern(weights)
+    w = as_pattern(weights, min_ndim=3).astype(np.float64)
     n = w.shape[-1]
     threshold = check_real(threshold, "threshold")
     broad_threshold = check_real(broad_threshold, "broad_threshold")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .validation import AttentionInputError, as_float_array, check_int
+from .validation import AttentionInputError, as_float_array, as_pattern, check_int
 
 __all__ = [
     "HeadRoles",
@@ -67,19 +67,6 @@ def repeated_tokens(pool: Sequence[int], length: int, seed: int) -> np.ndarray:
     return np.concatenate([half, half])
 
 
-def _check_weights(weights: object) -> np.ndarray:
-    w = as_float_array(weights, "weights", min_ndim=2)
-    q_pos, k_pos = w.shape[-2:]
-    if q_pos != k_pos:
-        raise AttentionInputError(
-            f"The weights have {q_pos} query rows and {k_pos} key columns: probe scores read "
-            "self-attention, where queries and keys are the same tokens."
-        )
-    if q_pos < 2:
-        raise AttentionInputError("A probe needs at least two tokens.")
-    return w
-
-
 def _repeat(w: np.ndarray, period: int, start: int) -> tuple[int, np.ndarray]:
     """The period, and the second half's query positions `(L,)`: start + L .. start + 2L - 1."""
     period = check_int(period, "the period", minimum=1)
@@ -94,13 +81,13 @@ def _repeat(w: np.ndarray, period: int, start: int) -> tuple[int, np.ndarray]:
 
 def previous_token_scores(weights: object) -> np.ndarray:
     """`(..., head)`: mean weight a query gives the key just before it (queries 1..n-1)."""
-    w = _check_weights(weights)
+    w = as_pattern(weights)
     return np.diagonal(w, offset=-1, axis1=-2, axis2=-1).mean(axis=-1)
 
 
 def first_token_scores(weights: object) -> np.ndarray:
     """`(..., head)`: mean weight queries 1..n-1 give key 0 (query 0 sees only itself)."""
-    w = _check_weights(weights)
+    w = as_pattern(weights)
     return w[..., 1:, 0].mean(axis=-1)
 
 
@@ -110,7 +97,7 @@ def duplicate_token_scores(weights: object, period: int, start: int = 0) -> np.n
     The probe's two halves sit at positions start .. start + 2L - 1 (an encoder's probe
     follows its [CLS]: start 1).
     """
-    w = _check_weights(weights)
+    w = as_pattern(weights)
     period, queries = _repeat(w, period, start)
     return w[..., queries, queries - period].mean(axis=-1)
 
@@ -118,14 +105,14 @@ def duplicate_token_scores(weights: object, period: int, start: int = 0) -> np.n
 def induction_scores(weights: object, period: int, start: int = 0) -> np.ndarray:
     """`(..., head)`: mean weight a second-half query gives the token after its previous copy
     (positions as in `duplicate_token_scores`)."""
-    w = _check_weights(weights)
+    w = as_pattern(weights)
     period, queries = _repeat(w, period, start)
     return w[..., queries, queries - period + 1].mean(axis=-1)
 
 
 def token_share(weights: object, positions: Sequence[int]) -> np.ndarray:
     """`(..., head)`: mean over queries of the weight on the keys at `positions` (from 0)."""
-    w = _check_weights(weights)
+    w = as_pattern(weights)
     n = w.shape[-1]
     keys = np.unique([check_int(p, "a position", minimum=0) for p in positions]).astype(int)
     if keys.size and keys[-1] >= n:
@@ -158,7 +145,7 @@ class HeadRoles:
 def head_roles(weights: object, period: int, start: int = 0) -> HeadRoles:
     """The four role scores of every head of `weights` `(layer, head, n, n)` that read a probe
     of period L from position `start` (n ≥ start + 2L)."""
-    w = _check_weights(weights)
+    w = as_pattern(weights)
     return HeadRoles(
         previous=previous_token_scores(w),
         induction=induction_scores(w, period, start),

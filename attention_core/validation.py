@@ -356,3 +356,25 @@ def as_mask(mask: object, name: str, target_shape: tuple[int, ...], xp: Any = No
             "match or broadcast to it, one row per query and one column per key."
         )
     return arr
+
+
+def as_pattern(weights: object, *, min_ndim: int = 2) -> np.ndarray:
+    """Self-attention weights `(..., q_pos, k_pos)` as a float array, checked: as many queries as
+    keys (the same tokens), at least two of them, every weight between 0 and 1."""
+    w = as_float_array(weights, "weights", min_ndim=min_ndim)
+    q_pos, k_pos = w.shape[-2:]
+    if q_pos != k_pos:
+        raise AttentionInputError(
+            f"The weights have {q_pos} query rows and {k_pos} key columns: a head's pattern is "
+            "read from self-attention, where queries and keys are the same tokens."
+        )
+    if k_pos < 2:
+        raise AttentionInputError(
+            "The weights cover a single token: a head's pattern needs at least 2 tokens (a "
+            "previous or next token, and something to spread over)."
+        )
+    if (w < 0).any() or (w > 1 + 1e-6).any():
+        raise AttentionInputError(
+            "The weights are not all between 0 and 1: pass softmax attention weights."
+        )
+    return w

@@ -91,27 +91,11 @@ st.markdown(
     "One row per token, d_model numbers each: a seeded random embedding per token (a repeated "
     "word gets the same row). Untrained, so the patterns below are arbitrary, not linguistic."
 )
-x_q_input = inputs.linked_matrix_editor(
-    view,
-    "x",
-    q_tokens,
-    d_model,
-    seed,
-    name="X",
-    small=inputs.editable(len(q_tokens), d_model),
-)
+x_q_input = inputs.linked_matrix_editor(view, "x", q_tokens, d_model, seed, name="X")
 x_kv_input = None
 if cross:
     st.markdown("Keys and values come from the second sentence, X_kv:")
-    x_kv_input = inputs.linked_matrix_editor(
-        view,
-        "xkv",
-        kv_tokens,
-        d_model,
-        seed,
-        name="X_kv",
-        small=inputs.editable(len(kv_tokens), d_model),
-    )
+    x_kv_input = inputs.linked_matrix_editor(view, "xkv", kv_tokens, d_model, seed, name="X_kv")
 stale = x_q_input.stale or (x_kv_input is not None and x_kv_input.stale)
 if stale:
     stale_notice("X" if x_q_input.stale else "X_kv")

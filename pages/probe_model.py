@@ -6,7 +6,7 @@ from attention_core import AttentionInputError
 from ui.models import minilm
 from ui.probe import data, figures, inputs
 from ui.widgets import layout, render
-from ui.widgets.layout import page_intro, what_to_try
+from ui.widgets.layout import labelled_radio, page_intro, what_to_try
 from ui.widgets.state import PageState, write_url_after_fragment
 from ui.widgets.tokens import fit_token, token_options
 
@@ -161,13 +161,7 @@ def ablation_section(layer: int, head: int) -> None:
     moved = fit_token(view, "ablate", n)
     if moved:
         st.warning(moved, icon=":material/link_off:")
-    mode = st.radio(
-        "How",
-        list(inputs.MODES),
-        format_func=inputs.MODES.get,
-        horizontal=True,
-        key=mode_key,
-    )
+    mode = labelled_radio("How", inputs.MODES, mode_key)
     token_col, with_col, cut_col, cut_head_col = st.columns(4)
     position = (
         token_col.selectbox(

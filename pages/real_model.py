@@ -14,7 +14,7 @@ from ui.pretrained import (
     tables,
 )
 from ui.widgets import layout, render, steps
-from ui.widgets.layout import page_intro, what_to_try
+from ui.widgets.layout import labelled_radio, page_intro, what_to_try
 from ui.widgets.state import PageState, write_url_after_fragment
 
 view = PageState("pretrained")
@@ -99,13 +99,7 @@ head_link.send_link(model, text, layer, head)
 
 @st.fragment
 def picture(layer: int, head: int, query: int) -> None:
-    shown_view = st.radio(
-        "Picture",
-        list(inputs.VIEWS),
-        format_func=inputs.VIEWS.get,
-        horizontal=True,
-        key=view_key,
-    )
+    shown_view = labelled_radio("Picture", inputs.VIEWS, view_key)
     zoom = render.cached(figures.zoom_figure, text, layer, head, query)
     if shown_view == "head":
         st.header(f":material/linear_scale: Layer {layer + 1}, head {head + 1}: who looks at whom")

@@ -7,7 +7,7 @@ from attention_core import AttentionInputError
 from ui.heads import data, explanation, figures, inputs, probes, tables
 from ui.models import smollm
 from ui.widgets import render
-from ui.widgets.layout import model_missing, page_intro, plain, what_to_try
+from ui.widgets.layout import labelled_radio, page_intro, plain, what_to_try
 from ui.widgets.state import PageState, write_url_after_fragment
 
 view = PageState("heads")
@@ -37,11 +37,7 @@ query_key = view.int_key("query", 0, lo=0, hi=inputs.MAX_QUERY)
 
 loaded = smollm.load_decoder()
 if loaded.model is None:
-    model_missing(
-        view, loaded.error, install=smollm.INSTALL_COMMAND, retry=smollm.forget_decoder,
-        elsewhere=f"or set `{smollm.PATH_ENV_VAR}` to the `.gguf` file or to a directory "
-        f"with the files of `{smollm.HUB_REPO_ID}`.",
-    )  # fmt: skip
+    smollm.model_missing_page(view, loaded.error)
 model = loaded.model
 
 # -- the prompt -----------------------------------------------------------------------------------
@@ -141,8 +137,7 @@ st.markdown(
     "second half, looks at the token that *followed* the same token in the first half is an "
     "**induction head** (Olsson et al. 2022): it copies what came next last time."
 )
-kind = st.radio("Model", list(data.MODELS), format_func=data.MODELS.get, key=model_key,
-                horizontal=True)  # fmt: skip
+kind = labelled_radio("Model", data.MODELS, model_key)
 probes.section(view, kind, seed_key, length_key, text)
 
 # -- attention is not explanation -----------------------------------------------------------------

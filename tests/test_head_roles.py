@@ -133,7 +133,7 @@ def test_the_smallest_probe_and_pool_and_pattern_are_accepted():
     two = np.array([[1.0, 0.0], [0.25, 0.75]])
     assert previous_token_scores(two) == 0.25
     assert induction_scores(two, 1) == 0.75 and duplicate_token_scores(two, 1) == 0.25
-    with pytest.raises(AttentionInputError, match="at least two tokens"):
+    with pytest.raises(AttentionInputError, match="at least 2 tokens"):
         previous_token_scores(np.ones((1, 1)))
 
 

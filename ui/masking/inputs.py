@@ -56,28 +56,14 @@ def padding_positions(
     return [p - 1 for p in picked]
 
 
-def window_width(
-    view: PageState, container: Any, n: int, kinds: Sequence[str], given: Mapping[str, object]
-) -> int:
-    """The sliding window's width w, 1..n."""
-    return container.slider(
-        "Window width w (each query sees itself and the w − 1 keys before it)",
-        1,
-        n,
-        key=view.int_key("window", 2, lo=1, hi=n),
-    )
+def length_slider(label: str, link: str, lowest: int, default: int) -> ParameterControl:
+    """The control of a length parameter: a slider from `lowest` to the number of tokens, kept
+    in the link as `link`."""
 
+    def control(view, container, n, kinds, given) -> int:
+        return container.slider(label, lowest, n, key=view.int_key(link, default, lo=lowest, hi=n))
 
-def prefix_length(
-    view: PageState, container: Any, n: int, kinds: Sequence[str], given: Mapping[str, object]
-) -> int:
-    """The prefix-LM's prefix length, 0..n."""
-    return container.slider(
-        "Prefix length (seen by every token; causal after it)",
-        0,
-        n,
-        key=view.int_key("prefix", 2, lo=0, hi=n),
-    )
+    return control
 
 
 def custom_grid(
@@ -94,8 +80,12 @@ def custom_grid(
 PARAMETER_CONTROLS: Mapping[str, ParameterControl] = MappingProxyType(
     {
         "padding": padding_positions,
-        "window": window_width,
-        "prefix_len": prefix_length,
+        "window": length_slider(
+            "Window width w (each query sees itself and the w − 1 keys before it)", "window", 1, 2
+        ),
+        "prefix_len": length_slider(
+            "Prefix length (seen by every token; causal after it)", "prefix", 0, 2
+        ),
         "custom": custom_grid,
     }
 )

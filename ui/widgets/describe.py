@@ -204,19 +204,13 @@ def matrix_table(matrix: np.ndarray, axes: MatrixAxes, *, title: str = "") -> Ch
 
 
 def grid_summary(
-    stack: np.ndarray,
-    *,
-    titles: Sequence[str],
-    row_labels: Sequence[str],
-    col_labels: Sequence[str],
-    kind: str = "weights",
-    row_title: str = "query",
-    col_title: str = "key",
+    stack: np.ndarray, *, titles: Sequence[str], axes: MatrixAxes, kind: str = "weights"
 ) -> str:
     """One sentence about `(n, rows, cols)` small multiples: each panel's strongest cell."""
     stack = np.asarray(stack, dtype=np.float64)
     count, rows, cols = stack.shape
-    head = f"{count} panels of {_count(rows, row_title)} × {_count(cols, col_title)}"
+    row_labels, col_labels = axes.rows, axes.columns
+    head = f"{count} panels of {_count(rows, axes.row_title)} × {_count(cols, axes.col_title)}"
     strongest = []
     for title, matrix in zip(titles, stack, strict=True):
         kept = np.where(np.isfinite(matrix), matrix, np.nan)
@@ -242,26 +236,18 @@ def grid_summary(
     return f"{head} ({plain(titles[0])} to {plain(titles[-1])}); the largest is {said(*top)}."
 
 
-def grid_table(
-    stack: np.ndarray,
-    *,
-    titles: Sequence[str],
-    row_labels: Sequence[str],
-    col_labels: Sequence[str],
-    row_title: str = "query",
-    col_title: str = "key",
-) -> ChartTable:
+def grid_table(stack: np.ndarray, *, titles: Sequence[str], axes: MatrixAxes) -> ChartTable:
     """Small multiples stacked into one table: a row per (panel, query)."""
     stack = np.asarray(stack, dtype=np.float64)
     return ChartTable(
         values=stack.reshape(-1, stack.shape[-1]),
         rows=tuple(
-            f"{plain(title)} · {row_title} {label(i, t)}"
+            f"{plain(title)} · {axes.row_title} {label(i, t)}"
             for title in titles
-            for i, t in enumerate(row_labels)
+            for i, t in enumerate(axes.rows)
         ),
-        columns=tuple(f"{col_title} {label(j, t)}" for j, t in enumerate(col_labels)),
-        row_title=f"panel · {row_title}",
+        columns=tuple(f"{axes.col_title} {label(j, t)}" for j, t in enumerate(axes.columns)),
+        row_title=f"panel · {axes.row_title}",
     )
 
 

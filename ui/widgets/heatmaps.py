@@ -218,12 +218,11 @@ def heatmap_grid(
         margin={"l": 60, "r": 10, "t": 40, "b": 40},
         font={"size": font_size()},
     )
-    labels = {"titles": titles, "row_labels": row_labels, "col_labels": col_labels,
-              "row_title": row_title, "col_title": col_title}  # fmt: skip
+    axes = describe.MatrixAxes(row_labels, col_labels, row_title, col_title)
     return describe.attach(
         figure(traces, layout),
-        describe.grid_summary(stack, kind=kind, **labels),
-        describe.grid_table(stack, **labels),
+        describe.grid_summary(stack, titles=titles, axes=axes, kind=kind),
+        describe.grid_table(stack, titles=titles, axes=axes),
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 from urllib.parse import urlparse
 
@@ -291,13 +291,22 @@ def stale_notice(what: str) -> None:
 
 
 def model_missing(
-    view: PageState, error: str, *, install: str, elsewhere: str, retry: Callable[[], None]
+    view: PageState,
+    error: str,
+    *,
+    install: str,
+    env_var: str,
+    holds: str,
+    repo: str,
+    retry: Callable[[], None],
 ) -> NoReturn:
     """Say why a page's pretrained model is not there and how to get it, then end the page.
 
-    `install` is the command that installs it; `elsewhere` (Markdown) says where else it may be
-    found; `retry` forgets the failed attempt, for the "look again" button.
+    `install` is the command that installs it; `env_var` the environment variable that can name
+    where it is instead, `holds` what that place holds, `repo` the Hugging Face repository it is a
+    copy of; `retry` forgets the failed attempt, for the "look again" button.
     """
+    elsewhere = f"or set `{env_var}` to {holds} (a copy of the Hugging Face repository `{repo}`)."
     st.error(error, icon=":material/cloud_off:")
     st.markdown(
         "The other pages work without it. To run this one, install the model package into the "
@@ -308,6 +317,12 @@ def model_missing(
     st.button("Look for the model again", icon=":material/refresh:", on_click=retry)
     view.sync_url()
     st.stop()
+
+
+def labelled_radio(label: str, labels: Mapping[str, str], key: str) -> str:
+    """A horizontal radio over `labels` (value → what it shows) on a widget key bound to the
+    link (`view.choice_key`)."""
+    return st.radio(label, list(labels), format_func=labels.get, horizontal=True, key=key)
 
 
 def what_to_try(prompts: Sequence[str]) -> None:
