@@ -31,6 +31,8 @@ Contents, module by module:
     reference      torch.nn.MultiheadAttention on our parameters (compare_with_torch),
                    token_embeddings
     cost           FLOPs and bytes of attention, by formula
+    kv_cache       the KV cache's bytes per token (MHA, GQA, MQA, MLA; known models' shapes),
+                   absmax_quantize and pool_kv_heads (a smaller cache)
     measurement    the measurement harness: time and peak memory, measured per backend
     head_patterns  labels heads as previous-token, self, [CLS], ... from their patterns
     probing        attention_rollout (Abnar & Zuidema), joint_query_key_projection (AttentionViz's

@@ -34,7 +34,17 @@ def forget_expired_sessions() -> int:
     try:
         # Streamlit's session manager is not thread-safe: it is used from its event loop only.
         loop = server._get_async_objs().eventloop
-        dropped = asyncio.run_coroutine_threadsafe(expired_sessions_dropped(server), loop)
+    except (AttributeError, RuntimeError):  # another layout (AppTest's runtime has no server)
+        return 0
+    if not loop.is_running():  # a runtime without a serving loop (AppTest's) answers nothing
+        return 0
+    dropping = expired_sessions_dropped(server)
+    try:
+        dropped = asyncio.run_coroutine_threadsafe(dropping, loop)
+    except RuntimeError:  # a server stopping: its loop takes nothing more
+        dropping.close()
+        return 0
+    try:
         return dropped.result(timeout=TIMEOUT_SECONDS)
     except (AttributeError, RuntimeError, TimeoutError):  # another layout; a server stopping
         return 0

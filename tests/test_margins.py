@@ -142,3 +142,21 @@ def test_reserving_widens_the_margin_and_keeps_what_else_the_figure_set():
     wanted = margins.reserved(data, layout)
     assert figure.layout.margin.l == wanted["l"] > 10
     assert figure.layout.margin.pad == 4
+
+
+def test_a_log_axis_reserves_room_for_its_powers_of_ten():
+    fig = lines.line_plot(
+        np.arange(5),
+        {"KL": np.array([1e-5, 1e-3, 0.1, 1.0, 20.0])},
+        x_title="position",
+        y_title="nats",
+        log_y=True,
+    )
+    plain = margins.reserved(fig._data, fig._layout)["l"]
+    fig.layout.yaxis.exponentformat = "power"
+    power = margins.reserved(fig._data, fig._layout)["l"]
+    # "0.00001" is 7 characters at the axis's font, "10⁻⁵" 4: the power format needs less.
+    assert plain > power > 0
+    linear = lines.line_plot(np.arange(5), {"KL": np.array([1e-5, 1e-3, 0.1, 1.0, 20.0])},
+                             x_title="position", y_title="nats")  # fmt: skip
+    assert margins.reserved(linear._data, linear._layout)["l"] < plain

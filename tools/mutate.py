@@ -57,6 +57,7 @@ MODULES = (
     "head_roles",
     "logit_lens",
     "token_attribution",
+    "kv_cache",
 )
 # The tests that exercise the formulas; a module's own tests/test_<module>.py runs first.
 TEST_FILES = (
@@ -76,6 +77,8 @@ OWN_TESTS = {
     "head_roles": ("test_head_roles.py",),
     "logit_lens": ("test_logit_lens.py",),
     "token_attribution": ("test_token_attribution.py",),
+    # KV-cache bytes, quantization and pooling: the model's codecs are in test_kv_experiments.
+    "kv_cache": ("test_kv_cache.py",),
 }
 MIN_SCORE = 0.90
 # Property tests try this many examples per mutant (hypothesis's default is 100); tests that set

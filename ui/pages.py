@@ -137,6 +137,14 @@ PAGES: tuple[PageRecord, ...] = (
         quiz="heads",
     ),
     PageRecord(
+        "pages/long_context.py",
+        "Long context and the KV cache",
+        ":material/straighten:",
+        "long-context",
+        "In practice",
+        "What a sliding window costs, what attention sinks give back, and the KV cache's bytes.",
+    ),
+    PageRecord(
         "pages/attention_cost.py",
         "The cost of attention",
         ":material/timer:",

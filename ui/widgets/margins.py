@@ -175,10 +175,29 @@ def _tick_labels(
     low, high = ends[:, 0].min(), ends[:, 1].max()
     if not (math.isfinite(low) and math.isfinite(high)):
         return []
+    if axis.get("type") == "log":
+        return [label + affix for label in _log_labels(ends, axis.get("exponentformat"))]
     percent = "%" if "%" in str(axis.get("tickformat") or "") else ""
     scale = 100 if percent else 1
     ticks = _number_labels(low * scale, high * scale, length)
     return [label + percent + affix for label in ticks]
+
+
+_SUPERSCRIPTS = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _log_labels(ends: np.ndarray, exponent_format: str | None) -> list[str]:
+    """The labels of a log axis over the traces' (low, high) ends: a power of ten per decade,
+    written as Plotly writes it (10⁻⁴ in the "power" format, 0.0001 otherwise)."""
+    positive = ends[ends > 0]
+    if not positive.size:
+        return []
+    powers = range(
+        math.floor(math.log10(positive.min())), math.ceil(math.log10(positive.max())) + 1
+    )
+    if exponent_format == "power":
+        return ["10" + str(power).translate(_SUPERSCRIPTS) for power in powers]
+    return [f"{10.0**power:g}" for power in powers]
 
 
 def _coordinates(values: Any, trace: Mapping | None = None, letter: str = "") -> np.ndarray:

@@ -47,6 +47,8 @@ class _Param:
     default: Any
     encode: Callable[[Any], str]
     parse: Callable[[str], Any]
+    # Longer raw values are refused before they are parsed: a link is typed by a stranger.
+    max_chars: int = MAX_PARAM_CHARS
 
 
 class PageState:
@@ -157,14 +159,18 @@ class PageState:
         return self._bind(name, default, parse, bool, lambda v: "1" if v else "0")
 
     def text_key(self, name: str, default: str, *, max_chars: int = 300) -> str:
-        """Key of a text input, cut to `max_chars`."""
+        """Key of a text input, cut to `max_chars` (a link may carry that much of it, even past
+        MAX_PARAM_CHARS: a page that reads long texts says how long)."""
 
         def parse(raw: str) -> str:
             if len(raw) > max_chars:
-                raise ValueError(f"is longer than {max_chars} characters")
+                raise ValueError(f"is longer than {max_chars:,} characters")
             return raw
 
-        return self._bind(name, default, parse, lambda v: str(v)[:max_chars], str)
+        return self._bind(
+            name, default, parse, lambda v: str(v)[:max_chars], str,
+            max_chars=max(max_chars, MAX_PARAM_CHARS),
+        )  # fmt: skip
 
     def value(self, name: str) -> Any:
         """The current value of a bound parameter."""
@@ -194,8 +200,8 @@ class PageState:
                     self.set(name, param.default)
                     continue
                 try:
-                    if len(raw) > MAX_PARAM_CHARS:
-                        raise ValueError(f"is longer than {MAX_PARAM_CHARS:,} characters")
+                    if len(raw) > param.max_chars:
+                        raise ValueError(f"is longer than {param.max_chars:,} characters")
                     self.set(name, param.parse(raw))
                 except (TypeError, ValueError) as error:
                     self.notices.append(f"The link's `{name}` was ignored: it {error}.")
@@ -268,9 +274,10 @@ class PageState:
         parse: Callable[[str], Any],
         fit: Callable[[Any], Any],
         encode: Callable[[Any], str],
+        max_chars: int = MAX_PARAM_CHARS,
     ) -> str:
         key = self.key(name)
-        self._params[name] = _Param(key, default, encode, parse)
+        self._params[name] = _Param(key, default, encode, parse, max_chars)
         if key in st.session_state:
             try:
                 fitted = fit(st.session_state[key])
@@ -280,16 +287,18 @@ class PageState:
             # would otherwise restart at its minimum when that range changes.
             st.session_state[key] = fitted
             return key
-        st.session_state[key] = self._initial(name, key, default, parse)
+        st.session_state[key] = self._initial(name, key, default, parse, max_chars)
         return key
 
-    def _initial(self, name: str, key: str, default: Any, parse: Callable[[str], Any]) -> Any:
+    def _initial(
+        self, name: str, key: str, default: Any, parse: Callable[[str], Any], max_chars: int
+    ) -> Any:
         raw = st.query_params.get(name)
         if raw is not None:
-            if len(raw) > MAX_PARAM_CHARS:
+            if len(raw) > max_chars:
                 self.notices.append(
                     f"The link's `{name}` is {len(raw):,} characters long, more than a link may "
-                    f"carry here ({MAX_PARAM_CHARS:,}); the default is shown instead."
+                    f"carry here ({max_chars:,}); the default is shown instead."
                 )
                 return default
             try:

@@ -1,0 +1,53 @@
+"""The long-context page's controls and what they say when they cannot be followed: a window
+longer than the text, more sinks than the window, an empty text, a text over the limit."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attention_core.models.llama import MAX_SCORED_TOKENS, LlamaModel
+from ui.widgets.state import PageState
+
+DEFAULT_WINDOW, DEFAULT_SINKS = 64, 4
+WINDOWS = (4, 512)
+MAX_SINKS = 16
+# A link may carry a long text; 6,000 characters are ~1,400 tokens, cut to MAX_SCORED_TOKENS.
+MAX_TEXT_CHARS = 6_000
+
+
+def text_ids(model: LlamaModel, text: str) -> tuple[tuple[int, ...], str]:
+    """The text's token ids, cut to MAX_SCORED_TOKENS, and what to say if it was cut."""
+    ids = model.encode(text)
+    if len(ids) <= MAX_SCORED_TOKENS:
+        return tuple(ids), ""
+    return tuple(ids[:MAX_SCORED_TOKENS]), (
+        f"The text is {len(ids):,} tokens: the page reads its first {MAX_SCORED_TOKENS:,} "
+        "(three passes over a longer one would keep every viewer waiting)."
+    )
+
+
+def fitted(view: PageState, n: int) -> tuple[int, int, list[str]]:
+    """The window and sinks the page uses for a text of `n` tokens, and why they differ from
+    the controls, if they do (the controls keep what the reader chose)."""
+    window, sinks = view.value("window"), view.value("sinks")
+    notes = []
+    if window >= n - 1:
+        window = max(1, (n - 1) // 2)
+        notes.append(
+            f"The window ({view.value('window')}) is as long as the text ({n} tokens), so it "
+            f"would hide nothing: the page uses {window}, half the text, until the text is "
+            "longer or the window shorter."
+        )
+    if sinks >= window:
+        kept = min(DEFAULT_SINKS, window - 1)
+        notes.append(
+            f"{sinks} first tokens kept with a window of {window}: the sinks would fill the "
+            f"window, so the page keeps {kept} (the default, or fewer than the window)."
+        )
+        sinks = kept
+    return window, sinks, notes
+
+
+def show_notes(notes: list[str]) -> None:
+    for note in notes:
+        st.warning(note, icon=":material/tune:")
