@@ -44,6 +44,9 @@ Contents, module by module:
                    direct_logit_attribution (a logit split by the writers of the stream)
     head_roles     previous-token, induction, duplicate-token and first-token scores of every
                    head on a repeated random probe; token_losses (the causal check's loss)
+    sampling       choosing the next token: apply_temperature, top_k_filter, top_p_filter,
+                   min_p_filter -> FilterSteps; sampling_steps (transformers' order) ->
+                   SamplingSteps; sample_token, greedy_token, continuation_probability
     token_attribution   norm_contributions (‖α·v·W_O‖, Kobayashi et al.), rank_correlation
                    (Spearman's ρ): attention against attribution
     lessons/       content built from the formulas: the scaled dot-product presets, the masking

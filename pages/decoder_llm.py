@@ -5,12 +5,11 @@ import streamlit as st
 from attention_core import AttentionInputError
 from attention_core.cost import decoding_score_counts
 from attention_core.models.llama import MAX_CONTEXT_TOKENS
-from ui.decoder import figures, generation, inputs, trace, what_if
+from ui.decoder import branching, choosing, figures, generation, inputs, trace, what_if
 from ui.models import minilm, smollm
 from ui.widgets import heatmaps, render
-from ui.widgets.layout import model_missing, page_intro, plain, what_to_try
-from ui.widgets.state import PageState, write_url_after_fragment
-from ui.widgets.tokens import fit_token
+from ui.widgets.layout import page_intro, plain, what_to_try
+from ui.widgets.state import PageState
 
 view = PageState("decoder")
 page_intro(
@@ -33,19 +32,12 @@ chat_key = view.bool_key("chat", False)
 layer_key = view.int_key("layer", 1, lo=1, hi=num_layers)
 head_key = view.int_key("head", 1, lo=1, hi=num_heads)
 step_key = view.int_key("step", 0, lo=0, hi=generation.MAX_STEPS)
-temp_key = view.float_key("temperature", 0.0, lo=0.0, hi=2.0)
-topk_key = view.int_key("top_k", 0, lo=0, hi=200)
-seed_key = view.int_key("seed", 0, lo=0, hi=2**31 - 1)
-what_key = view.choice_key("what", "remove", list(what_if.MODES))
-what_token_key = view.int_key("what_token", what_if.DEFAULT_TOKEN, lo=1, hi=MAX_CONTEXT_TOKENS)
+inputs.bind_sampling(view)
+view.choice_key("what", "remove", list(what_if.MODES))
+view.int_key("what_token", what_if.DEFAULT_TOKEN, lo=1, hi=MAX_CONTEXT_TOKENS)
 
 if loaded.model is None:
-    model_missing(
-        view, loaded.error, install=smollm.INSTALL_COMMAND, retry=smollm.forget_decoder,
-        elsewhere=f"or set `{smollm.PATH_ENV_VAR}` to the `.gguf` file or to a directory "
-        "with `config.json`, `model.safetensors` and `tokenizer.json` "
-        f"(a copy of `{smollm.HUB_REPO_ID}`).",
-    )  # fmt: skip
+    smollm.model_missing_page(view, loaded.error)
 
 model = loaded.model
 st.caption(
@@ -65,10 +57,7 @@ chat = st.toggle(
     on_change=inputs.restart,
     args=(view,),
 )
-temp_col, topk_col, seed_col = st.columns(3)
-temperature = temp_col.slider("Temperature (0 = greedy)", 0.0, 2.0, step=0.1, key=temp_key)
-top_k = topk_col.number_input("Top-k (0 = all tokens)", 0, 200, key=topk_key)
-seed = seed_col.number_input("Seed", 0, 2**31 - 1, key=seed_key, disabled=temperature == 0)
+sampling = inputs.sampling_controls(view)
 
 try:
     prompt = model.prompt(text, chat=chat)
@@ -83,7 +72,7 @@ room = min(generation.MAX_STEPS, MAX_CONTEXT_TOKENS - len(prompt.input_ids))
 if view.value("step") > room:
     view.set("step", room)
 prompt_ids = tuple(int(i) for i in prompt.input_ids)
-state = generation.continuation(model, prompt_ids, view.value("step"), temperature, top_k, seed)
+state = generation.continuation(model, prompt_ids, view.value("step"), sampling)
 
 can_go = not state.ended and view.value("step") < room
 go_col, play_col, reset_col, info_col = st.columns([1, 1, 1, 2])
@@ -122,12 +111,11 @@ with top_col:
     if state.ended:
         st.info("The model has finished (it produced <|im_end|>).")
     else:
-        st.dataframe(
-            generation.top_k_table(model, state.logits, temperature, top_k), hide_index=True
-        )
+        choice = choosing.next_token_steps(model, state.ids, state.logits, sampling)
+        st.dataframe(choosing.next_token_table(model, choice), hide_index=True)
         st.caption(
-            "softmax(logits / T) over the top-k; greedy picks the first row."
-            if temperature
+            "softmax(logits / T) after top-k, top-p and min-p; what the draw picks from."
+            if not sampling.greedy
             else "softmax(logits), T = 1 shown; greedy (T = 0) picks the first row."
         )
 with cache_col:
@@ -145,6 +133,18 @@ with cache_col:
         f"{generation.cache_bytes_per_token(cache):,} bytes per token, "
         f"{cfg.group_size}× less than multi-head attention would need."
     )
+
+st.header(":material/filter_alt: How the next token is chosen")
+st.markdown(
+    f"The model gives each of its {cfg.vocab_size:,} tokens a logit z. Sampling divides them by "
+    "the temperature, then each filter removes part of the tail and renormalises what is left, "
+    "in the order transformers' `generate` uses; the token is drawn from the last distribution."
+)
+st.latex(
+    r"p = \mathrm{softmax}(z / T) \;\to\; \text{top-}k \;\to\; \text{top-}p"
+    r" \;\to\; \text{min-}p:\; p_i \ge \text{min-}p \cdot \max_j p_j"
+)
+choosing.show_choice(model, state, sampling)
 
 # -- attention ------------------------------------------------------------------------------------
 
@@ -175,44 +175,16 @@ st.markdown(
 )
 
 
-@st.fragment
-def take_one_away(layer: int, head: int) -> None:
-    # Two more forward passes per token: only for a reader who opens it (a link can).
-    box = st.expander("Take one token or head away", icon=":material/content_cut:",
-                      key=view.bool_key("whatif", False), on_change="rerun")  # fmt: skip
-    if not box.open:
-        return write_url_after_fragment(view)
-    with box:
-        n = len(state.ids)
-        if moved := fit_token(view, "what_token", n):
-            st.warning(moved, icon=":material/link_off:")
-        mode_col, token_col = st.columns(2)
-        modes, names = what_if.MODES, trace.labels(shown.tokens)
-        mode = mode_col.radio("What to take away", list(modes), format_func=modes.get, key=what_key)
-        position = token_col.selectbox(
-            "Token", list(range(1, n + 1)), format_func=lambda i: names[i - 1], key=what_token_key,
-            disabled=mode == "head",
-        ) - 1  # fmt: skip
-        if mode == "head":
-            token_col.caption(f"Removes layer {layer + 1}, head {head + 1} (the sliders above).")
-        try:
-            change = what_if.next_token_change(model, state.ids, mode, position, layer, head)
-        except AttentionInputError as error:
-            token_col.error(str(error), icon=":material/edit_off:")
-            return write_url_after_fragment(view)
-        st.markdown(what_if.change_sentence(model, change))
-        st.metric("KL divergence, before ‖ after", f"{change.kl:.4f} nats")
-        table_col, chart_col = st.columns(2)
-        table_col.dataframe(what_if.change_table(model, change), hide_index=True)
-        with chart_col:
-            render.show(
-                render.cached(what_if.change_figure, state.ids, mode, position, layer, head),
-                filename="decoder-what-if",
-            )
-        write_url_after_fragment(view)
+what_if.take_one_away(view, model, state, shown, layer, head)
 
-
-take_one_away(layer, head)
+st.header(":material/call_split: Branches: one prefix, several futures")
+st.markdown(
+    "Fork the text here into its likeliest next tokens and let each branch run on. They all "
+    "start from the same prefix, so its keys and values are computed once and read from the "
+    "one cache by every branch. Each branch's probability is the product of its tokens' "
+    "probabilities (the chain rule); the log sums them."
+)
+branching.branch_view(view, model, state, sampling)
 
 st.header(":material/anchor: Attention sinks")
 sink_col, sink_text = st.columns([3, 2])
@@ -290,6 +262,9 @@ what_to_try(
         "Press *Next token* a few times and watch the cache shape grow by one position.",
         "Switch to chat mode: the template's first token becomes a strong sink in late layers.",
         "Set temperature 1.0 and top-k 5, then change the seed: different, reproducible text.",
+        "At temperature 1, set top-p 0.9 and watch the nucleus in the cumulative line; then "
+        "try min-p 0.1 instead: after “The capital of France is” it keeps almost nothing.",
+        "Open the branches at temperature 0: is the likeliest first token the likeliest branch?",
         "In the RoPE plot, compare early and late layers: which heads care about distance?",
         "What if: remove “ France” and see “ Paris” fall; then hide token 1 instead of removing "
         "it. The sink was doing work.",

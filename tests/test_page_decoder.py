@@ -19,7 +19,8 @@ from attention_core.models.llama import load_llama, run_llama
 from harness.app_pages import open_model_page
 from server.idle import IdleRelease
 from tests.plotly_json import figures, plotly_array
-from ui.decoder import generation
+from ui.decoder import branching, generation
+from ui.decoder.generation import Sampling
 from ui.models import smollm
 
 pytestmark = pytest.mark.slow
@@ -112,7 +113,7 @@ def test_a_generated_text_is_shown_without_a_new_forward_pass_and_matches_one(mo
     """The page shows generated tokens from the prompt's pass plus the row each decode step
     computed; one full forward pass over the same tokens gives the same numbers."""
     prompt = tuple(model.encode("Attention lets every token look back at"))
-    state = generation.continuation(model, prompt, 3, 0.0, 0, 0)
+    state = generation.continuation(model, prompt, 3)
     shown = generation.page_trace(model, state.ids, state)
     n = len(state.ids)
     assert shown.weights.shape == (30, 9, n, n) and len(state.rows) == 3
@@ -137,13 +138,14 @@ def test_a_generated_text_is_shown_without_a_new_forward_pass_and_matches_one(mo
 def test_generation_reuses_the_decode_steps_of_the_same_tokens_and_stays_exact(model):
     """A decode step is cached by the tokens it reads, not by how they were drawn."""
     prompt = tuple(model.encode("The capital of France is"))
-    greedy = generation.continuation(model, prompt, 6, 0.0, 0, 0)
-    assert generation.continuation(model, prompt, 6, 0.0, 7, 123) is greedy  # argmax ignores both
-    cold = generation.continuation(model, prompt, 6, 0.1, 0, 0)  # draws the argmax every time here
+    greedy = generation.continuation(model, prompt, 6)
+    # The argmax ignores the filters and the seed: one entry for every greedy link.
+    assert generation.continuation(model, prompt, 6, Sampling(0.0, 7, 0.5, 0.2, 123)) is greedy
+    cold = generation.continuation(model, prompt, 6, Sampling(0.1))  # draws the argmax each time
     assert cold is not greedy and cold.ids == greedy.ids
     assert all(a is b for a, b in zip(cold.rows, greedy.rows, strict=True))
     assert cold.cache is greedy.cache and cold.logits is greedy.logits
-    sampled = generation.continuation(model, prompt, 6, 1.0, 20, 3)
+    sampled = generation.continuation(model, prompt, 6, Sampling(1.0, 20, seed=3))
     pairs = zip(sampled.ids[len(prompt) :], greedy.ids[len(prompt) :], strict=True)
     shared = next(i for i, (a, b) in enumerate(pairs) if a != b)
     assert shared >= 1  # both begin " Paris": that step is shared, the rest its own
@@ -217,6 +219,8 @@ def test_what_if_runs_only_when_opened(model):
     assert not at.exception and not at.error
     assert not [d for d in at.dataframe if "p before" in d.value.columns]
     assert not any(m.label.startswith("KL divergence") for m in at.metric)
+    # The branches, too, run only when opened.
+    assert not any(m.label.startswith("Shared prefix") for m in at.metric)
 
 
 def test_what_if_removing_france_is_two_forward_passes(model):
@@ -250,6 +254,219 @@ def test_what_if_token_past_the_end_is_said_next_to_its_control(model):
     n = len(model.encode(generation.DEFAULT_PROMPT))
     assert any(f"Token 40 does not exist: this text has {n} tokens" in w.value for w in at.warning)
     assert at.selectbox(key="decoder.what_token").value == n
+
+
+# -- how the next token is chosen: temperature, top-k, top-p, min-p -------------------------------
+
+# A prompt no other test uses, where every filter removes something at these settings.
+HELD_OUT = "My favourite colour is"
+SETTINGS = {"temperature": "0.8", "top_k": "50", "top_p": "0.9", "min_p": "0.05"}
+BYTES_PER_POSITION = 30 * 2 * 3 * 64 * 4  # layers, K and V, KV heads, d_head, float32
+
+
+def transformers_stages(logits: np.ndarray, temperature: float, k: int, p: float, min_p: float):
+    """transformers' own warpers, one after another in generate's order: each stage's scores."""
+    import torch
+    from transformers import (
+        MinPLogitsWarper,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    warpers = [TemperatureLogitsWarper(temperature), TopKLogitsWarper(k)]
+    warpers += [TopPLogitsWarper(p), MinPLogitsWarper(min_p)]
+    scores, stages = torch.tensor(logits, dtype=torch.float64)[None], []
+    for warper in warpers:
+        scores = warper(None, scores)
+        stages.append(scores[0].numpy())
+    return stages
+
+
+def titled(at: AppTest, start: str) -> dict:
+    (found,) = [f for f in figures(at) if _title(f).startswith(start)]
+    return found
+
+
+def _title(spec: dict) -> str:
+    return (spec["layout"].get("title") or {}).get("text") or ""
+
+
+def dataframe_with(at: AppTest, column: str):
+    (table,) = [d.value for d in at.dataframe if column in d.value.columns]
+    return table
+
+
+def test_the_filters_shown_equal_transformers_processors_on_the_models_logits(model):
+    at = open_page({"prompt": HELD_OUT, **SETTINGS})
+    assert not at.error and not at.warning
+    ids = model.encode(HELD_OUT)
+    logits = run_llama(model, ids).next_token_logits.astype(np.float64)  # outside the page
+    stages = transformers_stages(logits, 0.8, 50, 0.9, 0.05)
+    after = [softmax(z) for z in stages]
+    before = [softmax(logits), *after[:-1]]
+    kept = [np.isfinite(z) for z in stages]
+    counts = [int(k.sum()) for k in kept]
+    assert counts[0] == 49152 and counts[1] == 50 > counts[2] > counts[3] > 1  # all four work
+    table = dataframe_with(at, "tokens kept")
+    assert table["tokens kept"].tolist() == counts
+    assert table["removed here"].tolist() == [0, 49152 - 50, 50 - counts[2], counts[2] - counts[3]]
+    shares = [b[k].sum() for b, k in zip(before, kept, strict=True)]
+    np.testing.assert_allclose(table["share of its input kept"], np.round(shares, 4), atol=1e-4)
+    assert metric(at, "Tokens that may be drawn") == f"{counts[3]:,} of 49,152"
+    tempered = softmax(logits / 0.8)
+    assert metric(at, "Their share of the tempered") == f"{tempered[kept[3]].sum():.1%}"
+    # The bars: the 12 likeliest tokens, before and after each stage, to 1e-6.
+    shown = np.argsort(-logits, kind="stable")[:12]
+    (bars,) = [f for f in figures(at) if f["data"][0].get("name") == "before this stage"]
+    assert len(bars["data"]) == 8
+    for i in range(4):
+        drawn_before = plotly_array(bars["data"][2 * i]["y"])
+        drawn_after = plotly_array(bars["data"][2 * i + 1]["y"])
+        np.testing.assert_allclose(drawn_before, before[i][shown], atol=1e-6)
+        np.testing.assert_allclose(drawn_after, after[i][shown], atol=1e-6)
+    # Top-p's line: the cumulative mass of what top-k left, and the nucleus marked.
+    line = titled(at, f"Top-p, p = 0.9: the nucleus is {counts[2]} tokens")
+    cumulative = np.cumsum(np.sort(after[1])[::-1])
+    drawn = plotly_array(line["data"][0]["y"])
+    np.testing.assert_allclose(drawn, cumulative[: drawn.size], atol=1e-6)
+    assert len(plotly_array(line["data"][1]["x"])) == counts[2]
+    # The next-token table: the model's ten likeliest, with the probabilities drawn from.
+    table = at.dataframe[0].value
+    assert table["id"].tolist() == shown[:10].tolist()
+    np.testing.assert_allclose(table["probability"], np.round(after[3][shown[:10]], 4), atol=1e-4)
+
+
+def test_the_token_said_to_be_drawn_is_the_one_generated(model):
+    at = open_page({"prompt": HELD_OUT, **SETTINGS, "seed": "7"})
+    (said,) = [m for m in at.metric if m.label == "Seed 7 draws, at step 1"]
+    logits = run_llama(model, model.encode(HELD_OUT)).next_token_logits.astype(np.float64)
+    final = softmax(transformers_stages(logits, 0.8, 50, 0.9, 0.05)[-1])
+    (token,) = [i for i in np.flatnonzero(final) if said.value == f"“{model.token_text(i)}”"]
+    assert said.delta == f"p = {final[token]:.4f} after the filters"
+    (button,) = [b for b in at.button if b.label == "Next token"]
+    button.click().run()
+    assert any(f"**{model.token_text(token)}**" in m.value for m in at.markdown)
+    assert at.query_params["step"] in ("1", ["1"])
+
+
+def test_top_p_and_min_p_links_round_trip(model):
+    link = {"temperature": "1", "top_p": "0.85", "min_p": "0.1", "seed": "4"}
+    at = open_page(link)
+    assert at.slider(key="decoder.top_p").value == 0.85
+    assert at.slider(key="decoder.min_p").value == 0.1
+    assert dict(at.query_params) == link
+    at.slider(key="decoder.top_p").set_value(0.5).run()
+    at.slider(key="decoder.min_p").set_value(0.0).run()
+    assert dict(at.query_params) == {"temperature": "1", "top_p": "0.5", "seed": "4"}
+    (row,) = [
+        r for _, r in dataframe_with(at, "tokens kept").iterrows() if r["stage"].endswith("top-p")
+    ]
+    assert row["setting"] == "p = 0.5"
+
+
+def test_bad_top_p_and_min_p_links_get_the_notice_and_the_default(model):
+    at = open_page({"temperature": "1", "top_p": "1.5", "min_p": "-1"})
+    warnings = [w.value for w in at.warning]
+    assert any(w.startswith("The link's `top_p=1.5` was ignored") for w in warnings), warnings
+    assert any(w.startswith("The link's `min_p=-1` was ignored") for w in warnings), warnings
+    assert at.slider(key="decoder.top_p").value == 1.0
+    assert at.slider(key="decoder.min_p").value == 0.0
+    assert dict(at.query_params) == {"temperature": "1"}
+    at = open_page({"top_p": "0", "min_p": "nan"})
+    warnings = [w.value for w in at.warning]
+    assert sum("was ignored" in w for w in warnings) == 2, warnings
+    # Greedy (the default temperature) takes the argmax whatever the filters say.
+    assert any("Temperature 0 is greedy decoding" in i.value for i in at.info)
+    assert metric(at, "Tokens that may be drawn") == "1 of 49,152"
+
+
+# -- branches: one prefix, several continuations ---------------------------------------------------
+
+
+def branch_rows(at: AppTest):
+    table = dataframe_with(at, "p (model)")
+    return [(r, [int(t) for t in r["token ids"].split()]) for _, r in table.iterrows()]
+
+
+def full_pass_rows(model, ids: list[int], tokens: list[int]) -> np.ndarray:
+    """`(len(tokens), vocab)` the logits that predicted each of `tokens` after `ids`, from one
+    forward pass over the whole text (no cache shared with anything)."""
+    full = run_llama(model, np.asarray([*ids, *tokens]), all_logits=True)
+    return full.logits[len(ids) - 1 : len(ids) - 1 + len(tokens)].astype(np.float64)
+
+
+def test_greedy_branches_and_their_probabilities_equal_full_passes(model):
+    prompt = "The best thing about cats is"
+    link = {"prompt": prompt, "branch": "1", "branches": "3", "branch_tokens": "3"}
+    at = open_page(link)
+    assert not at.error
+    assert dict(at.query_params) == {k: v for k, v in link.items() if k != "branches"}  # default
+    ids = model.encode(prompt)
+    n = len(ids)
+    first = np.argsort(-softmax(run_llama(model, ids).next_token_logits.astype(np.float64)))[:3]
+    rows = branch_rows(at)
+    assert [tokens[0] for _, tokens in rows] == first.tolist()
+    for row, tokens in rows:
+        logits = full_pass_rows(model, ids, tokens)
+        assert tokens[1:] == [int(np.argmax(z)) for z in logits[1:]]  # greedy after the fork
+        p = np.array([softmax(z)[t] for z, t in zip(logits, tokens, strict=True)])
+        np.testing.assert_allclose(row["p (model)"], p.prod(), rtol=2e-3)
+        np.testing.assert_allclose(row["log p (model)"], np.log(p).sum(), atol=2e-3)
+        assert row["continuation"] == repr(model.decode(tokens))[1:-1]
+        assert row["own positions"] == 3 and row["own K/V bytes"] == 3 * BYTES_PER_POSITION
+    assert "p (sampler)" not in dataframe_with(at, "p (model)").columns
+    (shared,) = [m for m in at.metric if m.label == "Shared prefix, computed once"]
+    assert shared.value == f"{n} positions"
+    assert shared.delta == f"{n * BYTES_PER_POSITION:,} bytes, read by 3 branches"
+    (own,) = [m for m in at.metric if m.label == "Computed for the branches"]
+    assert own.value == "9 positions" and own.delta == f"{3 * n + 9} without the shared prefix"
+
+
+def test_sampled_branches_keep_to_the_filters_and_multiply_their_probabilities(model):
+    prompt = "Water boils at a temperature of"
+    at = open_page(
+        {"prompt": prompt, "temperature": "1", "top_p": "0.9", "seed": "5", "branch": "1",
+         "branches": "5", "branch_tokens": "3"}
+    )  # fmt: skip
+    ids = model.encode(prompt)
+    logits = run_llama(model, ids).next_token_logits.astype(np.float64)
+    q = softmax(transformers_stages(logits, 1.0, 49152, 0.9, 0.0)[-1])
+    kept = np.argsort(-q)[: int((q > 0).sum())]
+    assert 1 < kept.size < 5  # the filters keep fewer than the five asked for, and it says so
+    assert any(f"(they keep only {kept.size})" in m.value for m in at.markdown)
+    rows = branch_rows(at)
+    assert [tokens[0] for _, tokens in rows] == kept.tolist()
+    for row, tokens in rows:
+        rows_logits = full_pass_rows(model, ids, tokens)
+        filtered = [softmax(transformers_stages(z, 1.0, 49152, 0.9, 0.0)[-1]) for z in rows_logits]
+        sampler = np.array([f[t] for f, t in zip(filtered, tokens, strict=True)])
+        assert (sampler > 0).all()  # every token was one the filters kept
+        np.testing.assert_allclose(row["p (sampler)"], sampler.prod(), rtol=2e-3)
+        p = np.array([softmax(z)[t] for z, t in zip(rows_logits, tokens, strict=True)])
+        np.testing.assert_allclose(row["p (model)"], p.prod(), rtol=2e-3)
+
+
+def test_a_fork_reads_the_prefix_cache_and_adds_only_its_own_rows(model):
+    prompt = tuple(model.encode("Attention lets every token look back at"))
+    state = generation.continuation(model, prompt, 2)
+    result = branching.fork(model, state, Sampling(), 3, 2)
+    assert result.prefix_positions == len(state.ids) == state.cache.length
+    assert result.prefix_bytes == state.cache.bytes_used
+    for branch in result.branches:
+        assert branch.positions == 2 and branch.cache_bytes == 2 * BYTES_PER_POSITION
+    # One buffer can grow in place for one branch only; the others copy the prefix's rows.
+    assert sum(b.in_place for b in result.branches) <= 1
+    # The branches wrote past the prefix, never into it: the text still continues from its
+    # cache as one full pass over the same tokens predicts.
+    token = int(np.argmax(state.logits))
+    after = run_llama(model, [token], state.cache).next_token_logits
+    full = run_llama(model, np.asarray([*state.ids, token])).next_token_logits
+    np.testing.assert_allclose(after, full, atol=2e-4)
+    assert branching.fork(model, state, Sampling(0.0, 9, 0.3, 0.3, 4), 3, 2) is result
+    # Greedily, the branch of the likeliest token is what the page itself writes next.
+    main = generation.continuation(model, prompt, 4)
+    assert result.branches[0].token_ids == main.ids[len(state.ids) :]
 
 
 # -- letting the model go when no one uses it -----------------------------------------------------

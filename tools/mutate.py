@@ -58,6 +58,7 @@ MODULES = (
     "logit_lens",
     "token_attribution",
     "kv_cache",
+    "sampling",
 )
 # The tests that exercise the formulas; a module's own tests/test_<module>.py runs first.
 TEST_FILES = (
@@ -79,6 +80,8 @@ OWN_TESTS = {
     "token_attribution": ("test_token_attribution.py",),
     # KV-cache bytes, quantization and pooling: the model's codecs are in test_kv_experiments.
     "kv_cache": ("test_kv_cache.py",),
+    # Choosing the next token: hand-worked stages, properties, and transformers' warpers.
+    "sampling": ("test_sampling.py",),
 }
 MIN_SCORE = 0.90
 # Property tests try this many examples per mutant (hypothesis's default is 100); tests that set
@@ -184,6 +187,14 @@ EQUIVALENT: dict[str, str] = dict(
         (
             "logit_lens.py::direct_logit_attribution::m.shape[-1] -> m.shape[1]",
             "the MLP writes are checked to be 2-D just before: axis 1 is the last axis",
+        ),
+        (
+            "sampling.py::top_k_filter::0 < k < z.size -> 0 <= k < z.size",
+            "k = 0 then takes the smallest logit as the k-th largest, and z >= min keeps all",
+        ),
+        (
+            "sampling.py::top_k_filter::0 < k < z.size -> 0 < k <= z.size",
+            "k = vocab takes the smallest logit as the k-th largest, and z >= min keeps all",
         ),
     ]
 )

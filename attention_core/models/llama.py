@@ -41,6 +41,7 @@ import numpy as np
 from attention_core.attention import AttentionSteps
 from attention_core.chunked import KVCache, decode_step
 from attention_core.positional import rotary_tables, rotate_half_pairs
+from attention_core.sampling import greedy_token, sample_token, sampling_steps
 from attention_core.validation import AttentionInputError, check_int
 
 from .llama_files import (
@@ -958,22 +959,21 @@ def first_token_share(weights: np.ndarray) -> np.ndarray:
 
 
 def next_token_probabilities(
-    logits: np.ndarray, temperature: float = 1.0, top_k: int | None = None
+    logits: np.ndarray,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
 ) -> np.ndarray:
-    """p = softmax(logits / T) over the `top_k` largest logits (others get 0), `(vocab,)`.
+    """p = softmax(logits / T) over the tokens top-k, top-p and min-p keep (others get 0),
+    `(vocab,)`: the last stage of ``sampling.sampling_steps``.
 
     T → 0 approaches greedy decoding (all mass on the argmax); T > 1 flattens the distribution.
+    top_k None or 0, top_p 1 and min_p 0 keep every token.
     """
-    from attention_core.softmax import softmax
-
     if not temperature > 0:
         raise AttentionInputError("The temperature must be positive (use greedy for T = 0).")
-    scaled = np.asarray(logits, dtype=np.float64) / temperature
-    if top_k is not None and 0 < top_k < scaled.size:
-        # Keep the k best; everything below the k-th largest logit is masked out.
-        kth = np.partition(scaled, -top_k)[-top_k]
-        scaled = np.where(scaled >= kth, scaled, -np.inf)
-    return softmax(scaled)
+    return sampling_steps(logits, temperature, top_k or 0, top_p, min_p).probabilities
 
 
 def sample_next_token(
@@ -981,14 +981,15 @@ def sample_next_token(
     *,
     temperature: float = 0.0,
     top_k: int | None = None,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
     rng: np.random.Generator | None = None,
 ) -> int:
     """Greedy (argmax) for temperature 0, else a draw from ``next_token_probabilities``."""
     if temperature == 0:
-        return int(np.argmax(logits))
-    p = next_token_probabilities(logits, temperature, top_k)
-    rng = rng if rng is not None else np.random.default_rng(0)
-    return int(rng.choice(p.size, p=p))
+        return greedy_token(logits)
+    steps = sampling_steps(logits, temperature, top_k or 0, top_p, min_p)
+    return sample_token(steps, rng if rng is not None else np.random.default_rng(0))
 
 
 @dataclass(frozen=True, eq=False)

@@ -127,6 +127,29 @@ def test_axe_finds_no_violation(server, mode_tabs, mode, record):
     assert not failing, f"axe-core on /{record.url_path} ({mode}):\n" + violation_report(failing)
 
 
+# Views a page opens only on request, open: the decoder sampling with its filters at work, its
+# branches and its what-if panel expanded.
+OPENED_VIEWS = {"decoder": "temperature=1&top_p=0.9&min_p=0.05&branch=1&whatif=1"}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("path", list(OPENED_VIEWS))
+@pytest.mark.parametrize("mode", ["light", "present-dark"])
+def test_axe_finds_no_violation_with_the_on_demand_views_open(server, mode_tabs, mode, path):
+    _, query, _ = MODES[mode]
+    tab = mode_tabs(mode)
+    open_app(tab, server.url, path, "&".join(filter(None, (query, OPENED_VIEWS[path]))))
+    wait_for_visible_charts(tab)
+    tab.evaluate(TWO_FRAMES_JS)
+    assert exceptions(tab) == []
+    violations = axe_violations(tab)
+    failing = [
+        v for v in violations if v["impact"] in {"serious", "critical"} or v["id"] not in EXPLAINED
+    ]
+    where = f"/{path}?{OPENED_VIEWS[path]} ({mode})"
+    assert not failing, f"axe-core on {where}:\n" + violation_report(failing)
+
+
 # -- keyboard -----------------------------------------------------------------------------------
 
 Q_EDITOR = key_selector("scaled_dot_product.q.v1")

@@ -1,12 +1,13 @@
 """The decoder page's generation: the prompt's pass, then one cached decode step per token.
 
+    Sampling                             how each token is drawn: greedy, or temperature,
+                                         top-k, top-p and min-p with a seed
     continuation(model, ids, step, ...)  the prompt plus `step` generated tokens, each step one
                                          decode from the previous one, cached by the tokens it
                                          reads: any sampling that draws them reuses it
     page_trace(model, ids, state)        weights, q/k before and after RoPE, sink shares: the
                                          prompt's pass plus each generated token's decode row
                                          (one full forward pass for any other sequence)
-    top_k_table(model, logits, ...)      the likeliest next tokens, as the sampler sees them
     time_next_token(model, state)        the next token with the KV cache and without it
 
 The caches hold what the model computed, so they go with it when it is let go
@@ -20,23 +21,61 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
-from attention_core.models.llama import (
-    LlamaCache,
-    LlamaModel,
-    next_token_probabilities,
-    run_llama,
-    sample_next_token,
-)
+from attention_core.models.llama import LlamaCache, LlamaModel, run_llama
+from attention_core.sampling import SamplingSteps, greedy_token, sample_token, sampling_steps
 from ui.decoder.trace import PageTrace, StepRow, from_pass, with_rows
 from ui.models import smollm
 
 DEFAULT_PROMPT = "The capital of France is"
 MAX_TEXT_CHARS = 2_000
 MAX_STEPS = 48  # generated tokens a page (or a link) may ask for
-TOP_K_SHOWN = 10
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How the page draws each token: greedy at temperature 0, else from softmax(logits / T)
+    after top-k (0: off), top-p (1: off) and min-p (0: off), seeded by `seed` and the step."""
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    seed: int = 0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def as_used(self) -> Sampling:
+        """The settings that change what is drawn: greedy takes the argmax, so the filters and
+        the seed change nothing, and one cache entry serves every greedy link."""
+        return Sampling() if self.greedy else self
+
+    @property
+    def filters(self) -> tuple[float, int, float, float]:
+        """(T, k, p, min_p) as used: what the stages depend on (the seed only picks the draw)."""
+        used = self.as_used()
+        return (used.temperature, used.top_k, used.top_p, used.min_p)
+
+    def steps(self, logits: np.ndarray) -> SamplingSteps:
+        """Every stage of choosing from `logits` with these settings (T = 0: the argmax)."""
+        return sampling_steps(logits, *self.filters)
+
+    def draw(self, steps: SamplingSteps, rng: np.random.Generator) -> int:
+        """The token these settings take from `steps`: the argmax, or a draw with `rng`."""
+        return greedy_token(steps.logits) if self.greedy else sample_token(steps, rng)
+
+    def choose(self, logits: np.ndarray, rng: np.random.Generator) -> int:
+        """The token these settings take after `logits` (greedy builds no stages)."""
+        return greedy_token(logits) if self.greedy else self.draw(self.steps(logits), rng)
+
+
+def step_rng(seed: int, step: int) -> np.random.Generator:
+    """One generator per generated token, seeded by (seed, step): a link replays the same draws,
+    and the page can say which token the next step will draw before it is generated."""
+    return np.random.default_rng([seed, step])
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,34 +113,24 @@ class Decoded:
 
 
 def continuation(
-    model: LlamaModel,
-    prompt_ids: tuple[int, ...],
-    step: int,
-    temperature: float,
-    top_k: int,
-    seed: int,
+    model: LlamaModel, prompt_ids: tuple[int, ...], step: int, sampling: Sampling = Sampling()
 ) -> Continuation:
-    """The prompt and `step` tokens sampled after it at `temperature` (0: greedy), from the
-    `top_k` likeliest (0: all), with draws seeded by `seed` and the step."""
-    if temperature == 0:  # greedy takes the argmax: top-k and the seed change nothing
-        top_k, seed = 0, 0
-    return _continuation(prompt_ids, step, temperature, top_k, seed, id(model), model)
+    """The prompt and `step` tokens chosen after it by `sampling` (greedy by default)."""
+    return _continuation(prompt_ids, step, sampling.as_used(), id(model), model)
 
 
 @smollm.let_go_with_model
 @st.cache_resource(max_entries=2 * MAX_STEPS, show_spinner="Generating…")
 def _continuation(
-    prompt_ids, step, temperature, top_k, seed, model_id, _model: LlamaModel
+    prompt_ids, step, sampling: Sampling, model_id, _model: LlamaModel
 ) -> Continuation:
     if step == 0:
         prompt = _prefill(prompt_ids, model_id, _model)
         return Continuation(prompt_ids, len(prompt_ids), prompt.cache, prompt.logits, False)
-    before = _continuation(prompt_ids, step - 1, temperature, top_k, seed, model_id, _model)
+    before = _continuation(prompt_ids, step - 1, sampling, model_id, _model)
     if before.ended:
         return before
-    # One generator per step, seeded by (seed, step): a link replays the same draws.
-    rng = np.random.default_rng([seed, step])
-    token = sample_next_token(before.logits, temperature=temperature, top_k=top_k, rng=rng)
+    token = sampling.choose(before.logits, step_rng(sampling.seed, step))
     ids = (*before.ids, token)
     decoded = _decoded(ids, model_id, _model, before.cache)
     rows = (*before.rows, decoded.row)
@@ -149,21 +178,6 @@ def _trace(
         prompt = _prefill(ids[: _state.prompt_length], model_id, _model).trace
         return with_rows(_model, ids, prompt, _state.rows) if _state.rows else prompt
     return from_pass(_model, ids, run_llama(_model, np.asarray(ids)))
-
-
-def top_k_table(
-    model: LlamaModel, logits: np.ndarray, temperature: float, top_k: int
-) -> pd.DataFrame:
-    """The TOP_K_SHOWN most likely next tokens with their probabilities (T and top-k applied)."""
-    p = next_token_probabilities(logits, temperature or 1.0, top_k or None)
-    best = np.argsort(-p)[:TOP_K_SHOWN]
-    return pd.DataFrame(
-        {
-            "token": [repr(model.token_text(i))[1:-1] for i in best],
-            "id": best.astype(int),
-            "probability": np.round(p[best], 4),
-        }
-    )
 
 
 def cache_bytes_per_token(cache: LlamaCache) -> int:

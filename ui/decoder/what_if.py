@@ -4,6 +4,7 @@ removed), before and after, with the KL divergence between the two distributions
     next_token_change(model, ids, mode, ...)  the two distributions (`NextTokenChange`): two
                                               forward passes, cached per distinct choice
     change_sentence, change_table, change_figure  what the page shows of them
+    take_one_away(view, model, state, ...)    the page's section (a fragment)
 """
 
 from __future__ import annotations
@@ -13,12 +14,16 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from attention_core import probing
+from attention_core import AttentionInputError, probing
 from attention_core.models.llama import LlamaModel
 from attention_core.probing import NextTokenChange
+from ui.decoder.generation import Continuation
+from ui.decoder.trace import PageTrace, labels
 from ui.models import smollm
-from ui.widgets import describe, theme
+from ui.widgets import describe, render, theme
 from ui.widgets.render import figure
+from ui.widgets.state import PageState, write_url_after_fragment
+from ui.widgets.tokens import fit_token
 
 MODES = {
     "remove": "Remove a token",
@@ -128,6 +133,48 @@ def change_figure(
         title="Next-token probabilities",
     )
     return describe.attach(figure(data, layout), summary, table)
+
+
+@st.fragment
+def take_one_away(
+    view: PageState, model: LlamaModel, state: Continuation, shown: PageTrace, layer: int, head: int
+) -> None:
+    """The section: what to take away, the sentence, the KL divergence, the table and the bars."""
+    # Two more forward passes per token: only for a reader who opens it (a link can).
+    box = st.expander("Take one token or head away", icon=":material/content_cut:",
+                      key=view.bool_key("whatif", False), on_change="rerun")  # fmt: skip
+    if not box.open:
+        return write_url_after_fragment(view)
+    with box:
+        n = len(state.ids)
+        if moved := fit_token(view, "what_token", n):
+            st.warning(moved, icon=":material/link_off:")
+        mode_col, token_col = st.columns(2)
+        names = labels(shown.tokens)
+        mode = mode_col.radio(
+            "What to take away", list(MODES), format_func=MODES.get, key=view.key("what")
+        )
+        position = token_col.selectbox(
+            "Token", list(range(1, n + 1)), format_func=lambda i: names[i - 1],
+            key=view.key("what_token"), disabled=mode == "head",
+        ) - 1  # fmt: skip
+        if mode == "head":
+            token_col.caption(f"Removes layer {layer + 1}, head {head + 1} (the sliders above).")
+        try:
+            change = next_token_change(model, state.ids, mode, position, layer, head)
+        except AttentionInputError as error:
+            token_col.error(str(error), icon=":material/edit_off:")
+            return write_url_after_fragment(view)
+        st.markdown(change_sentence(model, change))
+        st.metric("KL divergence, before ‖ after", f"{change.kl:.4f} nats")
+        table_col, chart_col = st.columns(2)
+        table_col.dataframe(change_table(model, change), hide_index=True)
+        with chart_col:
+            render.show(
+                render.cached(change_figure, state.ids, mode, position, layer, head),
+                filename="decoder-what-if",
+            )
+        write_url_after_fragment(view)
 
 
 def _token(model: LlamaModel, token_id: int) -> str:

@@ -1,0 +1,265 @@
+"""Branching: fork the decoder's text at the current step into its likeliest next tokens and
+continue each for a few tokens, every branch reading the one KV cache of the shared prefix.
+
+    fork(model, state, sampling, count, length)  the branches (`Fork`): count × length decode
+                                                 steps once per distinct view, for every viewer
+    branch_table, branch_figure                  what the page shows of them
+    branch_view(view, model, state, sampling)    the page's section (a fragment)
+
+The cache keeps numbers only (tokens, probabilities, positions and bytes), never a branch's KV
+cache: what is shown of the caches is measured while they exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from attention_core.models.llama import LlamaCache, LlamaModel, run_llama
+from attention_core.sampling import ContinuationProbability, SamplingSteps, continuation_probability
+from ui.decoder.choosing import drawn_from
+from ui.decoder.generation import Continuation, Sampling
+from ui.models import smollm
+from ui.widgets import lines, render, theme
+from ui.widgets.state import PageState, write_url_after_fragment
+
+MAX_BRANCHES, MAX_BRANCH_TOKENS = 5, 6  # at most 30 decode steps for one view
+DEFAULT_BRANCHES, DEFAULT_BRANCH_TOKENS = 3, 4
+
+
+@dataclass(frozen=True, eq=False)
+class Branch:
+    """One continuation of the prefix, starting with one of the fork's alternatives.
+
+    token_ids  the tokens it appends (fewer than asked if it ends with <|im_end|>)
+    model      their probability under the model's own distributions (T = 1, nothing removed)
+    sampler    the same under the page's sampling: the chance the sampler writes exactly this
+               branch (None when greedy, which takes the argmax with certainty)
+    positions  the positions its cache adds to the prefix's (one key and value row per layer
+               and KV head each); `cache_bytes` their bytes
+    in_place   True if those rows went into the prefix's buffer (its room to grow); False if
+               the prefix's rows were first copied into a buffer of its own
+    """
+
+    token_ids: tuple[int, ...]
+    model: ContinuationProbability
+    sampler: ContinuationProbability | None
+    positions: int
+    cache_bytes: int
+    in_place: bool
+
+
+@dataclass(frozen=True, eq=False)
+class Fork:
+    """The branches of one prefix: `prefix_positions` cached once (`prefix_bytes`), read by all.
+    `asked` branches were asked for; the filters may have kept fewer next tokens."""
+
+    prefix_positions: int
+    prefix_bytes: int
+    asked: int
+    branches: tuple[Branch, ...]
+
+
+def fork(
+    model: LlamaModel, state: Continuation, sampling: Sampling, count: int, length: int
+) -> Fork:
+    """The `count` likeliest next tokens after `state` (after the filters when sampling), each
+    continued to `length` tokens by `sampling` (greedy, or seeded by the seed, this step and the
+    branch), every branch starting from `state.cache`."""
+    step = len(state.ids) - state.prompt_length
+    return _fork(state.ids, step, sampling.as_used(), count, length, id(model), model, state)
+
+
+@smollm.let_go_with_model
+@st.cache_resource(max_entries=16, show_spinner="Growing the branches…")
+def _fork(ids, step, sampling, count, length, model_id, _model, _state) -> Fork:
+    # Keyed on the prefix's ids, the step (it seeds the draws) and the settings: the state only
+    # brings the prefix's cache and logits, which the ids determine.
+    if _state is None:  # a figure built after its entry was let go: the prefix's pass again
+        run = run_llama(_model, np.asarray(ids))
+        prefix, logits = run.cache, run.next_token_logits
+    else:
+        prefix, logits = _state.cache, _state.logits
+    first = sampling.steps(logits)
+    p = drawn_from(first)
+    alternatives = [int(t) for t in np.argsort(-p, kind="stable")[:count] if p[t] > 0]
+    branches = tuple(
+        _grow(_model, prefix, first, token, length, sampling, [sampling.seed, step, rank])
+        for rank, token in enumerate(alternatives)
+    )
+    return Fork(prefix.length, prefix.bytes_used, count, branches)
+
+
+def _grow(
+    model: LlamaModel,
+    prefix: LlamaCache,
+    steps: SamplingSteps,
+    token: int,
+    length: int,
+    sampling: Sampling,
+    seed: list[int],
+) -> Branch:
+    """`token`, then `length` - 1 more chosen by `sampling`, each read against the cache."""
+    rng = np.random.default_rng(seed)  # one generator per branch: a link replays its draws
+    cache, tokens, p_model, p_sampler = prefix, [], [], []
+    for j in range(length):
+        tokens.append(token)
+        p_model.append(steps.model_probabilities[token])
+        p_sampler.append(steps.probabilities[token])
+        if token == model.eos_token_id:
+            break  # the end of the answer: nothing follows it
+        # One query row against the cache: the prefix's rows and this branch's own.
+        run = run_llama(model, [token], cache)
+        cache = run.cache
+        if j + 1 < length:
+            steps = sampling.steps(run.next_token_logits)
+            token = sampling.draw(steps, rng)
+    grown = cache is not prefix
+    return Branch(
+        token_ids=tuple(tokens),
+        model=continuation_probability(p_model),
+        sampler=None if sampling.greedy else continuation_probability(p_sampler),
+        positions=cache.length - prefix.length,
+        cache_bytes=cache.bytes_used - prefix.bytes_used,
+        in_place=grown and bool(np.may_share_memory(cache.layers[0].keys, prefix.layers[0].keys)),
+    )
+
+
+def branch_table(model: LlamaModel, result: Fork) -> pd.DataFrame:
+    """One row per branch: its tokens, its probability (Π p) and log-probability (Σ log p),
+    and what it added to the cache."""
+    rows = {
+        "branch": [i + 1 for i in range(len(result.branches))],
+        "continuation": [repr(model.decode(list(b.token_ids)))[1:-1] for b in result.branches],
+        "token ids": [" ".join(str(t) for t in b.token_ids) for b in result.branches],
+        "p (model)": [b.model.probability for b in result.branches],
+        "log p (model)": [b.model.log_probability for b in result.branches],
+    }
+    if result.branches and result.branches[0].sampler is not None:
+        rows["p (sampler)"] = [b.sampler.probability for b in result.branches]
+    rows |= {
+        "own positions": [b.positions for b in result.branches],
+        "own K/V bytes": [b.cache_bytes for b in result.branches],
+        "prefix rows": [
+            "shared, grown in place" if b.in_place else "copied first" for b in result.branches
+        ],
+    }
+    return pd.DataFrame(rows)
+
+
+def branch_figure(
+    ids: tuple[int, ...], step: int, sampling: Sampling, count: int, length: int
+) -> go.Figure:
+    """Each branch's tokens' model probabilities, token by token: where the model was sure."""
+    model = smollm.load_decoder().model
+    result = _fork(ids, step, sampling, count, length, id(model), model, None)
+    series = {}
+    for i, branch in enumerate(result.branches):
+        p = np.full(length, np.nan)  # a branch that ended early stops its line
+        p[: len(branch.token_ids)] = branch.model.token_probabilities
+        series[f"{i + 1} “{_token(model, branch.token_ids[0])}”"] = p
+    drawn = lines.line_plot(
+        np.arange(1, length + 1),
+        series,
+        x_title="token of the branch",
+        y_title="p(token | prefix and branch so far)",
+        title="How sure the model was of each branch's tokens",
+        markers=True,
+    )
+    # Still this builder's own figure: whole tokens on x, a colour-blind-safe colour a branch.
+    drawn.layout.xaxis.dtick = 1
+    for line, color in zip(drawn.data, theme.HEAD_COLORS, strict=False):
+        line.line.color = color
+    return drawn
+
+
+@st.fragment
+def branch_view(view: PageState, model: LlamaModel, state: Continuation, sampling: Sampling):
+    """Fork here: the controls, what the branches share and add, their table and their line."""
+    # count × length decode steps: only for a reader who opens it (a link can).
+    box = st.expander("Fork the text here", icon=":material/call_split:",
+                      key=view.bool_key("branch", False), on_change="rerun")  # fmt: skip
+    if not box.open:
+        return write_url_after_fragment(view)
+    with box:
+        count_col, length_col = st.columns(2)
+        count = count_col.slider(
+            "Branches: the likeliest next tokens", 2, MAX_BRANCHES,
+            key=view.int_key("branches", DEFAULT_BRANCHES, lo=2, hi=MAX_BRANCHES),
+        )  # fmt: skip
+        length = length_col.slider(
+            "Tokens per branch", 1, MAX_BRANCH_TOKENS,
+            key=view.int_key("branch_tokens", DEFAULT_BRANCH_TOKENS, lo=1, hi=MAX_BRANCH_TOKENS),
+        )  # fmt: skip
+        if state.ended:
+            st.info("The model has finished: there is no next token to fork on.")
+            return write_url_after_fragment(view)
+        result = fork(model, state, sampling, count, length)
+        _show_fork(model, state, sampling, result, count, length)
+        write_url_after_fragment(view)
+
+
+def _show_fork(model, state, sampling, result: Fork, count: int, length: int) -> None:
+    used = sampling.as_used()
+    found = len(result.branches)
+    how = "greedily" if used.greedy else "by the sampler (seeded by the seed, step and branch)"
+    after = "" if used.greedy else " after the filters"
+    fewer = f" (they keep only {found})" if found < result.asked else ""
+    st.markdown(
+        f"Forked after “…{_token(model, state.ids[-1])}”: the {found} likeliest next tokens"
+        f"{after}{fewer}, each continued {how}. "
+        "Every branch reads the prefix's keys and values from the one cache; it computes only "
+        "its own tokens."
+    )
+    own = sum(b.positions for b in result.branches)
+    prefix_col, own_col, best_col = st.columns(3)
+    prefix_col.metric(
+        "Shared prefix, computed once",
+        f"{result.prefix_positions} positions",
+        delta=f"{result.prefix_bytes:,} bytes, read by {found} branch{'es' * (found != 1)}",
+        delta_color="off",
+    )
+    own_col.metric(
+        "Computed for the branches",
+        f"{own} positions",
+        delta=f"{found * result.prefix_positions + own} without the shared prefix",
+        delta_color="off",
+    )
+    best = max(result.branches, key=lambda b: b.model.log_probability)
+    best_col.metric(
+        "The likeliest branch",
+        f"“{_token(model, best.token_ids[0])}”",
+        delta=f"p = {best.model.probability:.3g} (log p {best.model.log_probability:.2f})",
+        delta_color="off",
+    )
+    number = st.column_config.NumberColumn
+    st.dataframe(
+        branch_table(model, result),
+        hide_index=True,
+        column_config={
+            "p (model)": number(format="scientific"),
+            "p (sampler)": number(format="scientific"),
+            "log p (model)": number(format="%.3f"),
+            "own K/V bytes": number(format="localized"),
+        },
+    )
+    step = len(state.ids) - state.prompt_length
+    render.show(
+        render.cached(branch_figure, state.ids, step, used, count, length),
+        filename="decoder-branches",
+    )
+    st.caption(
+        "p (model) multiplies the model's own probabilities of the branch's tokens (T = 1, "
+        "nothing removed); log p adds their logarithms, which does not underflow. The cache "
+        "keeps each layer's rows in one growing buffer: the first branch to grow writes into "
+        "the prefix's spare room, the others copy the prefix's rows first (a paged cache, as "
+        "in vLLM, would share its blocks instead)."
+    )
+
+
+def _token(model: LlamaModel, token_id: int) -> str:
+    return repr(model.token_text(int(token_id)))[1:-1]
