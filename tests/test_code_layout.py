@@ -79,6 +79,10 @@ def missing_parts(record: PageRecord) -> list[str]:
         f"bench/bench_page_{page_id}.py",
     ]
     missing += [place for place in wanted if not (ROOT / place).is_file()]
+    browser_test = ROOT / "tests" / "e2e" / f"test_{page_id}.py"
+    # Its link as a fresh server's first request: the state it carries, checked on the page.
+    if browser_test.is_file() and "\nFIRST_REQUEST = " not in browser_test.read_text():
+        missing.append(f"FIRST_REQUEST in tests/e2e/test_{page_id}.py")
     page_file = Path(record.path) if Path(record.path).is_absolute() else ROOT / record.path
     # Its widgets' keys carry its id: the page's PageState is named by it.
     if f'PageState("{page_id}")' not in page_file.read_text():

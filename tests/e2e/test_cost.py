@@ -23,6 +23,7 @@ from harness.browser import (
     wait_for_charts,
     wait_for_link,
 )
+from tests.e2e.links import LinkState, expect_slider
 
 DATAFRAME = "[data-testid='stDataFrame']"
 # A go.Heatmap's own cell text (texttemplate), as the online-softmax figure writes it.
@@ -146,3 +147,12 @@ def test_a_measurement_counts_four_n_squared_d_flops(server, page):
         assert int(row["FLOPs"]) == 2 * n * n * d + 2 * n * n * d  # QKᵀ, then the weights times V
         assert float(row["n×n matrix (MB)"]) == pytest.approx(n * n * 4 / 1e6)
     assert exceptions(page) == []
+
+
+def first_request_shows_its_state(tab) -> None:
+    """What the page shows of `FIRST_REQUEST`'s link, opened on a fresh server."""
+    expect_slider(tab, "cost.keys", "5")
+
+
+# Its link as the very first request to a fresh server (tests/e2e/test_navigation.py).
+FIRST_REQUEST = LinkState("keys=5", first_request_shows_its_state)

@@ -25,6 +25,7 @@ from harness.browser import (
     rerun_after,
     wait_for_link,
 )
+from tests.e2e.links import LinkState, expect_text
 from tests.hf_models import smollm2_reference
 from tests.test_page_decoder import HELD_OUT, softmax, transformers_stages
 
@@ -170,3 +171,20 @@ def test_a_branch_link_opens_the_fork_and_another_viewer_sees_the_same(
     wait_for_link(page, lacks=("branch=1",))
     expect(metric(page, "Shared prefix, computed once")).to_have_count(0)
     assert exceptions(page) == []
+
+
+def first_request_shows_its_state(tab) -> None:
+    """What the page shows of `FIRST_REQUEST`'s link, opened on a fresh server."""
+    # The link asks for one generated token: the page generates it on the first run, and the
+    # cache then holds every prompt token plus that one (30 layers, K and V, 3 KV heads, 64).
+    expect_text(tab, "decoder.prompt", "Dogs bark loudly")
+    caption = tab.locator("[data-testid='stCaptionContainer']").filter(has_text="generated of")
+    expect(caption).to_contain_text("1 generated of at most")
+    metric = tab.locator("[data-testid='stMetric']").filter(has_text="Cache shape")
+    expect(metric.locator("[data-testid='stMetricValue']")).to_have_text(
+        re.compile(r"\(30, 2, 3, \d+, 64\)")
+    )
+
+
+# Its link as the very first request to a fresh server (tests/e2e/test_navigation.py).
+FIRST_REQUEST = LinkState("prompt=Dogs+bark+loudly&step=1", first_request_shows_its_state)

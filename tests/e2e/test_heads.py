@@ -21,6 +21,7 @@ from harness.browser import (
     wait_for_charts,
     wait_for_link,
 )
+from tests.e2e.links import LinkState, expect_slider, expect_text
 from tests.hf_models import smollm2_reference
 
 torch = pytest.importorskip("torch")
@@ -89,3 +90,14 @@ def test_the_token_box_and_the_head_slider_change_the_view_and_the_link(server, 
     wait_for_link(page, has=("head=4",))
     expect(page.get_by_text(re.compile(r"Layer 24, head 4 adds [+-]"))).to_be_visible()
     assert exceptions(page) == []
+
+
+def first_request_shows_its_state(tab) -> None:
+    """What the page shows of `FIRST_REQUEST`'s link, opened on a fresh server."""
+    expect_text(tab, "heads.prompt", "Dogs bark loudly")
+    expect_slider(tab, "heads.head", "3")
+    expect(tab.get_by_text(re.compile(r"Layer 24, head 3 adds [+-]"))).to_be_visible()
+
+
+# Its link as the very first request to a fresh server (tests/e2e/test_navigation.py).
+FIRST_REQUEST = LinkState("prompt=Dogs+bark+loudly&head=3", first_request_shows_its_state)

@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 
 from attention_core.models import llama_files
 from harness.browser import exceptions, key_selector, open_app, rerun_after, wait_for_link
+from tests.e2e.links import LinkState, expect_slider
 from tests.hf_models import smollm2_reference
 from tests.test_long_context import AUSTEN
 
@@ -60,3 +61,15 @@ def test_the_link_shows_the_perplexities_and_the_sinks_slider_changes_them(serve
         f"{expected[3]:.2f}", timeout=120_000
     )
     assert exceptions(page) == []
+
+
+def first_request_shows_its_state(tab) -> None:
+    """What the page shows of `FIRST_REQUEST`'s link, opened on a fresh server."""
+    expect_slider(tab, "long_context.window", "32")
+    expect_slider(tab, "long_context.sinks", "2")
+    metric = tab.locator("[data-testid='stMetric']").filter(has_text="window + first tokens")
+    expect(metric).to_be_visible(timeout=120_000)
+
+
+# Its link as the very first request to a fresh server (tests/e2e/test_navigation.py).
+FIRST_REQUEST = LinkState("window=32&sinks=2", first_request_shows_its_state)

@@ -23,6 +23,7 @@ from harness.browser import (
     wait_for_link,
     wait_for_visible_charts,
 )
+from tests.e2e.links import LinkState, expect_slider
 
 N = 4
 Q, K, _ = np.random.default_rng(0).standard_normal((3, N, 4))
@@ -99,3 +100,12 @@ def test_a_deep_link_mask_then_a_window_added_and_widened(server, page):
     assert not np.array_equal(weights(wider), weights(windowed))
     expect_weights(page, wider)
     assert exceptions(page) == []
+
+
+def first_request_shows_its_state(tab) -> None:
+    """What the page shows of `FIRST_REQUEST`'s link, opened on a fresh server."""
+    expect_slider(tab, "masking.n", "4")
+
+
+# Its link as the very first request to a fresh server (tests/e2e/test_navigation.py).
+FIRST_REQUEST = LinkState("n=4", first_request_shows_its_state)

@@ -24,6 +24,7 @@ from harness.browser import (
     wait_for_charts,
     wait_for_link,
 )
+from tests.e2e.links import LinkState, expect_slider, expect_text
 
 TOKENS = ["the", "cat", "sat", "on"]
 D_MODEL = 8
@@ -90,3 +91,13 @@ def test_more_heads_and_another_seed_change_the_zoomed_heads_weights(server, pag
     wait_for_link(page, has=("seed=3",), lacks=("heads=",))
     expect_weights(page, head_weights(4, ZOOMED, seed=3))
     assert exceptions(page) == []
+
+
+def first_request_shows_its_state(tab) -> None:
+    """What the page shows of `FIRST_REQUEST`'s link, opened on a fresh server."""
+    expect_text(tab, "multi_head.sentence", "a dog ran home")
+    expect_slider(tab, "multi_head.heads", "2")
+
+
+# Its link as the very first request to a fresh server (tests/e2e/test_navigation.py).
+FIRST_REQUEST = LinkState("sentence=a+dog+ran+home&heads=2", first_request_shows_its_state)

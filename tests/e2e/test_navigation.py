@@ -6,16 +6,16 @@ first script run looks the requested page up among the files of `pages/` (by fil
 file's stem, so that lookup misses and app.py runs. Here each page's link, carrying some view
 state, is the first thing its own fresh server ever answers (the situation of a QR code on a
 slide after the server restarted), and the browser must show the router (the sidebar menu and
-the presenter switch app.py draws), the right page, that page's state, and no dialog.
+the presenter switch app.py draws), the right page, that page's state, and no dialog. Which
+state, and how to see it, each page says in its own browser test (`FIRST_REQUEST` in
+tests/e2e/test_<id>.py).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+import importlib
+from collections.abc import Iterator
 
-import numpy as np
 import pytest
 from playwright.sync_api import expect
 
@@ -24,130 +24,25 @@ from harness.browser import (
     StreamlitServer,
     active_page_title,
     exceptions,
-    heatmap_cells,
     key_selector,
     open_app,
-    wait_for_charts,
 )
-from harness.references import bert_tokens
+from tests.e2e.links import LinkState
+from ui.pages import PageRecord
 
 PAGES = registered_pages()
 
 
-# The widgets draw their values after the run has finished, so each check waits for the value.
-
-
-def expect_slider(tab, key: str, value: str) -> None:
-    thumb = tab.locator(f"{key_selector(key)} input[type='range']").first
-    expect(thumb).to_have_attribute("aria-valuetext", value)
-
-
-def expect_text(tab, key: str, value: str) -> None:
-    expect(tab.locator(f"{key_selector(key)} input, {key_selector(key)} textarea")).to_have_value(
-        value
-    )
-
-
-def expect_metric(tab, label: str, value: str) -> None:
-    metric = tab.locator("[data-testid='stMetric']").filter(has_text=label)
-    expect(metric.locator("[data-testid='stMetricValue']")).to_have_text(value)
-
-
-def _home(tab) -> None:
-    expect_slider(tab, "why.n", "4")
-    # 4 tokens: 4 × 4 query·key scores, and 3 sequential steps for an RNN.
-    expect_metric(tab, "scores computed", "16")
-    expect_metric(tab, "sequential steps", "3")
-
-
-def _sdpa(tab) -> None:
-    causal = tab.locator(f"{key_selector('scaled_dot_product.causal')} input[type='checkbox']")
-    expect(causal).to_be_checked()
-    # The worked 3-token example: Q = [[1,0],[0,1],[1,1]], K = [[1,1],[1,0],[0,1]], d_k = 2.
-    # With the causal mask query i sees keys 1..i: query 1 puts all its weight on key 1, and
-    # query 2 sees scores q2·k1 = 1, q2·k2 = 0, scaled by 1/√2, so its weights are
-    # softmax([1/√2, 0]) = [e^{1/√2}, 1] / (e^{1/√2} + 1) = [0.6698, 0.3302].
-    q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
-    k = np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
-    scores = np.where(np.tril(np.ones((3, 3), dtype=bool)), q @ k.T / np.sqrt(2), -np.inf)
-    weights = np.exp(scores - scores.max(-1, keepdims=True))
-    weights /= weights.sum(-1, keepdims=True)
-    assert np.allclose(weights[1, :2], [0.6698, 0.3302], atol=1e-4)
-    scope = key_selector("scaled_dot_product.pipeline.weights.chart")
-    wait_for_charts(tab, scope)
-    shown = np.array([float(text) for text in heatmap_cells(tab, scope)]).reshape(3, 3)
-    np.testing.assert_allclose(shown, weights, atol=5e-5)
-    masked_scope = key_selector("scaled_dot_product.pipeline.masked.chart")
-    wait_for_charts(tab, masked_scope)
-    masked = heatmap_cells(tab, masked_scope)[:9]
-    assert [i for i, text in enumerate(masked) if text == "−∞"] == [1, 2, 5]  # above the diagonal
-
-
-def _masking(tab) -> None:
-    expect_slider(tab, "masking.n", "4")
-
-
-def _multi_head(tab) -> None:
-    expect_text(tab, "multi_head.sentence", "a dog ran home")
-    expect_slider(tab, "multi_head.heads", "2")
-
-
-def _positional(tab) -> None:
-    expect_text(tab, "positional.sentence", "dogs chase cats")
-
-
-def _pretrained(tab) -> None:
-    expect_text(tab, "pretrained.text", "Dogs bark loudly")
-    tokens = bert_tokens("Dogs bark loudly")
-    assert tokens == ["[CLS]", "dogs", "bark", "loudly", "[SEP]"]
-    caption = tab.locator("[data-testid='stCaptionContainer']").filter(has_text="(WordPiece")
-    expect(caption).to_contain_text("): " + " · ".join(tokens))
-
-
-def _probe(tab) -> None:
-    expect_text(tab, "probe.text", "Dogs bark loudly")
-    caption = tab.locator("[data-testid='stCaptionContainer']").filter(has_text="5 tokens:")
-    expect(caption).to_contain_text("5 tokens: " + " · ".join(bert_tokens("Dogs bark loudly")))
-
-
-def _cost(tab) -> None:
-    expect_slider(tab, "cost.keys", "5")
-
-
-def _decoder(tab) -> None:
-    # The link asks for one generated token: the page generates it on the first run, and the
-    # cache then holds every prompt token plus that one (30 layers, K and V, 3 KV heads, 64).
-    expect_text(tab, "decoder.prompt", "Dogs bark loudly")
-    caption = tab.locator("[data-testid='stCaptionContainer']").filter(has_text="generated of")
-    expect(caption).to_contain_text("1 generated of at most")
-    metric = tab.locator("[data-testid='stMetric']").filter(has_text="Cache shape")
-    expect(metric.locator("[data-testid='stMetricValue']")).to_have_text(
-        re.compile(r"\(30, 2, 3, \d+, 64\)")
-    )
-
-
-@dataclass(frozen=True)
-class LinkState:
-    query: str
-    check: Callable[[object], None]
-
-
-# The state each page's link carries, and how to see it on the page.
-STATE = {
-    "why": LinkState("n=4", _home),
-    "scaled-dot-product": LinkState("causal=1", _sdpa),
-    "masking": LinkState("n=4", _masking),
-    "multi-head": LinkState("sentence=a+dog+ran+home&heads=2", _multi_head),
-    "positional": LinkState("sentence=dogs+chase+cats", _positional),
-    "pretrained": LinkState("text=Dogs+bark+loudly", _pretrained),
-    "probe": LinkState("text=Dogs+bark+loudly", _probe),
-    "cost": LinkState("keys=5", _cost),
-    "decoder": LinkState("prompt=Dogs+bark+loudly&step=1", _decoder),
-}
+def first_request(record: PageRecord) -> LinkState:
+    """The state a page's link carries and how its page shows it: `FIRST_REQUEST` in the page's
+    own browser test, tests/e2e/test_<id>.py (a new page brings its own)."""
+    module = importlib.import_module(f"tests.e2e.test_{record.id}")
+    return module.FIRST_REQUEST
 
 
 def test_every_registered_page_has_a_link_state_check():
-    assert set(STATE) == {p.url_path for p in PAGES}
+    for record in PAGES:
+        assert isinstance(first_request(record), LinkState), record.id
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +66,7 @@ def fresh_servers(request) -> Iterator[dict[str, StreamlitServer]]:
 def test_deep_link_as_first_request_shows_the_page_and_its_state(fresh_servers, page, registered):
     fresh = fresh_servers[registered.url_path]
     fresh.wait_healthy()
-    state = STATE[registered.url_path]
+    state = first_request(registered)
     # The default page's link is the root: that is the URL its view gives to copy.
     path = "" if registered.default else registered.url_path
     open_app(page, fresh.url, path, state.query)

@@ -23,6 +23,7 @@ from harness.browser import (
     wait_for_charts,
     wait_for_link,
 )
+from tests.e2e.links import LinkState, expect_text
 
 
 def sinusoids(num_positions: int, d_model: int, base: float = 10000.0) -> np.ndarray:
@@ -88,3 +89,12 @@ def test_the_rotation_names_the_table_value_at_p_plus_k(server, page):
     wait_for_link(page, has=("offset=3",))
     expect(value).to_contain_text(f"PE(6)2,3 = ({pe[6, 2]:.6f}, {pe[6, 3]:.6f})")
     assert exceptions(page) == []
+
+
+def first_request_shows_its_state(tab) -> None:
+    """What the page shows of `FIRST_REQUEST`'s link, opened on a fresh server."""
+    expect_text(tab, "positional.sentence", "dogs chase cats")
+
+
+# Its link as the very first request to a fresh server (tests/e2e/test_navigation.py).
+FIRST_REQUEST = LinkState("sentence=dogs+chase+cats", first_request_shows_its_state)

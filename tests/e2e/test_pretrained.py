@@ -18,6 +18,7 @@ from harness.browser import (
     wait_for_visible_charts,
 )
 from harness.references import bert_tokens
+from tests.e2e.links import LinkState, expect_text
 
 SENTENCE = "Attention heads tokenize unbelievably long words!"
 TOKEN_CAPTION = "[data-testid='stCaptionContainer']"
@@ -49,3 +50,16 @@ def test_a_typed_sentence_shows_the_models_tokens(server, page):
     wait_for_link(page, has=("text=Attention",))
     wait_for_visible_charts(page)
     assert exceptions(page) == []
+
+
+def first_request_shows_its_state(tab) -> None:
+    """What the page shows of `FIRST_REQUEST`'s link, opened on a fresh server."""
+    expect_text(tab, "pretrained.text", "Dogs bark loudly")
+    tokens = bert_tokens("Dogs bark loudly")
+    assert tokens == ["[CLS]", "dogs", "bark", "loudly", "[SEP]"]
+    caption = tab.locator("[data-testid='stCaptionContainer']").filter(has_text="(WordPiece")
+    expect(caption).to_contain_text("): " + " · ".join(tokens))
+
+
+# Its link as the very first request to a fresh server (tests/e2e/test_navigation.py).
+FIRST_REQUEST = LinkState("text=Dogs+bark+loudly", first_request_shows_its_state)

@@ -21,6 +21,8 @@ from harness.browser import (
     wait_for_link,
     wait_for_visible_charts,
 )
+from harness.references import bert_tokens
+from tests.e2e.links import LinkState, expect_text
 
 TIRED = "The animal didn't cross the street because it was too tired."
 TIRED_AT = 13  # [CLS] the animal didn ' t cross the street because it was too tired . [SEP]
@@ -79,3 +81,14 @@ def test_removing_a_token_or_a_head_shows_transformers_similarity_and_the_link_f
     expect(metric.locator("[data-testid='stMetricValue']")).to_have_text(f"{expected_head:.4f}")
     wait_for_visible_charts(page)
     assert exceptions(page) == []
+
+
+def first_request_shows_its_state(tab) -> None:
+    """What the page shows of `FIRST_REQUEST`'s link, opened on a fresh server."""
+    expect_text(tab, "probe.text", "Dogs bark loudly")
+    caption = tab.locator("[data-testid='stCaptionContainer']").filter(has_text="5 tokens:")
+    expect(caption).to_contain_text("5 tokens: " + " · ".join(bert_tokens("Dogs bark loudly")))
+
+
+# Its link as the very first request to a fresh server (tests/e2e/test_navigation.py).
+FIRST_REQUEST = LinkState("text=Dogs+bark+loudly", first_request_shows_its_state)

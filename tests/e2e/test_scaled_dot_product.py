@@ -27,6 +27,7 @@ from harness.browser import (
     wait_for_charts,
     wait_for_link,
 )
+from tests.e2e.links import LinkState
 
 Q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
 K = np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
@@ -191,3 +192,31 @@ def test_choosing_a_query_reruns_its_fragment_and_the_link_follows(server, page)
     weights, _ = attention(Q, K, V, causal=True)
     expect_heatmap(page, WEIGHTS, weights)
     assert exceptions(page) == []
+
+
+def first_request_shows_its_state(tab) -> None:
+    """What the page shows of `FIRST_REQUEST`'s link, opened on a fresh server."""
+    causal = tab.locator(f"{key_selector('scaled_dot_product.causal')} input[type='checkbox']")
+    expect(causal).to_be_checked()
+    # The worked 3-token example: Q = [[1,0],[0,1],[1,1]], K = [[1,1],[1,0],[0,1]], d_k = 2.
+    # With the causal mask query i sees keys 1..i: query 1 puts all its weight on key 1, and
+    # query 2 sees scores q2·k1 = 1, q2·k2 = 0, scaled by 1/√2, so its weights are
+    # softmax([1/√2, 0]) = [e^{1/√2}, 1] / (e^{1/√2} + 1) = [0.6698, 0.3302].
+    q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    k = np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+    scores = np.where(np.tril(np.ones((3, 3), dtype=bool)), q @ k.T / np.sqrt(2), -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    assert np.allclose(weights[1, :2], [0.6698, 0.3302], atol=1e-4)
+    scope = key_selector("scaled_dot_product.pipeline.weights.chart")
+    wait_for_charts(tab, scope)
+    shown = np.array([float(text) for text in heatmap_cells(tab, scope)]).reshape(3, 3)
+    np.testing.assert_allclose(shown, weights, atol=5e-5)
+    masked_scope = key_selector("scaled_dot_product.pipeline.masked.chart")
+    wait_for_charts(tab, masked_scope)
+    masked = heatmap_cells(tab, masked_scope)[:9]
+    assert [i for i, text in enumerate(masked) if text == "−∞"] == [1, 2, 5]  # above the diagonal
+
+
+# Its link as the very first request to a fresh server (tests/e2e/test_navigation.py).
+FIRST_REQUEST = LinkState("causal=1", first_request_shows_its_state)

@@ -14,13 +14,9 @@ from harness.browser import (
     wait_for_charts,
     wait_for_link,
 )
+from tests.e2e.links import LinkState, expect_metric, expect_slider
 
 SENTENCE = "The cat sat on the mat because it was warm".split()
-
-
-def expect_metric(tab, label: str, value: str) -> None:
-    metric = tab.locator("[data-testid='stMetric']").filter(has_text=label)
-    expect(metric.locator("[data-testid='stMetricValue']")).to_have_text(value)
 
 
 @pytest.mark.e2e
@@ -38,3 +34,15 @@ def test_the_token_slider_reruns_its_fragment_and_the_link_follows(server, page)
     wait_for_charts(page)
     expect(page.locator(f"{PLOTLY_CHART} {CELL_NUMBERS}")).to_have_text(SENTENCE[:5] * 2)
     assert exceptions(page) == []
+
+
+def first_request_shows_its_state(tab) -> None:
+    """What the page shows of `FIRST_REQUEST`'s link, opened on a fresh server."""
+    expect_slider(tab, "why.n", "4")
+    # 4 tokens: 4 × 4 query·key scores, and 3 sequential steps for an RNN.
+    expect_metric(tab, "scores computed", "16")
+    expect_metric(tab, "sequential steps", "3")
+
+
+# Its link as the very first request to a fresh server (tests/e2e/test_navigation.py).
+FIRST_REQUEST = LinkState("n=4", first_request_shows_its_state)
