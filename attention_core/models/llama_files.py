@@ -113,7 +113,9 @@ class LLMLocation:
             "hub": f"the Hugging Face Hub repository {LLM_HUB_REPO_ID}",
             "explicit": "the given path",
         }[self.source]
-        return f"{origin} ({self.path})"
+        # Where it comes from, not where it lies: a page shows this to every viewer, and the
+        # server's paths are none of theirs.
+        return origin
 
 
 def location_of(path: Path | str, source: str = "explicit") -> LLMLocation:

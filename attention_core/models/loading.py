@@ -95,7 +95,9 @@ class ModelLocation:
             "package": f"the offline package {MODEL_PACKAGE}",
             "hub": f"the Hugging Face Hub repository {HUB_REPO_ID}",
         }[self.source]
-        return f"{origin} ({self.path})"
+        # Where it comes from, not where it lies: a page shows this to every viewer, and the
+        # server's paths are none of theirs.
+        return origin
 
 
 def missing_model_files(model_dir: Path | str) -> list[str]:
