@@ -153,16 +153,17 @@ explanation.section(view, kind, query_key, text)
 
 what_to_try(
     [
-        "Follow “ Paris” after *The capital of France is*: it is nowhere for 25 layers, then "
-        "climbs to the top in the last three. Which heads and MLPs write it?",
+        "Follow “ Paris” after *The capital of France is*: it is not among the likeliest 1,000 "
+        "tokens until layer 24, then climbs to the top at layer 30. Which heads and MLPs write "
+        "it?",
         "Type *The capital of Italy is* and set the second token to “ Paris”: the logit "
         "difference shows who writes “ Rome” *against* “ Paris”.",
-        "In the probe maps, find the induction heads (layers 17–18 of SmolLM2), then run the "
+        "In the probe maps, find the induction heads (layers 18–19 of SmolLM2), then run the "
         "causal check: the repeat's loss jumps when they go, and barely moves for random heads.",
         "Switch the model to MiniLM: a sentence encoder has previous-token and [CLS] heads, "
         "but no induction heads.",
         "In *Attention is not explanation*, compare the first token's attention with its norm: "
-        "a sink gets weight and adds almost nothing.",
+        "a sink gets most of the weight and adds far less than its share.",
     ]
 )
 view.sync_url()
