@@ -36,10 +36,7 @@ inputs.bind_sampling(view)
 view.choice_key("what", "remove", list(what_if.MODES))
 view.int_key("what_token", what_if.DEFAULT_TOKEN, lo=1, hi=MAX_CONTEXT_TOKENS)
 
-if loaded.model is None:
-    smollm.model_missing_page(view, loaded.error)
-
-model = loaded.model
+model = smollm.model_or_stop(view, loaded)
 st.caption(
     f":material/memory: {smollm.MODEL_NAME} from {plain(loaded.source)}: {num_layers} layers, "
     f"{num_heads} query heads sharing {cfg.num_key_value_heads} KV heads, d_head {cfg.head_dim}, "

@@ -30,9 +30,7 @@ window_key = view.int_key("window", inputs.DEFAULT_WINDOW, lo=inputs.WINDOWS[0],
 sinks_key = view.int_key("sinks", inputs.DEFAULT_SINKS, lo=0, hi=inputs.MAX_SINKS)
 
 loaded = smollm.load_decoder()
-if loaded.model is None:
-    smollm.model_missing_page(view, loaded.error)
-model = loaded.model
+model = smollm.model_or_stop(view, loaded)
 
 # -- the text, the window, the sinks --------------------------------------------------------------
 

@@ -35,10 +35,7 @@ with_key = view.text_key("with", inputs.DEFAULT_REPLACEMENT, max_chars=40)
 cut_layer_key = view.int_key("cut_layer", inputs.DEFAULT_ABLATED_LAYER, lo=1, hi=num_layers)
 cut_head_key = view.int_key("cut_head", inputs.DEFAULT_ABLATED_HEAD, lo=1, hi=num_heads)
 
-if loaded.model is None:
-    minilm.model_missing_page(view, loaded.error)
-
-model = loaded.model
+model = minilm.model_or_stop(view, loaded)
 text, trace = minilm.traced_text(view, text_key, lambda text: data.probe_trace(model, text))
 
 tokens = trace.labels()

@@ -41,10 +41,7 @@ view_key = view.choice_key("view", "head", list(inputs.VIEWS))
 only_key = view.bool_key("only", False)
 pipeline_key = view.bool_key("steps", False)
 
-if loaded.model is None:
-    minilm.model_missing_page(view, loaded.error)
-
-model = loaded.model
+model = minilm.model_or_stop(view, loaded)
 st.caption(
     f":material/memory: {minilm.MODEL_NAME} from {layout.plain(loaded.source)}: "
     f"{num_layers} layers, {num_heads} heads, d_model {model.config.hidden_size}, "

@@ -36,9 +36,7 @@ length_key = view.int_key("length", inputs.DEFAULT_LENGTH, lo=inputs.PROBE_LENGT
 query_key = view.int_key("query", 0, lo=0, hi=inputs.MAX_QUERY)
 
 loaded = smollm.load_decoder()
-if loaded.model is None:
-    smollm.model_missing_page(view, loaded.error)
-model = loaded.model
+model = smollm.model_or_stop(view, loaded)
 
 # -- the prompt -----------------------------------------------------------------------------------
 

@@ -79,4 +79,3 @@ def test_a_plain_visit_to_the_home_page_does_not_import_torch():
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=True
     )
     assert done.stdout.strip().splitlines()[-1] == "False"
-

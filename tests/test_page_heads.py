@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from attention_core.head_roles import head_roles, repeated_tokens
 from attention_core.models import llama_files, readouts
-from harness.app_pages import open_model_page
+from harness.app_pages import ROOT, open_model_page
 from tests.hf_models import minilm_reference, smollm2_reference
 from tests.plotly_json import plotly_array
 from ui.widgets.byte_cache import every_cache
@@ -222,3 +222,19 @@ def test_the_causal_check_and_the_caches_shared_and_bounded():
     bounds = {"heads.prompt": 48, "heads.roles": 32, "heads.explanation": 8}
     for name, megabytes in bounds.items():
         assert every_cache()[name][1] <= megabytes * 2**20
+
+
+def test_without_the_model_the_page_says_how_to_get_it_and_keeps_the_link(monkeypatch, tmp_path):
+    from ui.models import smollm
+
+    monkeypatch.setenv(llama_files.LLM_PATH_ENV_VAR, str(tmp_path / "nowhere.gguf"))
+    monkeypatch.setattr(smollm, "hub_reachable", lambda: False)
+    smollm.forget_decoder()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
+    at.query_params["prompt"] = "Dogs bark"
+    at.query_params["head"] = "3"
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    assert any("neither a .gguf file" in e.value for e in at.error)
+    assert any(smollm.INSTALL_COMMAND in c.value for c in at.code)
+    assert at.query_params["prompt"] == "Dogs bark" and at.query_params["head"] == "3"

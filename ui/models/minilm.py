@@ -7,7 +7,7 @@
                                   `PageTrace`: tokens, weights `(layer, head, q_pos, k_pos)`,
                                   q/k/v per head and the head patterns; `trace_of(text)` finds
                                   it again (figure builders use it)
-    sentence_view_keys, traced_text, model_missing_page
+    sentence_view_keys, traced_text, model_or_stop
                                   the text, layer, head and token controls every encoder page
                                   binds first, and what a page says without a model
     PRESETS                       the example sentences, each with the word it is about
@@ -23,7 +23,7 @@ import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NoReturn, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import streamlit as st
@@ -160,10 +160,12 @@ def sentence_view_keys(
     )
 
 
-def model_missing_page(view: PageState, error: str) -> NoReturn:
-    """End an encoder page that has no model, saying how to get one."""
+def model_or_stop(view: PageState, loaded: LoadResult) -> BertModel:
+    """The loaded model; without one, the encoder page ends here, saying why and how to get it."""
+    if loaded.model is not None:
+        return loaded.model
     files = "the model's `config.json`, `model.safetensors` and `tokenizer.json`"
-    model_missing(view, error, install=INSTALL_COMMAND, env_var=MODEL_DIR_ENV_VAR,
+    model_missing(view, loaded.error, install=INSTALL_COMMAND, env_var=MODEL_DIR_ENV_VAR,
                   holds=f"a directory with {files}", repo=HUB_REPO_ID,
                   retry=forget_model)  # fmt: skip
 

@@ -18,7 +18,6 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NoReturn
 
 import numpy as np
 import streamlit as st
@@ -77,10 +76,12 @@ def load_decoder() -> LoadResult:
     return loaded
 
 
-def model_missing_page(view: PageState, error: str) -> NoReturn:
-    """End a decoder page that has no model, saying how to get one."""
+def model_or_stop(view: PageState, loaded: LoadResult) -> LlamaModel:
+    """The loaded model; without one, the decoder page ends here, saying why and how to get it."""
+    if loaded.model is not None:
+        return loaded.model
     files = "`config.json`, `model.safetensors` and `tokenizer.json`"
-    model_missing(view, error, install=INSTALL_COMMAND, env_var=PATH_ENV_VAR,
+    model_missing(view, loaded.error, install=INSTALL_COMMAND, env_var=PATH_ENV_VAR,
                   holds=f"the `.gguf` file or a directory with {files}", repo=HUB_REPO_ID,
                   retry=forget_decoder)  # fmt: skip
 
