@@ -98,3 +98,37 @@ def test_a_failed_computation_is_not_kept():
     except ValueError:
         pass
     assert flaky(1) == 1 and attempts == [1, 1]
+
+
+def test_a_buffer_several_results_share_is_counted_once_against_the_bound():
+    # A decoder's KV cache after each step is a view of one growing buffer.
+    buffer = np.zeros(4 * KB)  # 32 KiB
+
+    @bounded_by_bytes(40 * KB, name="test.shared")
+    def prefix(n: int) -> np.ndarray:
+        return buffer[:n]
+
+    for n in (10, 20, 30, 40):
+        prefix(n)
+    assert prefix.holding() == (4, 32 * KB)
+    # One result of its own (16 KiB) passes the bound: the oldest views go until it holds,
+    # and the shared buffer's bytes leave only with the last view of it.
+    fresh = bounded_by_bytes(40 * KB, name="test.shared")(lambda n: np.ones(2 * KB))
+    fresh(1)
+    assert prefix.holding() == (1, 16 * KB)
+
+
+def test_clearing_streamlits_caches_clears_these_too():
+    import streamlit as st
+
+    @bounded_by_bytes(KB * KB, name="test.menu")
+    def block(seed: int) -> np.ndarray:
+        return np.full(KB, float(seed))
+
+    block(1), block(2)
+    assert block.holding() == (2, 16 * KB)
+    st.cache_resource.clear()  # what the menu's "Clear caches" does
+    assert block.holding() == (0, 0)
+    block(3)
+    st.cache_resource.clear()
+    assert block.holding() == (0, 0)

@@ -22,6 +22,7 @@ from tests.plotly_json import figures, plotly_array
 from ui.decoder import branching, generation
 from ui.decoder.generation import Sampling
 from ui.models import smollm
+from ui.widgets.byte_cache import MB, every_cache
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,6 +156,24 @@ def test_generation_reuses_the_decode_steps_of_the_same_tokens_and_stays_exact(m
     full = run_llama(model, np.asarray(sampled.ids))
     np.testing.assert_allclose(sampled.logits, full.next_token_logits, atol=2e-4)
     assert sampled.cache.layers[0].keys.shape[-2] == len(sampled.ids)
+
+
+def test_the_decoder_caches_hold_at_most_their_bytes_and_give_back_the_same_tokens(model):
+    """Every decoder cache is bounded in bytes; a chain of steps let go is made again from the
+    steps still held or from the prompt, token for token the same."""
+    prompt = tuple(model.encode("The capital of France is"))
+    first = [
+        generation.continuation(model, prompt, 24, Sampling(1.0, 20, seed=s)) for s in range(3)
+    ]
+    held = every_cache()
+    bounds = {"decoder.continuations": 16, "decoder.steps": 8, "decoder.prompts": 8}
+    for name, megabytes in bounds.items():
+        assert 0 < held[name][1] <= megabytes * MB, (name, held[name])
+    # The first chain's early steps have been let go (three chains do not fit in 16 MB)...
+    assert held["decoder.continuations"][0] < 3 * 25
+    again = generation.continuation(model, prompt, 24, Sampling(1.0, 20, seed=0))
+    assert again is not first[0] and again.ids == first[0].ids
+    np.testing.assert_array_equal(again.logits, first[0].logits)
 
 
 def test_empty_prompt_and_missing_model(monkeypatch, tmp_path):

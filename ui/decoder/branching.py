@@ -25,6 +25,7 @@ from ui.decoder.choosing import drawn_from
 from ui.decoder.generation import Continuation, Sampling
 from ui.models import smollm
 from ui.widgets import lines, render, theme
+from ui.widgets.byte_cache import MB, bounded_by_bytes
 from ui.widgets.state import PageState, write_url_after_fragment
 
 MAX_BRANCHES, MAX_BRANCH_TOKENS = 5, 6  # at most 30 decode steps for one view
@@ -75,7 +76,7 @@ def fork(
 
 
 @smollm.let_go_with_model
-@st.cache_resource(max_entries=16, show_spinner="Growing the branches…")
+@bounded_by_bytes(8 * MB, name="decoder.branches", spinner="Growing the branches…")
 def _fork(ids, step, sampling, count, length, model_id, _model, _state) -> Fork:
     # Keyed on the prefix's ids, the step (it seeds the draws) and the settings: the state only
     # brings the prefix's cache and logits, which the ids determine.

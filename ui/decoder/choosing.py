@@ -25,6 +25,7 @@ from attention_core.sampling import FilterSteps, SamplingSteps, sampling_steps
 from ui.decoder.generation import Continuation, Sampling, step_rng
 from ui.models import smollm
 from ui.widgets import describe, render, theme
+from ui.widgets.byte_cache import MB, bounded_by_bytes
 from ui.widgets.render import figure
 
 SHOWN = 12  # the likeliest tokens drawn as bars, stage by stage
@@ -48,7 +49,7 @@ def next_token_steps(
 
 
 @smollm.let_go_with_model
-@st.cache_resource(max_entries=4, show_spinner=False)
+@bounded_by_bytes(12 * MB, name="decoder.sampling")
 def _steps(ids, filters, model_id, _model: LlamaModel, _logits) -> SamplingSteps:
     # Keyed on the ids: the logits are the model's for them. ~7 MB an entry (a few float64
     # rows of the 49152-token vocabulary per stage), hence only a few.

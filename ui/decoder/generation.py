@@ -21,12 +21,12 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import streamlit as st
 
 from attention_core.models.llama import LlamaCache, LlamaModel, run_llama
 from attention_core.sampling import SamplingSteps, greedy_token, sample_token, sampling_steps
 from ui.decoder.trace import PageTrace, StepRow, from_pass, with_rows
 from ui.models import smollm
+from ui.widgets.byte_cache import MB, bounded_by_bytes
 
 DEFAULT_PROMPT = "The capital of France is"
 MAX_TEXT_CHARS = 2_000
@@ -120,7 +120,7 @@ def continuation(
 
 
 @smollm.let_go_with_model
-@st.cache_resource(max_entries=2 * MAX_STEPS, show_spinner="Generating…")
+@bounded_by_bytes(16 * MB, name="decoder.continuations", spinner="Generating…")
 def _continuation(
     prompt_ids, step, sampling: Sampling, model_id, _model: LlamaModel
 ) -> Continuation:
@@ -141,7 +141,7 @@ def _continuation(
 
 
 @smollm.let_go_with_model
-@st.cache_resource(max_entries=4, show_spinner="Running the model on the prompt…")
+@bounded_by_bytes(8 * MB, name="decoder.prompts", spinner="Running the model on the prompt…")
 def _prefill(prompt_ids: tuple[int, ...], model_id: int, _model: LlamaModel) -> Prefill:
     # One pass serves both generation (its cache) and the pictures (its steps).
     trace = run_llama(_model, np.asarray(prompt_ids))
@@ -149,7 +149,7 @@ def _prefill(prompt_ids: tuple[int, ...], model_id: int, _model: LlamaModel) -> 
 
 
 @smollm.let_go_with_model
-@st.cache_resource(max_entries=2 * MAX_STEPS, show_spinner="Generating…")
+@bounded_by_bytes(8 * MB, name="decoder.steps", spinner="Generating…")
 def _decoded(
     ids: tuple[int, ...], model_id: int, _model: LlamaModel, _cache: LlamaCache
 ) -> Decoded:
@@ -169,7 +169,7 @@ def page_trace(
 
 
 @smollm.let_go_with_model
-@st.cache_resource(max_entries=4, show_spinner="Running the model on the tokens…")
+@bounded_by_bytes(16 * MB, name="decoder.traces", spinner="Running the model on the tokens…")
 def _trace(
     ids: tuple[int, ...], model_id: int, _model: LlamaModel, _state: Continuation | None
 ) -> PageTrace:

@@ -21,6 +21,7 @@ from ui.decoder.generation import Continuation
 from ui.decoder.trace import PageTrace, labels
 from ui.models import smollm
 from ui.widgets import describe, render, theme
+from ui.widgets.byte_cache import MB, bounded_by_bytes
 from ui.widgets.render import figure
 from ui.widgets.state import PageState, write_url_after_fragment
 from ui.widgets.tokens import fit_token
@@ -49,7 +50,7 @@ def next_token_change(
 
 
 @smollm.let_go_with_model
-@st.cache_resource(max_entries=4, show_spinner="Running the model on the changed text…")
+@bounded_by_bytes(8 * MB, name="decoder.what_if", spinner="Running the model on the changed text…")
 def _next_token_change(ids, mode, position, layer, head, model_id, _model) -> NextTokenChange:
     return probing.next_token_change(
         _model, np.asarray(ids), mode, position=position, layer=layer, head=head

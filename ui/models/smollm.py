@@ -57,7 +57,8 @@ _HELD_WITH_MODEL: list = []
 
 
 def let_go_with_model(cached: Callable) -> Callable:
-    """Register a `st.cache_resource` function whose entries `release_decoder` empties too."""
+    """Register a cached function (`bounded_by_bytes` or `st.cache_resource`) whose entries
+    `release_decoder` empties too."""
     _HELD_WITH_MODEL.append(cached)
     return cached
 

@@ -2,11 +2,12 @@
 
 `st.cache_resource` counts entries, and one entry of a model page can hold a few kilobytes or a
 hundred megabytes: a bound in entries says nothing about memory. This cache counts the bytes of
-the arrays each result holds and lets the least recently used results go once the total passes
-its bound. Like `st.cache_resource` it is shared by every session, computes each key once while
-other sessions asking for the same key wait for it (fifty viewers of one link cost one forward
-pass), and skips arguments whose name starts with "_" when it makes the key (a model is passed
-as `_model` with its `model_id`).
+the arrays its results hold, each buffer once however many results share it, and lets the least
+recently used results go once the total passes its bound. Like `st.cache_resource` it is shared
+by every session, computes each key once while other sessions asking for the same key wait for
+it (fifty viewers of one link cost one forward pass), skips arguments whose name starts with "_"
+when it makes the key (a model is passed as `_model` with its `model_id`), and is emptied by the
+menu's "Clear caches".
 
     @bounded_by_bytes(64 * MB, name="heads.lens")
     def lens_of(prompt_ids: tuple[int, ...], model_id: int, _model) -> LogitLens: ...
@@ -24,50 +25,79 @@ import hashlib
 import inspect
 import pickle
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import streamlit as st
 
 MB = 2**20
 
 _CACHES: dict[str, _ByteCache] = {}
+_spinning = threading.local()
 
 
-def nbytes(value: Any) -> int:
-    """The bytes of the NumPy arrays `value` holds (in dataclass fields, tuples, lists, dicts),
-    each buffer counted once however many views of it there are."""
-    seen: set[int] = set()
+def buffers(value: Any) -> dict[int, np.ndarray]:
+    """The arrays that own the memory of the NumPy arrays `value` holds (in dataclass fields,
+    tuples, lists, dicts), by id: each buffer once however many views of it there are."""
+    owners: dict[int, np.ndarray] = {}
 
-    def walk(item: Any) -> int:
+    def walk(item: Any) -> None:
         if isinstance(item, np.ndarray):
             owner = (
                 item if item.base is None or not isinstance(item.base, np.ndarray) else item.base
             )
-            if id(owner) in seen:
-                return 0
-            seen.add(id(owner))
-            return owner.nbytes
-        if dataclasses.is_dataclass(item) and not isinstance(item, type):
-            return sum(walk(getattr(item, f.name)) for f in dataclasses.fields(item))
-        if isinstance(item, tuple | list):
-            return sum(walk(part) for part in item)
-        if isinstance(item, dict):
-            return sum(walk(part) for part in item.values())
-        return 0
+            owners[id(owner)] = owner
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            for field in dataclasses.fields(item):
+                walk(getattr(item, field.name))
+        elif isinstance(item, tuple | list):
+            for part in item:
+                walk(part)
+        elif isinstance(item, dict):
+            for part in item.values():
+                walk(part)
 
-    return walk(value)
+    walk(value)
+    return owners
+
+
+def nbytes(value: Any) -> int:
+    """The bytes of the NumPy arrays `value` holds, each buffer counted once."""
+    return sum(owner.nbytes for owner in buffers(value).values())
+
+
+@st.cache_resource(show_spinner=False)
+def _cleared_with_streamlit() -> object:
+    # Held by Streamlit's resource cache alone: the menu's "Clear caches" lets it go, and its
+    # finalizer empties every byte cache with it. The next cached call makes a new one.
+    token = _Token()
+    weakref.finalize(token, clear_every_cache)
+    return token
+
+
+class _Token:
+    pass
 
 
 class _ByteCache:
+    """Entries by key, least recently used first, and the buffers they hold. Results often
+    share buffers (a decoder's KV cache after step t is a view of the one after step t + 1's
+    buffer), so the bound counts each buffer once across the whole cache, however many
+    entries hold it."""
+
     def __init__(self, name: str, max_bytes: int):
         self.name, self.max_bytes = name, max_bytes
-        self._entries: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[Any, tuple[int, ...]]] = OrderedDict()
+        # id → [entries holding it, the buffer]; holding the buffer keeps its id its own.
+        self._held: dict[int, list] = {}
+        self._bytes = 0
         self._lock = threading.Lock()
         self._computing: dict[str, threading.Lock] = {}
 
-    def get(self, key: str, compute: Callable[[], Any]) -> Any:
+    def get(self, key: str, compute: Callable[[], Any], spinner: str | None = None) -> Any:
         with self._lock:
             if key in self._entries:
                 self._entries.move_to_end(key)
@@ -80,35 +110,67 @@ class _ByteCache:
                     self._entries.move_to_end(key)
                     return self._entries[key][0]
             try:
-                value = compute()
+                # One spinner, the outermost: a result computed from others (a decoder's step
+                # from the step before) would otherwise stack one per level.
+                if spinner is None or getattr(_spinning, "on", False):
+                    value = compute()
+                else:
+                    _spinning.on = True
+                    try:
+                        with st.spinner(spinner):
+                            value = compute()
+                    finally:
+                        _spinning.on = False
             finally:
                 with self._lock:
                     self._computing.pop(key, None)
-            size = nbytes(value)
+            owners = buffers(value)
             with self._lock:
-                self._entries[key] = (value, size)
+                self._add(key, value, owners)
                 self._shrink()
             return value
 
+    def _add(self, key: str, value: Any, owners: dict[int, np.ndarray]) -> None:
+        if key in self._entries:  # computed again after a clear() that raced with it
+            self._drop(key)
+        for ident, owner in owners.items():
+            held = self._held.setdefault(ident, [0, owner])
+            if held[0] == 0:
+                self._bytes += owner.nbytes
+            held[0] += 1
+        self._entries[key] = (value, tuple(owners))
+
+    def _drop(self, key: str) -> None:
+        _, idents = self._entries.pop(key)
+        for ident in idents:
+            held = self._held[ident]
+            held[0] -= 1
+            if held[0] == 0:
+                self._bytes -= held[1].nbytes
+                del self._held[ident]
+
     def _shrink(self) -> None:
-        total = sum(size for _, size in self._entries.values())
         # The newest entry stays even if it alone passes the bound: it is what a viewer is
         # looking at.
-        while total > self.max_bytes and len(self._entries) > 1:
-            _, (_, size) = self._entries.popitem(last=False)
-            total -= size
+        while self._bytes > self.max_bytes and len(self._entries) > 1:
+            self._drop(next(iter(self._entries)))
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._held.clear()
+            self._bytes = 0
 
     def holding(self) -> tuple[int, int]:
         with self._lock:
-            return len(self._entries), sum(size for _, size in self._entries.values())
+            return len(self._entries), self._bytes
 
 
-def bounded_by_bytes(max_bytes: int, *, name: str) -> Callable[[Callable], Callable]:
-    """Cache a function's results process-wide, at most `max_bytes` of arrays (see module)."""
+def bounded_by_bytes(
+    max_bytes: int, *, name: str, spinner: str | None = None
+) -> Callable[[Callable], Callable]:
+    """Cache a function's results process-wide, at most `max_bytes` of arrays (see module);
+    `spinner`, if given, is shown to the session that computes a result."""
 
     def wrap(function: Callable) -> Callable:
         signature = inspect.signature(function)
@@ -120,7 +182,8 @@ def bounded_by_bytes(max_bytes: int, *, name: str) -> Callable[[Callable], Calla
             bound.apply_defaults()
             keyed = {k: v for k, v in bound.arguments.items() if not k.startswith("_")}
             key = hashlib.sha256(pickle.dumps(keyed, protocol=5)).hexdigest()
-            return cache.get(key, lambda: function(*args, **kwargs))
+            _cleared_with_streamlit()
+            return cache.get(key, lambda: function(*args, **kwargs), spinner)
 
         cached.clear = cache.clear
         cached.holding = cache.holding
