@@ -79,14 +79,13 @@ def _cleared_with_streamlit() -> object:
 
 
 class _Token:
-    pass
+    """Something to finalize: a bare object() takes no weak reference."""
 
 
 class _ByteCache:
     """Entries by key, least recently used first, and the buffers they hold. Results often
-    share buffers (a decoder's KV cache after step t is a view of the one after step t + 1's
-    buffer), so the bound counts each buffer once across the whole cache, however many
-    entries hold it."""
+    share buffers (the KV caches of a generation's steps are views of one growing buffer), so
+    the bound counts each buffer once across the whole cache, however many entries hold it."""
 
     def __init__(self, name: str, max_bytes: int):
         self.name, self.max_bytes = name, max_bytes
