@@ -4,11 +4,10 @@ attribution), what each head's job is (probes), and why attention is not an expl
 import streamlit as st
 
 from attention_core import AttentionInputError
-from ui.heads import data, explanation, figures, inputs, probes, tables
+from ui.heads import data, explanation, figures, inputs, probes, reading
 from ui.models import smollm
-from ui.widgets import render
 from ui.widgets.layout import labelled_radio, page_intro, plain, what_to_try
-from ui.widgets.state import PageState, write_url_after_fragment
+from ui.widgets.state import PageState
 
 view = PageState("heads")
 page_intro(
@@ -54,7 +53,7 @@ inputs.fit_position(view, "position", len(ids))
 shown = figures.labels(model.token_text(i) for i in ids)
 position = st.selectbox(
     "Read the stream at token", [0, *range(1, len(ids) + 1)], key=position_key,
-    format_func=lambda p: f"the last ({shown[-1]})" if p == 0 else shown[p - 1],
+    format_func=inputs.token_choice_label(shown),
 )  # fmt: skip
 at = (position or len(ids)) - 1
 readout = data.prompt_readout(model, ids, at)
@@ -68,63 +67,8 @@ st.markdown(f"{len(ids)} tokens: {listed}. After token {at + 1} the model's like
 
 # -- when the answer appears, and who writes it ---------------------------------------------------
 
-
-@st.fragment
-def reading() -> None:
-    st.header(":material/visibility: When does the answer appear? The logit lens")
-    left, right = st.columns(2)
-    typed = left.text_input(
-        "Token to follow (empty: the likeliest next token)", key=token_key,
-        help="A word after a space starts with one: “ Paris”, not “Paris”.",
-    )  # fmt: skip
-    other = right.text_input("…minus this token (optional: a logit difference)", key=vs_key)
-    try:
-        token = (
-            inputs.chosen_token(model, typed, "token")
-            if typed
-            else inputs.ChosenToken(best, model.token_text(best))
-        )
-        versus = inputs.chosen_token(model, other, "second token") if other else None
-    except AttentionInputError as error:
-        st.error(str(error), icon=":material/edit_off:")
-        write_url_after_fragment(view)
-        return
-    for note in (token.note, versus.note if versus else ""):
-        if note:
-            st.info(note, icon=":material/call_split:")
-    names = tuple(f"“{figures.token_label(t.text)}”" for t in (token, versus) if t)
-    vs_id = versus.id if versus else None
-    render.show(render.cached(figures.lens_figure, ids, at, token.id, vs_id, names),
-                filename="heads-logit-lens", key="heads.lens")  # fmt: skip
-    st.dataframe(tables.lens_table(readout, token.id, model), hide_index=True,
-                 key="heads.lens_table", height=280)  # fmt: skip
-    st.caption(tables.lens_sentence(readout.lens, token.id, names[0]))
-
-    st.header(":material/group_work: Who writes it? Direct logit attribution")
-    split = data.attribution(model, readout, token.id, vs_id)
-    what = f"logit({names[0]})" + (f" − logit({names[1]})" if versus else "")
-    render.show(render.cached(figures.attribution_figure, ids, at, token.id, vs_id,
-                              f"Each writer's share of {what}"),
-                filename="heads-attribution", key="heads.attribution")  # fmt: skip
-    st.caption(tables.attribution_sentence(split, what))
-    st.dataframe(tables.top_writers(split), hide_index=True, key="heads.top_writers")
-    chosen_head(split)
-    write_url_after_fragment(view)
-
-
-@st.fragment
-def chosen_head(split) -> None:
-    layer_col, head_col = st.columns(2)
-    layer = layer_col.slider("Layer", 1, 30, key=layer_key)
-    head = head_col.slider("Head", 1, 9, key=head_key)
-    st.markdown(f"**Layer {layer}, head {head}** adds {split.heads[layer - 1, head - 1]:+.3f} to "
-                "the logit. Where it looks, from every token of the prompt:")  # fmt: skip
-    render.show(render.cached(figures.head_pattern_figure, ids, at, layer - 1, head - 1),
-                filename=f"heads-L{layer}H{head}", key="heads.pattern")  # fmt: skip
-    write_url_after_fragment(view)
-
-
-reading()
+keys = {"token": token_key, "vs": vs_key, "layer": layer_key, "head": head_key}
+reading.section(view, ids, at, keys)
 
 # -- what each head does, found by probes ---------------------------------------------------------
 

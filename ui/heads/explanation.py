@@ -43,9 +43,17 @@ def section(view: PageState, kind: str, query_key: str, text: str) -> None:
     shown = figures.labels(tokens)
     query = st.selectbox(
         "Token", [0, *range(1, len(tokens) + 1)], key=query_key,
-        format_func=lambda p: f"the last ({shown[-1]})" if p == 0 else shown[p - 1],
+        format_func=inputs.token_choice_label(shown),
     )  # fmt: skip
     at = (query or len(tokens)) - 1
+    if kind == "smollm2" and at == 0:
+        # A decoder's first token sees one key: every measure gives it everything, and a rank
+        # correlation of one value is undefined.
+        st.info("The first token of a decoder sees only itself: all four measures give it the "
+                "whole weight, so there is no order of tokens to compare. Choose a later token.",
+                icon=":material/looks_one:")  # fmt: skip
+        write_url_after_fragment(view)
+        return
     layers = 30 if kind == "smollm2" else 6
     with st.spinner("Hiding each token in turn (one forward pass each)…"):
         found = data.explanation(kind, ids, layers - 1, at)

@@ -5,6 +5,8 @@ head, the probe.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import streamlit as st
@@ -26,6 +28,19 @@ MAX_TOKEN_CHARS = 40
 MAX_PROMPT_CHARS = 1_000
 # The explanation's token, from 1 (0: the last): MiniLM's tokens of a 1,000-character prompt.
 MAX_QUERY = 512
+
+
+def token_choice_label(shown: tuple[str, ...]) -> Callable[[int], str]:
+    """How a token selectbox names its options: 0 is the last token, p ≥ 1 the p-th.
+
+    Made here, not in the page: a session keeps a widget's format function as long as it keeps
+    the widget's value, and a function defined in the page would keep the page's globals (the
+    model) alive after the model has been let go."""
+    return functools.partial(_token_choice, tuple(shown))
+
+
+def _token_choice(shown: tuple[str, ...], position: int) -> str:
+    return f"the last ({shown[-1]})" if position == 0 else shown[position - 1]
 
 
 @dataclass(frozen=True)
