@@ -1,10 +1,10 @@
 """The heads page's first sections: when the answer appears (the logit lens), who writes it
 (direct logit attribution), and where a chosen head looks.
 
-Fragments live here, not in the page: a session keeps its fragments until it expires, and a
-function defined in the page would keep the page's globals (the model, its arrays) alive with
-it after the model has been let go. So each takes only small values and finds the model and
-the prompt's pass in their caches.
+Fragments live here, not in the page: a session keeps its fragments until its next full run
+(a closed tab's, until the session expires), and a function defined in the page would keep the
+page's globals (the model, its arrays) alive that long after the model has been let go. So each
+takes only small values and finds the model and the prompt's pass in their caches.
 """
 
 from __future__ import annotations
