@@ -20,6 +20,17 @@ def _clear_streamlit_caches():
     yield
 
 
+@pytest.fixture
+def without_llm(monkeypatch, tmp_path):
+    """SmolLM2 nowhere: no package file, no Hub, nothing loaded; what a model page must explain."""
+    from attention_core.models import llama_files
+    from ui.models import smollm
+
+    monkeypatch.setenv(llama_files.LLM_PATH_ENV_VAR, str(tmp_path / "nowhere.gguf"))
+    monkeypatch.setattr(smollm, "hub_reachable", lambda: False)
+    smollm.forget_decoder()
+
+
 def pytest_runtest_logreport(report):
     # In CI every optional path is installed, so only GPU tests may skip (there is no GPU).
     if os.environ.get("CI") and report.skipped and "gpu" not in report.keywords:

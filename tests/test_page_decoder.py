@@ -176,12 +176,10 @@ def test_the_decoder_caches_hold_at_most_their_bytes_and_give_back_the_same_toke
     np.testing.assert_array_equal(again.logits, first[0].logits)
 
 
-def test_empty_prompt_and_missing_model(monkeypatch, tmp_path):
+def test_empty_prompt_and_missing_model(request):
     at = open_page({"prompt": " "})
     assert any("empty" in e.value for e in at.error)
-    monkeypatch.setenv(llama_files.LLM_PATH_ENV_VAR, str(tmp_path / "nowhere.gguf"))
-    monkeypatch.setattr(smollm, "hub_reachable", lambda: False)
-    smollm.forget_decoder()
+    request.getfixturevalue("without_llm")
     at = open_page()
     assert any("neither a .gguf file" in e.value for e in at.error)
     assert any(smollm.INSTALL_COMMAND in c.value for c in at.code)

@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from attention_core.head_roles import head_roles, repeated_tokens
 from attention_core.models import llama_files, readouts
-from harness.app_pages import ROOT, open_model_page
+from harness.app_pages import open_model_page
 from tests.hf_models import minilm_reference, smollm2_reference
 from tests.plotly_json import plotly_array
 from ui.widgets.byte_cache import every_cache
@@ -252,17 +252,10 @@ def test_a_viewer_who_has_left_the_page_does_not_keep_the_model():
     assert held() is None
 
 
-def test_without_the_model_the_page_says_how_to_get_it_and_keeps_the_link(monkeypatch, tmp_path):
+def test_without_the_model_the_page_says_how_to_get_it_and_keeps_the_link(without_llm):
     from ui.models import smollm
 
-    monkeypatch.setenv(llama_files.LLM_PATH_ENV_VAR, str(tmp_path / "nowhere.gguf"))
-    monkeypatch.setattr(smollm, "hub_reachable", lambda: False)
-    smollm.forget_decoder()
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
-    at.query_params["prompt"] = "Dogs bark"
-    at.query_params["head"] = "3"
-    at.switch_page(PAGE).run()
-    assert not at.exception
+    at = open_model_page(PAGE, {"prompt": "Dogs bark", "head": "3"}, timeout=120)
     assert any("neither a .gguf file" in e.value for e in at.error)
     assert any(smollm.INSTALL_COMMAND in c.value for c in at.code)
     assert at.query_params["prompt"] == "Dogs bark" and at.query_params["head"] == "3"

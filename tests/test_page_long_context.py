@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attention_core.models import llama_files
-from harness.app_pages import ROOT, open_model_page
+from harness.app_pages import open_model_page
 from tests.hf_models import smollm2_reference
 from tests.test_long_context import AUSTEN
 from ui.widgets.byte_cache import every_cache
@@ -101,16 +101,10 @@ def test_the_controls_are_in_the_link_and_the_passes_are_shared():
     assert held[1] <= 24 * 2**20
 
 
-def test_without_the_model_the_page_says_how_to_get_it(monkeypatch, tmp_path):
+def test_without_the_model_the_page_says_how_to_get_it(without_llm):
     from ui.models import smollm
 
-    monkeypatch.setenv(llama_files.LLM_PATH_ENV_VAR, str(tmp_path / "nowhere.gguf"))
-    monkeypatch.setattr(smollm, "hub_reachable", lambda: False)
-    smollm.forget_decoder()
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
-    at.query_params["window"] = "32"
-    at.switch_page(PAGE).run()
-    assert not at.exception
+    at = open_model_page(PAGE, {"window": "32"}, timeout=120)
     assert any("neither a .gguf file" in e.value for e in at.error)
     assert any(smollm.INSTALL_COMMAND in c.value for c in at.code)
     assert at.query_params["window"] == "32"
