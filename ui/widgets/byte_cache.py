@@ -7,7 +7,8 @@ recently used results go once the total passes its bound. Like `st.cache_resourc
 by every session, computes each key once while other sessions asking for the same key wait for
 it (fifty viewers of one link cost one forward pass), skips arguments whose name starts with "_"
 when it makes the key (a model is passed as `_model` with its `model_id`), and is emptied by the
-menu's "Clear caches".
+menu's "Clear caches". What it computes takes its turn with every other model run of the process
+(server.lane): one at a time, so a room holds one run's steps at once, not one per viewer.
 
     @bounded_by_bytes(64 * MB, name="heads.lens")
     def lens_of(prompt_ids: tuple[int, ...], model_id: int, _model) -> LogitLens: ...
@@ -27,11 +28,14 @@ import pickle
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import streamlit as st
+
+from server.lane import MODEL_RUNS
 
 MB = 2**20
 
@@ -82,6 +86,33 @@ class _Token:
     """Something to finalize: a bare object() takes no weak reference."""
 
 
+@contextmanager
+def _turn_for_the_model() -> Iterator[None]:
+    """MODEL_RUNS's turn; a session that has to wait is told how many runs are ahead of it."""
+    if MODEL_RUNS.held_here() or not MODEL_RUNS.busy():
+        with MODEL_RUNS.turn():
+            yield
+        return
+    ahead = MODEL_RUNS.waiting + 1
+    runs = "run" if ahead == 1 else "runs"
+    with st.spinner(f"Waiting for the model: {ahead} other viewer {runs} ahead of yours…"):
+        with MODEL_RUNS.turn():
+            yield
+
+
+def _with_spinner(spinner: str | None, compute: Callable[[], Any]) -> Any:
+    # One spinner, the outermost: a result computed from others (a decoder's step from the
+    # step before) would otherwise stack one per level.
+    if spinner is None or getattr(_spinning, "on", False):
+        return compute()
+    _spinning.on = True
+    try:
+        with st.spinner(spinner):
+            return compute()
+    finally:
+        _spinning.on = False
+
+
 class _ByteCache:
     """Entries by key, least recently used first, and the buffers they hold. Results often
     share buffers (the KV caches of a generation's steps are views of one growing buffer), so
@@ -101,33 +132,27 @@ class _ByteCache:
             if key in self._entries:
                 self._entries.move_to_end(key)
                 return self._entries[key][0]
-            # One lock per key: a second session asking for it waits for the first's result.
-            computing = self._computing.setdefault(key, threading.Lock())
-        with computing:
+        # The lane before the key's lock: a thread holding a key's lock is always in its turn,
+        # so one in line never holds a lock that the one running needs.
+        with _turn_for_the_model():
             with self._lock:
-                if key in self._entries:
-                    self._entries.move_to_end(key)
-                    return self._entries[key][0]
-            try:
-                # One spinner, the outermost: a result computed from others (a decoder's step
-                # from the step before) would otherwise stack one per level.
-                if spinner is None or getattr(_spinning, "on", False):
-                    value = compute()
-                else:
-                    _spinning.on = True
-                    try:
-                        with st.spinner(spinner):
-                            value = compute()
-                    finally:
-                        _spinning.on = False
-            finally:
+                # One lock per key: a session asking for a key another computes waits for it.
+                computing = self._computing.setdefault(key, threading.Lock())
+            with computing:
                 with self._lock:
-                    self._computing.pop(key, None)
-            owners = buffers(value)
-            with self._lock:
-                self._add(key, value, owners)
-                self._shrink()
-            return value
+                    if key in self._entries:  # computed while this session waited in line
+                        self._entries.move_to_end(key)
+                        return self._entries[key][0]
+                try:
+                    value = _with_spinner(spinner, compute)
+                finally:
+                    with self._lock:
+                        self._computing.pop(key, None)
+        owners = buffers(value)
+        with self._lock:
+            self._add(key, value, owners)
+            self._shrink()
+        return value
 
     def _add(self, key: str, value: Any, owners: dict[int, np.ndarray]) -> None:
         if key in self._entries:  # computed again after a clear() that raced with it
