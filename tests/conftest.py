@@ -29,6 +29,8 @@ def without_llm(monkeypatch, tmp_path):
     monkeypatch.setenv(llama_files.LLM_PATH_ENV_VAR, str(tmp_path / "nowhere.gguf"))
     monkeypatch.setattr(smollm, "hub_reachable", lambda: False)
     smollm.forget_decoder()
+    yield
+    smollm.forget_decoder()  # the next test finds the model again
 
 
 def pytest_runtest_logreport(report):

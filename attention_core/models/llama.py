@@ -30,7 +30,7 @@ llama.cpp's 4-bit Q4_1 (8-bit Q8_0 embedding), so those are the numbers a page s
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -630,15 +630,18 @@ def load_llama(
     *,
     allow_download: bool = False,
     weights_dtype: np.dtype | type | str = BFLOAT16,
+    progress: Callable[[int, int], None] | None = None,
 ) -> LlamaModel:
     """Load SmolLM2 from a ``.gguf`` file or a Hugging Face directory (found by ``find_llm`` when
     ``path`` is None). Raises ``ModelNotFoundError`` with the install command, or
     ``ModelFileError`` for a damaged file; both are ``AttentionInputError``.
+    ``progress(done, total)`` follows the GGUF file's tensors as they are unpacked.
     """
     start = time.perf_counter()
     location = find_llm(allow_download=allow_download) if path is None else location_of(path)
     if location.layout == "gguf":
-        raw_config, state, spec, template, file_formats = read_gguf(location.path, weights_dtype)
+        read = read_gguf(location.path, weights_dtype, progress)
+        raw_config, state, spec, template, file_formats = read
         tokenizer = _gguf_tokenizer(spec)
     else:
         raw_config, state, tokenizer, file_formats = read_hf_dir(location.path)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -293,13 +294,16 @@ def dequantized(data: np.ndarray, kind: Any) -> np.ndarray:
 
 
 def read_gguf(
-    path: Path | str, dtype: np.dtype | type | str = BFLOAT16
+    path: Path | str,
+    dtype: np.dtype | type | str = BFLOAT16,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray], TokenizerSpec, str | None, str]:
     """Read a llama GGUF file: (HF-style config, HF-named state dict, tokenizer, chat template,
     how its matrices were saved: ``saved_as``).
 
     Tensors are dequantized one at a time and stored as ``dtype`` (``to_storage``; norm weights
     stay float32), so the peak memory is the stored model plus one float32 tensor.
+    ``progress(done, total)`` is called after each tensor.
     """
     path = Path(path)
     try:
@@ -346,7 +350,9 @@ def read_gguf(
     }
     state: dict[str, np.ndarray] = {}
     formats: dict[str, str] = {}
-    for tensor in reader.tensors:
+    for done, tensor in enumerate(reader.tensors, start=1):
+        if progress is not None:
+            progress(done, len(reader.tensors))
         target = names.get(tensor.name)
         if target is None:
             continue

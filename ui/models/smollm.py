@@ -1,9 +1,10 @@
 """SmolLM2, the decoder every LLM page shares: loaded once per process, let go when idle.
 
-    load_decoder()          the model, once per server process (cache_resource), with a
-                            spinner; a `LoadResult` with the model or the message saying why
-                            there is none (and how to fix it); let go after IDLE_ENV_VAR
-                            minutes without a viewer (server.idle)
+    load_decoder()          the model, once per server process, read in a child process
+                            (server.process_load) while every waiting viewer sees its progress;
+                            a `LoadResult` with the model or the message saying why there is
+                            none (and how to fix it); let go after IDLE_ENV_VAR minutes without
+                            a viewer (server.idle)
     let_go_with_model(f)    marks a page's cached function whose entries hold what the model
                             computed: `release_decoder` empties it with the model
 
@@ -12,9 +13,11 @@ Nothing here computes a formula: the numbers come from attention_core.models.lla
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +26,7 @@ import numpy as np
 import streamlit as st
 
 from attention_core import AttentionInputError
-from attention_core.models.llama import LlamaModel, load_llama
+from attention_core.models.llama import LlamaModel
 from attention_core.models.llama_files import (
     BFLOAT16,
     LLM_HUB_REPO_ID,
@@ -33,6 +36,7 @@ from attention_core.models.llama_files import (
 from attention_core.models.loading import ModelNotFoundError
 from server.idle import IdleRelease
 from server.memory import release_freed_memory, reuse_freed_memory, stop_reusing_freed_memory
+from server.process_load import ChildLoadError, LoadedOnce, load_in_a_process
 from ui.models.minilm import hub_reachable
 from ui.widgets.layout import model_missing
 from ui.widgets.state import PageState
@@ -71,7 +75,7 @@ class LoadResult:
 
 
 def load_decoder() -> LoadResult:
-    loaded = _load()
+    loaded = _loading.value() or _wait_for_the_load()
     if loaded.model is not None:
         _idle_release.used()
     return loaded
@@ -96,7 +100,8 @@ def forget_decoder() -> None:
 
 def release_decoder() -> None:
     """Let the model and everything computed with it go, and hand their memory back."""
-    for cache in (_load, *_HELD_WITH_MODEL):
+    _loading.forget()
+    for cache in _HELD_WITH_MODEL:
         cache.clear()
     gc.collect()
     stop_reusing_freed_memory()
@@ -114,32 +119,54 @@ def idle_minutes() -> float:
 _idle_release = IdleRelease(release_decoder, idle_minutes)
 
 
-@st.cache_resource(
-    max_entries=1,
-    show_spinner=f"Loading {MODEL_NAME}: reading and unpacking 135 M weights (a few seconds; it "
-    "stays loaded while viewers use this page)…",
-)
-def _load() -> LoadResult:
+def _read(progress: Callable[[int, int], None]) -> LoadResult:
     model = _last_model()
     if model is None:
         dtype = np.float32 if os.environ.get(DTYPE_ENV_VAR, "").strip() == "float32" else BFLOAT16
         try:
-            model = load_llama(weights_dtype=dtype)
+            model = _read_in_a_process(progress, weights_dtype=dtype)
         except ModelNotFoundError as not_found:
             if not hub_reachable():
                 return LoadResult(None, str(not_found))
             try:
-                model = load_llama(allow_download=True, weights_dtype=dtype)
+                model = _read_in_a_process(progress, allow_download=True, weights_dtype=dtype)
             except AttentionInputError as error:
                 return LoadResult(None, str(error))
         except AttentionInputError as error:
             return LoadResult(None, str(error))
-        # Unpacking the matrices freed ~150 MB of temporaries that glibc keeps until trimmed.
-        release_freed_memory()
+        except (ChildLoadError, OSError) as error:
+            return LoadResult(None, f"{MODEL_NAME} could not be loaded: {error}")
         _remember(model)
     reuse_freed_memory()  # each forward pass frees ~100 MB of steps that the next one reuses
     source = model.location.describe() if model.location else ""
     return LoadResult(model, None, source)
+
+
+def _read_in_a_process(progress: Callable[[int, int], None], **options) -> LlamaModel:
+    start = time.perf_counter()
+    model = load_in_a_process("attention_core.models.llama:load_llama", options, progress)
+    # What a viewer waited: the process's start and the weights' way back included.
+    return dataclasses.replace(model, load_seconds=time.perf_counter() - start)
+
+
+_loading = LoadedOnce(_read)
+
+
+def _wait_for_the_load() -> LoadResult:
+    """Start the load if no session has, and show its progress until it ends."""
+    _loading.start()
+    bar = st.progress(0.0, text=f"Loading {MODEL_NAME}…")
+    while not _loading.wait(0.25):
+        _loading.start()  # again, in case an idle release let go of the load this one awaited
+        done, total = _loading.progress
+        if total:
+            bar.progress(
+                done / total,
+                text=f"Loading {MODEL_NAME} in a process of its own: {done} of {total} "
+                "tensors unpacked (a few seconds; it then stays loaded while viewers use it)…",
+            )
+    bar.empty()
+    return _loading.value()
 
 
 def _no_model() -> LlamaModel | None:
@@ -162,19 +189,3 @@ def _trim_soon() -> None:
     timer = threading.Timer(1.0, release_freed_memory)
     timer.daemon = True
     timer.start()
-
-
-# -- generation -----------------------------------------------------------------------------------
-# The buttons' callbacks live here, not in the page: a session keeps its widgets' callbacks, and a
-# function defined in the page would keep the page's model and arrays alive with it.
-
-
-# -- one sequence through the model ---------------------------------------------------------------
-
-
-# -- figures --------------------------------------------------------------------------------------
-# Each builder takes the token ids (a small, cheap cache key for render.cached) and finds the
-# trace in the page_trace cache, so a figure is built once per distinct view for every viewer.
-
-
-# -- what if: the next token after one ablation ---------------------------------------------------
