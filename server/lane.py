@@ -1,51 +1,63 @@
-"""One model computation at a time in the process, the others in line.
+"""Model runs in two lanes, one run at a time in each, the others in line.
 
 A room's heavy work (a prompt through SmolLM2, the long-context passes, a probe of every head)
 holds its steps while it runs: 100-300 MB for a few hundred tokens. Twenty viewers asking for
 twenty different things at once would hold twenty of them, and on two cores they would not
 finish sooner side by side than one after another. So every computation a byte cache makes
-takes its turn here (ui.widgets.byte_cache), and a viewer in line is told how many are ahead.
+takes its turn in a lane (ui.widgets.byte_cache), and a viewer in line is told how many are
+ahead. Two lanes, as the machine has two cores: what a page's first screen needs (a prompt's
+pass, a decode step) in QUICK_RUNS, and work of many passes (the long-context passes, the
+probes' causal check, hiding each token in turn) in LONG_RUNS, so that a viewer opening the
+decoder does not wait behind another viewer's seconds-long experiment.
 
-    MODEL_RUNS.turn()     a context manager: wait for the lane, run, give it back; a thread
-                          already in its turn (a decode step computed inside a generation)
-                          goes straight on
-    MODEL_RUNS.waiting    how many threads are in line now
+    QUICK_RUNS.turn()     a context manager: wait for the lane, run, give it back. A thread
+                          already in a turn of either lane goes straight on (a decode step
+                          computed inside a generation, a pass inside an experiment), so no
+                          thread ever waits for a lane while it holds one
+    lane.waiting          how many threads are in line now
+    switch_threads_often()
+                          the GIL's switch interval from 5 ms to 1 ms, once per process
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+_turns = threading.local()
+
+
+def in_a_turn() -> bool:
+    """Whether this thread runs inside a turn of some lane."""
+    return getattr(_turns, "depth", 0) > 0
+
 
 class Lane:
-    """A lock that a thread may take again while it holds it, and that counts who waits."""
+    """A lock that counts who waits for it, and that a thread in a turn does not wait for."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
+        self.name = name
         self._lock = threading.Lock()
         self._count = threading.Lock()
-        self._holder = threading.local()
         self._waiting = 0
 
     @property
     def waiting(self) -> int:
         return self._waiting
 
-    def held_here(self) -> bool:
-        return getattr(self._holder, "depth", 0) > 0
-
     def busy(self) -> bool:
         return self._lock.locked()
 
     @contextmanager
     def turn(self) -> Iterator[None]:
-        if self.held_here():
-            self._holder.depth += 1
+        if in_a_turn():
+            _turns.depth += 1
             try:
                 yield
             finally:
-                self._holder.depth -= 1
+                _turns.depth -= 1
             return
         with self._count:
             self._waiting += 1
@@ -54,12 +66,24 @@ class Lane:
         finally:
             with self._count:
                 self._waiting -= 1
-        self._holder.depth = 1
+        _turns.depth = 1
         try:
             yield
         finally:
-            self._holder.depth = 0
+            _turns.depth = 0
             self._lock.release()
 
 
-MODEL_RUNS = Lane()
+QUICK_RUNS = Lane("quick")
+LONG_RUNS = Lane("long")
+
+
+# A model run gives up the GIL for each large NumPy call and waits to take it back, up to this
+# long, behind the sessions drawing pages: a forward pass is thousands of such calls. At 1 ms
+# instead of Python's 5, the decoder's first visit beside nine viewers acting back to back took
+# 9.1-9.2 s instead of 10.8-12.2, and those nine ran as many page runs (bench/README.md).
+SWITCH_INTERVAL_S = 0.001
+
+
+def switch_threads_often() -> None:
+    sys.setswitchinterval(SWITCH_INTERVAL_S)

@@ -6,8 +6,9 @@ is still importing, but libraries that import lazily look in `sys.modules` witho
 (plotly reaches for pandas that way, array-api-compat for torch) and then find a half-built
 module. So the router calls `ready()` first: the first session imports and exercises the heavy
 libraries under `st.cache_resource`'s lock, and every other session waits for it to finish.
-It also starts the thread that hands memory back (`trim_freed_memory_forever`). A viewer's
-"Clear caches" runs `ready()` again, so what must happen once per process checks that it has.
+It also starts the thread that hands memory back (`trim_freed_memory_forever`) and shortens
+the GIL's switch interval (`switch_threads_often`). A viewer's "Clear caches" runs `ready()`
+again, so what must happen once per process checks that it has.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import threading
 
 import streamlit as st
 
+from server.lane import switch_threads_often
 from server.memory import TRIM_THREAD, trim_freed_memory_forever
 from ui.pages import page_modules
 
@@ -46,6 +48,7 @@ def ready() -> bool:
     trimming = any(thread.name == TRIM_THREAD for thread in threading.enumerate())
     if not trimming:
         threading.Thread(target=trim_freed_memory_forever, name=TRIM_THREAD, daemon=True).start()
+    switch_threads_often()
     for name in modules():
         importlib.import_module(name)
     import pandas as pd

@@ -1,5 +1,5 @@
-"""server.lane: one model run at a time, re-entrant for the thread in its turn, given back on
-an error; and the byte caches' computations take their turns in it."""
+"""server.lane: one model run at a time in a lane, none waited for by a thread already in a
+turn, given back on an error; and the byte caches' computations take their turns in them."""
 
 import threading
 import time
@@ -7,12 +7,12 @@ import time
 import numpy as np
 import pytest
 
-from server.lane import MODEL_RUNS, Lane
+from server.lane import LONG_RUNS, QUICK_RUNS, Lane, in_a_turn
 from ui.widgets.byte_cache import bounded_by_bytes
 
 
 def test_a_second_thread_waits_until_the_first_has_finished():
-    lane, events = Lane(), []
+    lane, events = Lane("test"), []
     started = threading.Event()
 
     def first():
@@ -38,17 +38,35 @@ def test_a_second_thread_waits_until_the_first_has_finished():
     assert not lane.busy() and lane.waiting == 0
 
 
-def test_the_thread_in_its_turn_takes_it_again_without_waiting_for_itself():
-    lane = Lane()
-    with lane.turn():
-        with lane.turn():
-            assert lane.held_here()
-        assert lane.held_here() and lane.busy()
-    assert not lane.held_here() and not lane.busy()
+def test_a_thread_in_a_turn_waits_for_no_lane_and_so_never_for_itself():
+    quick, long = Lane("quick"), Lane("long")
+    with long.turn():
+        with long.turn(), quick.turn():
+            assert in_a_turn() and not quick.busy()
+        assert in_a_turn() and long.busy()
+    assert not in_a_turn() and not long.busy()
+
+
+def test_the_two_lanes_run_side_by_side():
+    quick, long = Lane("quick"), Lane("long")
+    in_long, quick_done = threading.Event(), threading.Event()
+
+    def experiment():
+        with long.turn():
+            in_long.set()
+            quick_done.wait(5)
+
+    thread = threading.Thread(target=experiment)
+    thread.start()
+    in_long.wait(5)
+    with quick.turn():  # a prompt's pass does not wait for the experiment
+        quick_done.set()
+    thread.join(5)
+    assert quick_done.is_set() and not thread.is_alive()
 
 
 def test_an_error_gives_the_turn_back():
-    lane = Lane()
+    lane = Lane("test")
     with pytest.raises(ValueError), lane.turn():
         raise ValueError("a run that failed")
     done = []
@@ -58,7 +76,7 @@ def test_an_error_gives_the_turn_back():
     assert done == [1]
 
 
-def test_byte_caches_compute_one_result_at_a_time_across_caches_and_keys():
+def test_byte_caches_of_one_lane_compute_one_result_at_a_time_across_caches_and_keys():
     running, most = [0], [0]
     count = threading.Lock()
 
@@ -85,13 +103,14 @@ def test_byte_caches_compute_one_result_at_a_time_across_caches_and_keys():
         thread.join()
     assert most[0] == 1
     assert all(int(results[i][0]) == (i if i % 2 else -i) for i in range(8))
-    assert not MODEL_RUNS.busy() and MODEL_RUNS.waiting == 0
+    assert not QUICK_RUNS.busy() and QUICK_RUNS.waiting == 0
 
 
 def test_a_result_computed_from_another_cache_does_not_wait_for_its_own_turn():
-    # A decoder's continuation computes its prompt's pass inside its own turn.
+    # A decoder's continuation computes its prompt's pass inside its own turn, and the branches
+    # (a long run) grow from decode steps of the quick lane.
     inner = bounded_by_bytes(2**20, name="test.lane.inner")(lambda n: np.arange(n))
-    outer = bounded_by_bytes(2**20, name="test.lane.outer")(lambda n: inner(n) * 2)
+    outer = bounded_by_bytes(2**20, name="test.lane.outer", lane=LONG_RUNS)(lambda n: inner(n) * 2)
     result = []
     thread = threading.Thread(target=lambda: result.append(outer(5)))
     thread.start()

@@ -21,6 +21,7 @@ import streamlit as st
 
 from attention_core.models.llama import LlamaCache, LlamaModel, run_llama
 from attention_core.sampling import ContinuationProbability, SamplingSteps, continuation_probability
+from server.lane import LONG_RUNS
 from ui.decoder.choosing import drawn_from
 from ui.decoder.generation import Continuation, Sampling
 from ui.models import smollm
@@ -76,7 +77,8 @@ def fork(
 
 
 @smollm.let_go_with_model
-@bounded_by_bytes(8 * MB, name="decoder.branches", spinner="Growing the branches…")
+@bounded_by_bytes(8 * MB, name="decoder.branches", spinner="Growing the branches…",
+                  lane=LONG_RUNS)
 def _fork(ids, step, sampling, count, length, model_id, _model, _state) -> Fork:
     # Keyed on the prefix's ids, the step (it seeds the draws) and the settings: the state only
     # brings the prefix's cache and logits, which the ids determine.

@@ -25,6 +25,7 @@ from attention_core.models import readouts
 from attention_core.models.llama import LlamaModel, run_llama
 from attention_core.probing import attention_rollout
 from attention_core.token_attribution import rank_correlation
+from server.lane import LONG_RUNS
 from ui.models import minilm, smollm
 from ui.widgets.byte_cache import MB, bounded_by_bytes
 
@@ -119,7 +120,7 @@ def probe_roles(kind: str, seed: int, length: int) -> ProbeRoles:
 
 
 @smollm.let_go_with_model
-@bounded_by_bytes(32 * MB, name="heads.roles")
+@bounded_by_bytes(32 * MB, name="heads.roles", lane=LONG_RUNS)
 def _probe_roles(kind, seed, length, model_id, _model) -> ProbeRoles:
     if kind == "smollm2":
         ids = repeated_tokens(readouts.DECODER_PROBE_POOL, length, seed)
@@ -149,7 +150,7 @@ def causal_check(seed: int, length: int) -> CausalCheck:
 
 
 @smollm.let_go_with_model
-@bounded_by_bytes(MB, name="heads.causal")
+@bounded_by_bytes(MB, name="heads.causal", lane=LONG_RUNS)
 def _causal_check(seed, length, model_id, _model: LlamaModel) -> CausalCheck:
     probe = _probe_roles("smollm2", seed, length, model_id, _model)
     layers, heads = probe.roles.induction.shape
@@ -185,7 +186,7 @@ def explanation(kind: str, ids: tuple[int, ...], layer: int, query: int) -> Expl
 
 
 @smollm.let_go_with_model
-@bounded_by_bytes(8 * MB, name="heads.explanation")
+@bounded_by_bytes(8 * MB, name="heads.explanation", lane=LONG_RUNS)
 def _explanation(kind, ids, layer, query, model_id, _model) -> Explanation:
     ids_array = np.asarray(ids, dtype=np.int64)
     if kind == "smollm2":

@@ -28,6 +28,7 @@ from attention_core.kv_cache import (
 )
 from attention_core.models.kv_experiments import KVExperiment, kv_experiment
 from attention_core.models.llama import LlamaModel
+from server.lane import LONG_RUNS
 from ui.long_context.figures import SMOOTHING, running_mean
 from ui.models import smollm
 from ui.widgets import describe, lines, render, theme
@@ -209,7 +210,8 @@ def experiment(model: LlamaModel, ids: tuple[int, ...]) -> KVExperiment:
 
 
 @smollm.let_go_with_model
-@bounded_by_bytes(MB, name="long_context.kv_experiment")  # ~7 KB an entry at 256 tokens
+# ~7 KB an entry at 256 tokens
+@bounded_by_bytes(MB, name="long_context.kv_experiment", lane=LONG_RUNS)
 def _experiment(ids, model_id, _model: LlamaModel) -> KVExperiment:
     return kv_experiment(_model, np.asarray(ids))
 

@@ -7,8 +7,8 @@ recently used results go once the total passes its bound. Like `st.cache_resourc
 by every session, computes each key once while other sessions asking for the same key wait for
 it (fifty viewers of one link cost one forward pass), skips arguments whose name starts with "_"
 when it makes the key (a model is passed as `_model` with its `model_id`), and is emptied by the
-menu's "Clear caches". What it computes takes its turn with every other model run of the process
-(server.lane): one at a time, so a room holds one run's steps at once, not one per viewer.
+menu's "Clear caches". What it computes takes its turn in one of the process's two lanes
+(server.lane), so a room holds two runs' steps at most, not one per viewer.
 
     @bounded_by_bytes(64 * MB, name="heads.lens")
     def lens_of(prompt_ids: tuple[int, ...], model_id: int, _model) -> LogitLens: ...
@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
-from server.lane import MODEL_RUNS
+from server.lane import QUICK_RUNS, Lane, in_a_turn
 
 MB = 2**20
 
@@ -87,16 +87,16 @@ class _Token:
 
 
 @contextmanager
-def _turn_for_the_model() -> Iterator[None]:
-    """MODEL_RUNS's turn; a session that has to wait is told how many runs are ahead of it."""
-    if MODEL_RUNS.held_here() or not MODEL_RUNS.busy():
-        with MODEL_RUNS.turn():
+def _turn_in(lane: Lane) -> Iterator[None]:
+    """The lane's turn; a session that has to wait is told how many runs are ahead of it."""
+    if in_a_turn() or not lane.busy():
+        with lane.turn():
             yield
         return
-    ahead = MODEL_RUNS.waiting + 1
+    ahead = lane.waiting + 1
     runs = "run" if ahead == 1 else "runs"
     with st.spinner(f"Waiting for the model: {ahead} other viewer {runs} ahead of yours…"):
-        with MODEL_RUNS.turn():
+        with lane.turn():
             yield
 
 
@@ -118,8 +118,8 @@ class _ByteCache:
     share buffers (the KV caches of a generation's steps are views of one growing buffer), so
     the bound counts each buffer once across the whole cache, however many entries hold it."""
 
-    def __init__(self, name: str, max_bytes: int):
-        self.name, self.max_bytes = name, max_bytes
+    def __init__(self, name: str, max_bytes: int, lane: Lane):
+        self.name, self.max_bytes, self.lane = name, max_bytes, lane
         self._entries: OrderedDict[str, tuple[Any, tuple[int, ...]]] = OrderedDict()
         # id → [entries holding it, the buffer]; holding the buffer keeps its id its own.
         self._held: dict[int, list] = {}
@@ -134,7 +134,7 @@ class _ByteCache:
                 return self._entries[key][0]
         # The lane before the key's lock: a thread holding a key's lock is always in its turn,
         # so one in line never holds a lock that the one running needs.
-        with _turn_for_the_model():
+        with _turn_in(self.lane):
             with self._lock:
                 # One lock per key: a session asking for a key another computes waits for it.
                 computing = self._computing.setdefault(key, threading.Lock())
@@ -191,14 +191,15 @@ class _ByteCache:
 
 
 def bounded_by_bytes(
-    max_bytes: int, *, name: str, spinner: str | None = None
+    max_bytes: int, *, name: str, spinner: str | None = None, lane: Lane = QUICK_RUNS
 ) -> Callable[[Callable], Callable]:
     """Cache a function's results process-wide, at most `max_bytes` of arrays (see module);
-    `spinner`, if given, is shown to the session that computes a result."""
+    `spinner`, if given, is shown to the session that computes a result, which waits for its
+    turn in `lane` (server.lane.LONG_RUNS for work of many passes)."""
 
     def wrap(function: Callable) -> Callable:
         signature = inspect.signature(function)
-        cache = _CACHES.setdefault(name, _ByteCache(name, max_bytes))
+        cache = _CACHES.setdefault(name, _ByteCache(name, max_bytes, lane))
 
         @functools.wraps(function)
         def cached(*args: Any, **kwargs: Any) -> Any:
