@@ -56,13 +56,18 @@ def load_in_a_process(
                 [sys.executable, "-m", "server.process_load", target, str(result)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env,
             )  # fmt: skip
-            child.stdin.write(pickle.dumps(kwargs or {}))
-            child.stdin.close()
-            for line in child.stdout:  # a line per step: "done total"
-                done, total = (int(part) for part in line.split())
-                if progress is not None:
-                    progress(done, total)
-            code = child.wait()
+            try:
+                child.stdin.write(pickle.dumps(kwargs or {}))
+                child.stdin.close()
+                for line in child.stdout:  # a line per step: "done total"
+                    step = line.split()
+                    if progress is not None and len(step) == 2 and all(n.isdigit() for n in step):
+                        progress(int(step[0]), int(step[1]))
+                code = child.wait()
+            finally:
+                if child.poll() is None:  # this thread was interrupted: leave no child behind
+                    child.kill()
+                    child.wait()
             if code != 0 or not result.exists():
                 stderr.seek(0)
                 last_words = stderr.read().decode(errors="replace").strip().splitlines()[-5:]
@@ -172,6 +177,9 @@ class LoadedOnce:
 
 
 def _child(target: str, result: str) -> None:
+    # Progress has standard output to itself: whatever a library prints goes to standard error.
+    steps = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     kwargs = pickle.load(sys.stdin.buffer)
     module, name = target.split(":")
     function = getattr(importlib.import_module(module), name)
@@ -182,7 +190,7 @@ def _child(target: str, result: str) -> None:
         # Every 2 %: each line the server reads is one more wait for its GIL.
         if done == total or done / total - shown[0] >= 0.02:
             shown[0] = done / total
-            print(done, total, flush=True)
+            print(done, total, file=steps, flush=True)
 
     try:
         answer = (False, function(progress=progress, **kwargs))

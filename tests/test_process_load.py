@@ -140,3 +140,20 @@ def test_a_load_forgotten_while_it_runs_is_let_go_and_a_failure_reaches_the_wait
     assert failing.wait(5)
     with pytest.raises(RuntimeError, match="disk gone"):
         failing.value()
+
+
+def chatty_load(progress):
+    print("a library's notice on standard output")
+    progress(1, 2)
+    print("7 9")  # would read as a step, were it on the steps' stream
+    progress(2, 2)
+    return np.arange(3)
+
+
+def test_what_a_library_prints_is_not_taken_for_progress():
+    seen = []
+    value = load_in_a_process(
+        "tests.test_process_load:chatty_load", progress=lambda *s: seen.append(s)
+    )
+    np.testing.assert_array_equal(value, [0, 1, 2])
+    assert seen == [(1, 2), (2, 2)]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
+import pickle
 import threading
 import time
 import weakref
@@ -134,7 +135,7 @@ def _read(progress: Callable[[int, int], None]) -> LoadResult:
                 return LoadResult(None, str(error))
         except AttentionInputError as error:
             return LoadResult(None, str(error))
-        except (ChildLoadError, OSError) as error:
+        except (ChildLoadError, OSError, pickle.UnpicklingError, EOFError) as error:
             return LoadResult(None, f"{MODEL_NAME} could not be loaded: {error}")
         _remember(model)
     reuse_freed_memory()  # each forward pass frees ~100 MB of steps that the next one reuses
