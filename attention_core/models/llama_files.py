@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -254,7 +255,11 @@ def _unpermute(w: np.ndarray, n_heads: int) -> np.ndarray:
 def _plain_view_reader(gguf: Any) -> type:
     """gguf's reader, reading its memory map through a plain ndarray view: the same bytes, without
     np.memmap's Python hooks on each of the ~250 000 small slices that the tokenizer's vocabulary
-    and merges are read in (1.7 s of a 3.4 s load; 0.55 s this way)."""
+    and merges are read in (1.7 s of a 3.4 s load; 0.55 s this way). The metadata's arrays are
+    cut in one go, not item by item in Python: the vocabulary's and merges' 98 000 strings as
+    memoryview slices, the token types as rows of one view; the same fields, as the test against
+    gguf's own reader checks."""
+    array, string = gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.STRING
 
     class Reader(gguf.GGUFReader):
         @property
@@ -264,6 +269,28 @@ def _plain_view_reader(gguf: Any) -> type:
         @data.setter
         def data(self, mapped: np.ndarray) -> None:
             self._bytes = mapped.view(np.ndarray)
+            self._raw = memoryview(self._bytes)
+
+        def _get_field_parts(self, orig_offs: int, raw_type: int) -> tuple:
+            if raw_type != array or self.byte_order != "I" or sys.byteorder != "little":
+                return super()._get_field_parts(orig_offs, raw_type)
+            item_type, length = self._get(orig_offs, np.uint32), self._get(orig_offs + 4, np.uint64)
+            kind = gguf.GGUFValueType(int(item_type[0]))
+            scalar = self.gguf_scalar_to_np.get(kind)
+            if scalar is not None:  # one view of the whole array, cut into one row per item
+                items = self._get(orig_offs + 12, scalar, length[0]).reshape(-1, 1)
+                parts = [item_type, length, *items]
+                return 12 + items.nbytes, parts, list(range(2, len(parts))), [array, kind]
+            if kind != string:
+                return super()._get_field_parts(orig_offs, raw_type)
+            raw, offset = self._raw, orig_offs + 12
+            parts: list = [item_type, length]
+            for _ in range(int(length[0])):
+                # Each string: its length (uint64, little-endian), then its UTF-8 bytes.
+                size = int.from_bytes(raw[offset : offset + 8], "little")
+                parts += (raw[offset : offset + 8], raw[offset + 8 : offset + 8 + size])
+                offset += 8 + size
+            return offset - orig_offs, parts, list(range(3, len(parts), 2)), [array, string]
 
     return Reader
 
