@@ -1,4 +1,4 @@
-"""Model runs in two lanes, one run at a time in each, the others in line.
+"""Model runs in two lanes, one run at a time in each, the others in line, first come first served.
 
 A room's heavy work (a prompt through SmolLM2, the long-context passes, a probe of every head)
 holds its steps while it runs: 100-300 MB for a few hundred tokens. Twenty viewers asking for
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -35,20 +36,21 @@ def in_a_turn() -> bool:
 
 
 class Lane:
-    """A lock that counts who waits for it, and that a thread in a turn does not wait for."""
+    """Turns in the order they were asked for (a plain lock lets a thread lose again and again
+    under a room's load); a thread already in a turn does not wait."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._lock = threading.Lock()
-        self._count = threading.Lock()
-        self._waiting = 0
+        self._condition = threading.Condition()
+        self._line: deque[object] = deque()
+        self._running = False
 
     @property
     def waiting(self) -> int:
-        return self._waiting
+        return len(self._line)
 
     def busy(self) -> bool:
-        return self._lock.locked()
+        return self._running
 
     @contextmanager
     def turn(self) -> Iterator[None]:
@@ -59,19 +61,26 @@ class Lane:
             finally:
                 _turns.depth -= 1
             return
-        with self._count:
-            self._waiting += 1
-        try:
-            self._lock.acquire()
-        finally:
-            with self._count:
-                self._waiting -= 1
+        ticket = object()
+        with self._condition:
+            self._line.append(ticket)
+            try:
+                while self._running or self._line[0] is not ticket:
+                    self._condition.wait()
+            except BaseException:  # interrupted in line: the ones behind move up
+                self._line.remove(ticket)
+                self._condition.notify_all()
+                raise
+            self._line.popleft()
+            self._running = True
         _turns.depth = 1
         try:
             yield
         finally:
             _turns.depth = 0
-            self._lock.release()
+            with self._condition:
+                self._running = False
+                self._condition.notify_all()
 
 
 QUICK_RUNS = Lane("quick")

@@ -117,3 +117,23 @@ def test_a_result_computed_from_another_cache_does_not_wait_for_its_own_turn():
     thread.join(timeout=5)
     assert not thread.is_alive()
     np.testing.assert_array_equal(result[0], [0, 2, 4, 6, 8])
+
+
+def test_turns_go_in_the_order_they_were_asked_for():
+    lane, order = Lane("test"), []
+
+    def run(name: str) -> None:
+        with lane.turn():
+            order.append(name)
+            time.sleep(0.02)
+
+    with lane.turn():
+        threads = []
+        for name in "abcdef":
+            threads.append(threading.Thread(target=run, args=(name,)))
+            threads[-1].start()
+            while lane.waiting < len(threads):  # each in line before the next asks
+                time.sleep(0.001)
+    for thread in threads:
+        thread.join(5)
+    assert order == list("abcdef") and lane.waiting == 0 and not lane.busy()
