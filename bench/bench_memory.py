@@ -37,7 +37,7 @@ from streamlit import config  # noqa: E402
 from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
 
 from bench.bench_live_audience import APP_LINKS  # noqa: E402
-from harness.stream import Viewer  # noqa: E402
+from harness.stream import RUN_TIMEOUT, Viewer  # noqa: E402
 from server.memory import TRIM_EVERY_SECONDS  # noqa: E402
 from server.serve import Deployment  # noqa: E402
 from ui.models.smollm import IDLE_ENV_VAR  # noqa: E402
@@ -80,7 +80,15 @@ async def room(url: str, viewers: int, minutes: float, think: float, deployment)
                 await asyncio.sleep(think * viewer.rng.uniform(0.6, 1.4))
                 widget_id = viewer.pick_widget()
                 if widget_id is not None:
-                    await viewer.rerun(widget_id)
+                    label = viewer.widgets[widget_id].proto.label
+                    try:
+                        await viewer.rerun(widget_id)
+                    except TimeoutError:
+                        # One slow run is a figure of the room too: the others go on.
+                        viewer.log.dropped = (
+                            f"{viewer.page}: {label} (no answer in {RUN_TIMEOUT:g} s)"
+                        )
+                        break
         return viewer.log
 
     tasks = [asyncio.create_task(one(i)) for i in range(viewers)]
@@ -98,6 +106,7 @@ async def room(url: str, viewers: int, minutes: float, think: float, deployment)
         "samples_s_mb": samples,
         "actions": sum(log.runs for log in logs),
         "exceptions": sorted({e for log in logs for e in log.exceptions})[:5],
+        "timed_out": [log.dropped for log in logs if log.dropped],
     }
 
 
