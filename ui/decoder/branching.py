@@ -77,8 +77,7 @@ def fork(
 
 
 @smollm.let_go_with_model
-@bounded_by_bytes(8 * MB, name="decoder.branches", spinner="Growing the branches…",
-                  lane=LONG_RUNS)
+@bounded_by_bytes(8 * MB, name="decoder.branches", spinner="Growing the branches…", lane=LONG_RUNS)
 def _fork(ids, step, sampling, count, length, model_id, _model, _state) -> Fork:
     # Keyed on the prefix's ids, the step (it seeds the draws) and the settings: the state only
     # brings the prefix's cache and logits, which the ids determine.
