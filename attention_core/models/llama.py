@@ -640,8 +640,9 @@ def load_llama(
     start = time.perf_counter()
     location = find_llm(allow_download=allow_download) if path is None else location_of(path)
     if location.layout == "gguf":
-        read = read_gguf(location.path, weights_dtype, progress)
-        raw_config, state, spec, template, file_formats = read
+        raw_config, state, spec, template, file_formats = read_gguf(
+            location.path, weights_dtype, progress
+        )
         tokenizer = _gguf_tokenizer(spec)
     else:
         raw_config, state, tokenizer, file_formats = read_hf_dir(location.path)
