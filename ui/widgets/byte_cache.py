@@ -145,13 +145,15 @@ class _ByteCache:
                         return self._entries[key][0]
                 try:
                     value = _with_spinner(spinner, compute)
+                    owners = buffers(value)
+                    # Kept before the key's lock and the turn are given up: a session next in
+                    # line for the same key then finds it instead of computing it again.
+                    with self._lock:
+                        self._add(key, value, owners)
+                        self._shrink()
                 finally:
                     with self._lock:
                         self._computing.pop(key, None)
-        owners = buffers(value)
-        with self._lock:
-            self._add(key, value, owners)
-            self._shrink()
         return value
 
     def _add(self, key: str, value: Any, owners: dict[int, np.ndarray]) -> None:
