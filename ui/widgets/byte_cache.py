@@ -29,7 +29,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -89,15 +89,13 @@ class _Token:
 @contextmanager
 def _turn_in(lane: Lane) -> Iterator[None]:
     """The lane's turn; a session that has to wait is told how many runs are ahead of it."""
-    if in_a_turn() or not lane.busy():
-        with lane.turn():
-            yield
-        return
-    ahead = lane.waiting + 1
-    runs = "run" if ahead == 1 else "runs"
-    with st.spinner(f"Waiting for the model: {ahead} other viewer {runs} ahead of yours…"):
-        with lane.turn():
-            yield
+    notice = nullcontext()
+    if not in_a_turn() and lane.busy():
+        ahead = lane.waiting + 1
+        runs = "run" if ahead == 1 else "runs"
+        notice = st.spinner(f"Waiting for the model: {ahead} other viewer {runs} ahead of yours…")
+    with notice, lane.turn():
+        yield
 
 
 def _with_spinner(spinner: str | None, compute: Callable[[], Any]) -> Any:
