@@ -43,17 +43,22 @@ def stop_reusing_freed_memory() -> bool:
     return _set_malloc_thresholds(mmap_kb=128, keep_kb=128)
 
 
-def reuse_freed_memory(keep_mb: int = 256) -> bool:
-    """Let glibc keep freed memory for the next forward pass instead of returning it at once.
+def reuse_freed_memory(keep_mb: int = 16) -> bool:
+    """Let glibc take arrays up to 32 MiB from its heap, and keep a free heap top under ``keep_mb``.
 
-    A forward pass keeps every step (~165 MB for 128 tokens). By default glibc maps a large
-    array on its own, or trims the heap's free top, and hands those pages back as soon as they
-    are freed; the next pass takes them again, one zeroed 4 KiB page fault at a
-    time: ~14 000 faults, 15-25 ms of a 128-token prefill (measured: 14k -> 1.5k faults a pass,
-    prefill 256 -> 238 ms). Taking arrays up to 32 MiB from the heap, and keeping up to
-    ``keep_mb`` of its free top, lets the next pass reuse them. The peak is the same; memory
-    freed below that is returned later. Process-wide, so the app calls it where the decoder's
-    model loads. Returns False where the C library is not glibc (nothing is changed there).
+    By default glibc maps a large array on its own and hands its pages back as soon as it is
+    freed; the next forward pass takes them again, one zeroed 4 KiB page fault at a time
+    (~14 000 faults a 128-token prefill). From the heap, the pages freed in its middle stay for
+    the next pass until the trim thread returns them (`trim_freed_memory_forever`).
+
+    The free top of each heap is another matter: glibc keeps it while it stays under
+    ``keep_mb`` and hands all of it back once it grows past, and a server has a heap per busy
+    thread. At 256 MB a forward pass's ~165 MB of steps stayed for the next one (prefill
+    256 -> 238 ms, #18), but a 20-viewer room then held ~330 MB of freed memory at its peak
+    (1,336 vs 1,005 MB at 16; bench/README.md), and a 128-token prefill timed alternately was
+    448-467 vs 479-487 ms (medians), within 7 %. The room's memory is the line that binds.
+    Process-wide, so the app calls it where the decoder's model loads. Returns False where the
+    C library is not glibc (nothing is changed there).
     """
     return _set_malloc_thresholds(mmap_kb=32 * 1024, keep_kb=keep_mb * 1024)
 
@@ -80,8 +85,8 @@ def trim_freed_memory_forever() -> None:
     First the sessions whose tabs closed too long ago to come back (`forget_expired_sessions`),
     with the garbage cycles their pages leave (a full collection, frozen objects included, only
     when sessions were dropped). Then a trim: glibc gives memory back to the system only from
-    the top of a heap, and the decoder page asks it to keep up to 256 MB of that too
-    (`reuse_freed_memory`); pages freed in between stay resident. Trimming now and then makes
+    the top of a heap, and keeps up to 16 MB of that too (`reuse_freed_memory`, which the
+    decoder page sets); pages freed in between stay resident. Trimming now and then makes
     the server's resident memory what it holds, not what it once held at most. ctypes lets go
     of the GIL for the call, so page scripts run on while a heap is trimmed.
     """

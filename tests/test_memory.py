@@ -7,30 +7,55 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-
-def test_reuse_freed_memory_lets_the_next_arrays_skip_page_faults():
-    # A fresh interpreter: the allocator setting is process-wide.
-    churn = """
-import resource, numpy as np
+# A fresh interpreter each time: the allocator setting is process-wide.
+CHURN = """
+import resource, sys, numpy as np
 from server.memory import reuse_freed_memory
-def faults_of_one_pass():
+def faults_of_one_pass(mib):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    arrays = [np.ones((512, 1024), np.float32) for _ in range(16)]  # 16 x 2 MiB, then freed
+    arrays = [np.ones((512, 1024), np.float32) for _ in range(mib // 2)]  # 2 MiB each, then freed
     del arrays
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-faults_of_one_pass()
-default = faults_of_one_pass()
-applied = reuse_freed_memory()
-faults_of_one_pass()
-print(applied, default, faults_of_one_pass())
+mib, keep = int(sys.argv[1]), sys.argv[2]
+faults_of_one_pass(mib)
+default = faults_of_one_pass(mib)
+applied = reuse_freed_memory() if keep == "default" else reuse_freed_memory(keep_mb=int(keep))
+faults_of_one_pass(mib)
+print(applied, default, faults_of_one_pass(mib))
 """
+
+
+def churn(mib: int, keep: str) -> tuple[str, int, int]:
     run = subprocess.run(
-        [sys.executable, "-c", churn], capture_output=True, text=True, check=True, cwd=ROOT
+        [sys.executable, "-c", CHURN, str(mib), keep],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
     )
     applied, default, reused = run.stdout.split()
+    return applied, int(default), int(reused)
+
+
+PAGES_PER_MIB = 256  # 4 KiB pages
+
+
+def test_reuse_freed_memory_lets_the_next_arrays_skip_page_faults():
+    applied, default, reused = churn(32, keep="64")
     if platform.libc_ver()[0] != "glibc":
         assert applied == "False"
         return
     assert applied == "True"
-    assert int(default) > 16 * 2 * 256 * 0.9  # every 4 KiB page of 32 MiB faulted in again
-    assert int(reused) < 100
+    assert default > 32 * PAGES_PER_MIB * 0.9  # every page of 32 MiB faulted in again
+    assert reused < 100
+
+
+def test_by_default_a_free_heap_top_past_16_mib_goes_back_to_the_system():
+    # A room's threads each have a heap: keeping a large free top in each adds up (#36).
+    applied, _, kept_under = churn(8, keep="default")
+    if platform.libc_ver()[0] != "glibc":
+        assert applied == "False"
+        return
+    _, _, given_back_past = churn(64, keep="default")
+    assert kept_under < 100  # 8 MiB freed and taken again without faults
+    assert given_back_past > 64 * PAGES_PER_MIB * 0.9  # all 64 MiB faulted in again

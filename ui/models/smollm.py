@@ -143,7 +143,7 @@ def _read(progress: Callable[[int, int], None]) -> LoadResult:
                 "the server's log says why.",
             )
         _remember(model)
-    reuse_freed_memory()  # each forward pass frees ~100 MB of steps that the next one reuses
+    reuse_freed_memory()  # a forward pass frees ~165 MB of steps; the next one takes them again
     source = model.location.describe() if model.location else ""
     return LoadResult(model, None, source)
 
