@@ -35,6 +35,7 @@ from attention_core.models.loading import (
     read_config,
     read_tokenizer,
     read_weights,
+    release_file_pages,
 )
 from tests.hub_cache import lay_out_hub_cache
 from tests.test_bert import write_tiny_checkpoint
@@ -217,6 +218,53 @@ def test_good_safetensors_round_trips(tmp_path):
     loaded = read_weights(path)
     assert sorted(loaded) == ["a", "b"]
     np.testing.assert_array_equal(loaded["a"], arrays["a"])
+
+
+def resident_mib_of_mappings(path: Path) -> float:
+    """Resident memory of this process's mappings of `path`, from /proc/self/smaps."""
+    kib, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if line[:1].isalnum() and "-" in line.split(" ", 1)[0]:  # a mapping's first line
+            inside = line.endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            kib += int(line.split()[1])
+    return kib / 1024
+
+
+def test_mapped_tensors_are_the_file_s_values_read_only_and_their_pages_can_go(tmp_path):
+    path = tmp_path / "model.safetensors"
+    table = np.random.default_rng(0).standard_normal((4096, 384)).astype(np.float32)  # 6 MiB
+    arrays = {"table": table, "small": np.arange(6, dtype=np.float32), "ids": np.arange(3)}
+    save_file(arrays, str(path))
+    loaded = read_weights(path, mapped=("table", "ids", "absent"))
+    np.testing.assert_array_equal(loaded["table"], table)
+    assert not loaded["table"].flags.writeable
+    np.testing.assert_array_equal(loaded["ids"], [0, 1, 2])  # not float32: read as it is
+    assert loaded["ids"].flags.writeable and loaded["small"].flags.writeable
+    if sys.platform != "linux":
+        return
+    assert resident_mib_of_mappings(path) >= 5.5  # every value was just compared
+    release_file_pages(loaded["table"])
+    assert resident_mib_of_mappings(path) < 0.5
+    np.testing.assert_array_equal(loaded["table"][4000], table[4000])  # read from the file again
+
+
+def test_a_mapped_tensor_past_the_end_of_the_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "model.safetensors"
+    save_file({"table": np.ones((256, 64), np.float32)}, str(path))
+    _truncate(path, path.stat().st_size - 4)
+    with pytest.raises(ModelFileError, match="cannot be read as safetensors"):
+        read_weights(path, mapped=("table",))
+
+
+def test_minilm_holds_few_pages_of_its_word_table(no_env):
+    model = load_bert()
+    weights_file = model.location.path / "model.safetensors"
+    trace = model.trace("The cat sat on the mat.")
+    assert trace.input_ids.shape[0] >= 8
+    if sys.platform == "linux":
+        # 30 522 rows of 1.5 KiB: the text's rows, a page each, not the table's 45 MiB.
+        assert resident_mib_of_mappings(weights_file) < 1
 
 
 def test_bfloat16_safetensors_are_read_as_their_bits(tmp_path):

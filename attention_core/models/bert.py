@@ -45,6 +45,7 @@ from .loading import (
     read_config,
     read_tokenizer,
     read_weights,
+    release_file_pages,
     widen,
 )
 
@@ -65,6 +66,9 @@ __all__ = [
     "run_bert",
     "run_bert_ids",
 ]
+
+# The vocabulary's embedding table, as Hugging Face's BertModel names it.
+WORD_TABLE = "embeddings.word_embeddings.weight"
 
 
 # ----------------------------------------------------------------------------------- config
@@ -228,7 +232,7 @@ class BertWeights:
             return LayerNormParams(take(f"{prefix}.weight", (d,)), take(f"{prefix}.bias", (d,)))
 
         embeddings = BertEmbeddingWeights(
-            word=take("embeddings.word_embeddings.weight", (config.vocab_size, d)),
+            word=take(WORD_TABLE, (config.vocab_size, d)),
             position=take(
                 "embeddings.position_embeddings.weight", (config.max_position_embeddings, d)
             ),
@@ -551,9 +555,10 @@ def load_bert(model_dir: Path | str | None = None, *, allow_download: bool = Fal
     config = BertConfig.from_dict(
         read_config(model_dir / CONFIG_FILE), source=str(model_dir / CONFIG_FILE)
     )
-    weights = BertWeights.from_state_dict(
-        read_weights(model_dir / WEIGHTS_FILE), config, source=str(model_dir / WEIGHTS_FILE)
-    )
+    # A text needs a few rows of the vocabulary's embedding table: the file holds the rest.
+    state = read_weights(model_dir / WEIGHTS_FILE, mapped=(WORD_TABLE, f"bert.{WORD_TABLE}"))
+    weights = BertWeights.from_state_dict(state, config, source=str(model_dir / WEIGHTS_FILE))
+    release_file_pages(weights.embeddings.word)  # read by the check of every value
     tokenizer = read_tokenizer(
         model_dir / TOKENIZER_FILE, max_length=config.max_position_embeddings
     )

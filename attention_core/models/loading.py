@@ -22,7 +22,9 @@ safetensors, tokenizers and huggingface_hub are imported inside the functions th
 from __future__ import annotations
 
 import json
+import mmap
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -50,6 +52,7 @@ __all__ = [
     "read_config",
     "read_tokenizer",
     "read_weights",
+    "release_file_pages",
     "to_storage",
     "widen",
 ]
@@ -226,11 +229,16 @@ def read_config(path: Path | str) -> dict[str, Any]:
     return config
 
 
-def read_weights(path: Path | str) -> dict[str, np.ndarray]:
+def read_weights(path: Path | str, *, mapped: Collection[str] = ()) -> dict[str, np.ndarray]:
     """Read model.safetensors into NumPy arrays, by tensor name (e.g. ``embeddings.word_...``).
 
     bfloat16 tensors (SmolLM2 is published so) come back as their bits, uint16 arrays, which
     ``widen`` reads: NumPy has no bfloat16, and ``safetensors.numpy`` refuses them.
+
+    The float32 tensors named in ``mapped`` are not read but mapped from the file, read-only: a
+    vocabulary's embedding table, of which a text needs a few rows (MiniLM's is 30 522 rows,
+    45 MiB). Their pages then belong to the file, which the system can always read again; see
+    ``release_file_pages`` for handing back the ones a check has read.
     """
     path = Path(path)
     try:
@@ -244,8 +252,10 @@ def read_weights(path: Path | str) -> dict[str, np.ndarray]:
         raise ModelFileError(f"The model weights file {path} does not exist. {_reinstall_hint()}")
     try:
         header_size, header = _safetensors_header(path)
-        if any(info.get("dtype") == "BF16" for info in header.values() if isinstance(info, dict)):
-            return _read_keeping_bfloat16_bits(path, header_size, header)
+        tensors = {name: info for name, info in header.items() if name != "__metadata__"}
+        mapped = {name for name in mapped if tensors.get(name, {}).get("dtype") == "F32"}
+        if mapped or any(info.get("dtype") == "BF16" for info in tensors.values()):
+            return _read_tensors(path, header_size, tensors, mapped)
         return load_file(path)
     except Exception as exc:  # safetensors raises its own SafetensorError for every bad file
         raise ModelFileError(
@@ -253,6 +263,19 @@ def read_weights(path: Path | str) -> dict[str, np.ndarray]:
             f"({type(exc).__name__}: {_first_line(exc)}). The file is probably damaged or "
             f"incomplete: {_reinstall_hint()}"
         ) from exc
+
+
+def release_file_pages(array: np.ndarray) -> None:
+    """Let the system take back the pages of a mapped array (``read_weights(mapped=…)``) that
+    reading it brought in: a check of every value, for one. They are read from the file again
+    when used. Arrays not mapped from a file, or a system without madvise, are left as they are."""
+    owner: object = array
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    if isinstance(owner, memoryview):  # np.frombuffer's view of the mapping
+        owner = owner.obj
+    if isinstance(owner, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        owner.madvise(mmap.MADV_DONTNEED)
 
 
 # The safetensors format: an 8-byte little-endian header size, a JSON header giving each tensor's
@@ -271,25 +294,31 @@ def _safetensors_header(path: Path) -> tuple[int, dict[str, Any]]:
         return size, json.loads(f.read(size))
 
 
-def _read_keeping_bfloat16_bits(
-    path: Path, header_size: int, header: dict[str, Any]
+def _read_tensors(
+    path: Path, header_size: int, tensors: dict[str, Any], mapped: set[str]
 ) -> dict[str, np.ndarray]:
     # One read per tensor, not one buffer for the file: the model keeps some tensors as they are
     # and copies others into stacks, and a view would keep the whole file's bytes alive.
-    tensors = {}
+    arrays = {}
     with open(path, "rb") as f:
-        for name, info in header.items():
-            if name == "__metadata__":
-                continue
+        whole = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if mapped else None
+        for name, info in tensors.items():
             start, end = info["data_offsets"]
             dtype = np.dtype(_SAFETENSORS_DTYPES[info["dtype"]])
             count = int(np.prod(info["shape"]))
-            f.seek(8 + header_size + start)
-            values = np.fromfile(f, dtype=dtype, count=count)
-            if end - start != count * dtype.itemsize or values.size != count:
+            if end - start != count * dtype.itemsize:
                 raise ValueError(f"tensor {name} does not fill its bytes {start}..{end}")
-            tensors[name] = values.reshape(info["shape"])
-    return tensors
+            if name in mapped:
+                values = np.frombuffer(
+                    whole, dtype=dtype, count=count, offset=8 + header_size + start
+                )
+            else:
+                f.seek(8 + header_size + start)
+                values = np.fromfile(f, dtype=dtype, count=count)
+                if values.size != count:
+                    raise ValueError(f"tensor {name} does not fill its bytes {start}..{end}")
+            arrays[name] = values.reshape(info["shape"])
+    return arrays
 
 
 # bfloat16 (Brain floating point): float32's sign and 8-bit exponent, 7 mantissa bits; the upper
