@@ -17,6 +17,9 @@ resident memory (VmRSS) at seven moments:
 7. after one viewer has opened every page again: beside 2., what the load leaked, if anything
    (growth under load that this gives back was bounded caches filling).
 
+What the byte caches hold comes from the server's own report (server.memory.REPORT_ENV_VAR),
+a line every trim: the most each cache held, and what they held at the report with the most RSS.
+
     .venv/bin/python bench/bench_memory.py [--minutes 10] [--viewers 20] [--idle-minutes 0.5]
 """
 
@@ -27,6 +30,7 @@ import asyncio
 import json
 import random
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,7 +42,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
 
 from bench.bench_live_audience import APP_LINKS  # noqa: E402
 from harness.stream import RUN_TIMEOUT, Viewer  # noqa: E402
-from server.memory import TRIM_EVERY_SECONDS  # noqa: E402
+from server.memory import REPORT_ENV_VAR, TRIM_EVERY_SECONDS  # noqa: E402
 from server.serve import Deployment  # noqa: E402
 from ui.models.smollm import IDLE_ENV_VAR  # noqa: E402
 
@@ -110,6 +114,25 @@ async def room(url: str, viewers: int, minutes: float, think: float, deployment)
     }
 
 
+def what_the_caches_held(memory_report: Path) -> dict:
+    lines = [json.loads(line) for line in memory_report.read_text().splitlines()]
+    if not lines:
+        return {"caches": "no report from the server"}
+    peak = max(lines, key=lambda line: line["rss_mb"])
+    most: dict[str, float] = {}
+    for line in lines:
+        for name, held in line["holding"].items():
+            most[name] = max(most.get(name, 0.0), held["mb"])
+    return {
+        "caches_most_mb": dict(sorted(most.items(), key=lambda item: -item[1])),
+        "caches_at_the_peak_report": {
+            "rss_mb": peak["rss_mb"],
+            "caches_mb": round(sum(held["mb"] for held in peak["holding"].values()), 1),
+            "holding": peak["holding"],
+        },
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--viewers", type=int, default=20)
@@ -117,9 +140,11 @@ def main() -> None:
     parser.add_argument("--think", type=float, default=2.0)
     parser.add_argument("--idle-minutes", type=float, default=0.5)
     args = parser.parse_args()
+    memory_report = Path(tempfile.mkdtemp(prefix="attention-explorer-")) / "memory.jsonl"
     env = {
         "PYTHONPATH": str(ROOT / "bench" / "without_torch"),
         IDLE_ENV_VAR: str(args.idle_minutes),
+        REPORT_ENV_VAR: str(memory_report),
     }
     with Deployment(ROOT / "app.py", env=env) as deployment:
         url = f"ws://127.0.0.1:{deployment.port}/_stcore/stream"
@@ -150,6 +175,7 @@ def main() -> None:
         "rss_after_every_page_again_mb": after_second_tour,
         "left_by_the_load_mb": round(after_second_tour - after_tour, 1),
         "second_tour_exceptions": second_tour_errors,
+        **what_the_caches_held(memory_report),
     }
     print(json.dumps(report, indent=2))
 

@@ -10,8 +10,12 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import json
+import os
 import time
+from collections.abc import Callable
 from functools import cache
+from pathlib import Path
 
 from server.sessions import forget_expired_sessions
 
@@ -77,9 +81,11 @@ def _set_malloc_thresholds(mmap_kb: int, keep_kb: int) -> bool:
 # glibc keeps pages freed in the middle of a heap; a trim this often hands them back.
 TRIM_EVERY_SECONDS = 30.0
 TRIM_THREAD = "attention-explorer-trim"
+# A file to which each trim adds a line: the process's resident memory and what the caches hold.
+REPORT_ENV_VAR = "ATTENTION_EXPLORER_MEMORY_REPORT"
 
 
-def trim_freed_memory_forever() -> None:
+def trim_freed_memory_forever(holding: Callable[[], dict] | None = None) -> None:
     """Every TRIM_EVERY_SECONDS, let go of what no viewer can reach and return the freed pages.
 
     First the sessions whose tabs closed too long ago to come back (`forget_expired_sessions`),
@@ -89,7 +95,10 @@ def trim_freed_memory_forever() -> None:
     decoder page sets); pages freed in between stay resident. Trimming now and then makes
     the server's resident memory what it holds, not what it once held at most. ctypes lets go
     of the GIL for the call, so page scripts run on while a heap is trimmed.
+
+    With REPORT_ENV_VAR set, each round then adds `report_memory(holding())` to that file.
     """
+    report_to = os.environ.get(REPORT_ENV_VAR)
     while True:
         if forget_expired_sessions():
             # What they held is garbage in cycles (a page's fragments and its globals), and part
@@ -98,4 +107,23 @@ def trim_freed_memory_forever() -> None:
             gc.collect()
             gc.freeze()
         release_freed_memory()  # where libc is not glibc, a no-op
+        if report_to and holding is not None:
+            report_memory(Path(report_to), holding())
         time.sleep(TRIM_EVERY_SECONDS)
+
+
+def report_memory(path: Path, holding: dict) -> None:
+    """Add one JSON line to `path`: the time, this process's resident MB and `holding` (what
+    each cache holds), so that an operator or a benchmark sees which cache a peak came from."""
+    line = {"time": round(time.time(), 1), "rss_mb": resident_mb(), "holding": holding}
+    with open(path, "a", encoding="utf-8") as report:
+        report.write(json.dumps(line) + "\n")
+
+
+def resident_mb() -> float:
+    """This process's resident memory (VmRSS) in MB; 0.0 where /proc is not there."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)

@@ -22,6 +22,7 @@ import streamlit as st
 from server.lane import switch_threads_often
 from server.memory import TRIM_THREAD, trim_freed_memory_forever
 from ui.pages import page_modules
+from ui.widgets.byte_cache import what_caches_hold
 
 # Imported lazily by the libraries the pages call, or by several pages: once, up front.
 LIBRARIES = (
@@ -47,7 +48,12 @@ def ready() -> bool:
     # Once per process: this cache is emptied too when a viewer clears the caches.
     trimming = any(thread.name == TRIM_THREAD for thread in threading.enumerate())
     if not trimming:
-        threading.Thread(target=trim_freed_memory_forever, name=TRIM_THREAD, daemon=True).start()
+        threading.Thread(
+            target=trim_freed_memory_forever,
+            kwargs={"holding": what_caches_hold},
+            name=TRIM_THREAD,
+            daemon=True,
+        ).start()
     switch_threads_often()
     for name in modules():
         importlib.import_module(name)

@@ -1,9 +1,12 @@
 """server.memory: glibc's knobs do what they say, measured in page faults of a fresh process."""
 
+import json
 import platform
 import subprocess
 import sys
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,3 +62,25 @@ def test_by_default_a_free_heap_top_past_16_mib_goes_back_to_the_system():
     _, _, given_back_past = churn(64, keep="default")
     assert kept_under < 100  # 8 MiB freed and taken again without faults
     assert given_back_past > 64 * PAGES_PER_MIB * 0.9  # all 64 MiB faulted in again
+
+
+def test_a_memory_report_line_says_what_the_process_and_each_cache_hold(tmp_path):
+    from server.memory import report_memory
+    from ui.widgets.byte_cache import MB, bounded_by_bytes, what_caches_hold
+
+    @bounded_by_bytes(8 * MB, name="test.report")
+    def block(rows: int):
+        return np.ones((rows, 1024), np.float32)  # rows * 4 KiB
+
+    block(256)
+    block(512)
+    path = tmp_path / "memory.jsonl"
+    report_memory(path, what_caches_hold())
+    report_memory(path, {})
+    first, second = (json.loads(line) for line in path.read_text().splitlines())
+    assert first["holding"]["test.report"] == {"entries": 2, "mb": 3.0}
+    assert second["holding"] == {} and second["time"] >= first["time"]
+    if sys.platform == "linux":
+        status = Path("/proc/self/status").read_text()
+        vm_rss_kib = int(status.split("VmRSS:")[1].split()[0])
+        assert abs(first["rss_mb"] - vm_rss_kib / 1024) < 50

@@ -15,7 +15,8 @@ menu's "Clear caches". What it computes takes its turn in one of the process's t
 
     lens_of.clear()           empty it (a model let go: see ui.models.smollm.let_go_with_model)
     lens_of.holding()         (entries, bytes) now: what the cache holds, for the benchmarks
-    every_cache()             each cache's name and holding, for a memory report
+    every_cache()             each cache's name and holding (what_caches_hold: in MB, for
+                              server.memory's report)
 """
 
 from __future__ import annotations
@@ -220,6 +221,14 @@ def bounded_by_bytes(
 def every_cache() -> dict[str, tuple[int, int]]:
     """Each byte-bounded cache's (entries, bytes) now, by name."""
     return {name: cache.holding() for name, cache in _CACHES.items()}
+
+
+def what_caches_hold() -> dict[str, dict[str, float]]:
+    """Each byte-bounded cache's entries and MB now, by name: for server.memory's report."""
+    return {
+        name: {"entries": entries, "mb": round(held / MB, 1)}
+        for name, (entries, held) in every_cache().items()
+    }
 
 
 def clear_every_cache() -> None:
