@@ -21,6 +21,7 @@ from attention_core.models import llama_files, readouts
 from harness.app_pages import open_model_page
 from tests.hf_models import minilm_reference, smollm2_reference
 from tests.plotly_json import plotly_array
+from ui.heads import data
 from ui.widgets.byte_cache import every_cache
 
 torch = pytest.importorskip("torch")
@@ -232,9 +233,9 @@ def test_the_causal_check_and_the_caches_shared_and_bounded():
     before = every_cache()["heads.roles"][0]
     open_page({"check": "1", "length": "12"})  # a second viewer of the same link
     assert every_cache()["heads.roles"][0] == before
-    bounds = {"heads.prompt": 48, "heads.roles": 32, "heads.explanation": 8}
-    for name, megabytes in bounds.items():
-        assert every_cache()[name][1] <= megabytes * 2**20
+    assert data._probe_roles.holding()[1] > 0
+    for cached in (data._prompt_readout, data._probe_roles, data._explanation):
+        assert cached.holding()[1] <= cached.max_bytes
 
 
 def test_a_viewer_who_has_left_the_page_does_not_keep_the_model():

@@ -70,7 +70,7 @@ def prompt_readout(model: LlamaModel, ids: tuple[int, ...], position: int) -> Pr
 
 
 @smollm.let_go_with_model
-@bounded_by_bytes(48 * MB, name="heads.prompt")
+@bounded_by_bytes(16 * MB, name="heads.prompt")  # ~7 MB an entry
 def _prompt_readout(ids, position, model_id, _model: LlamaModel) -> PromptReadout:
     trace = run_llama(_model, np.asarray(ids), all_logits=True)
     parts = readouts.decoder_parts(_model, trace, position)
@@ -120,7 +120,7 @@ def probe_roles(kind: str, seed: int, length: int) -> ProbeRoles:
 
 
 @smollm.let_go_with_model
-@bounded_by_bytes(32 * MB, name="heads.roles", lane=LONG_RUNS)
+@bounded_by_bytes(8 * MB, name="heads.roles", lane=LONG_RUNS)  # ~1.7 MB an entry
 def _probe_roles(kind, seed, length, model_id, _model) -> ProbeRoles:
     if kind == "smollm2":
         ids = repeated_tokens(readouts.DECODER_PROBE_POOL, length, seed)

@@ -57,6 +57,6 @@ def three_passes(model: LlamaModel, ids: tuple[int, ...], window: int, sinks: in
 
 
 @smollm.let_go_with_model
-@bounded_by_bytes(24 * MB, name="long_context.passes", lane=LONG_RUNS)
+@bounded_by_bytes(12 * MB, name="long_context.passes", lane=LONG_RUNS)
 def _pass(ids, variant, window, sinks, model_id, _model: LlamaModel) -> TextScore:
     return context_pass(_model, np.asarray(ids), variant, max(window, 1), sinks, MAX_SINKS)

@@ -213,6 +213,7 @@ def bounded_by_bytes(
 
         cached.clear = cache.clear
         cached.holding = cache.holding
+        cached.max_bytes = max_bytes
         return cached
 
     return wrap
