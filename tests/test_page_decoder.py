@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from attention_core.models import llama_files
 from attention_core.models.llama import load_llama, run_llama
 from harness.app_pages import open_model_page
 from server.idle import IdleRelease
+from server.lane import QUICK_RUNS
 from tests.plotly_json import figures, plotly_array
 from ui.decoder import branching, generation
 from ui.decoder.generation import Sampling
@@ -108,6 +110,20 @@ def test_deep_link_shows_that_head_and_its_sink_share(model):
     assert np.isnan(shown[~lower]).all()  # the future is masked, drawn grey
     share = weights[1:, 0].mean()
     assert metric(at, "Head 5 of layer 3") == f"{share:.0%}"
+
+
+def test_timing_the_next_token_waits_for_the_lane_like_every_model_run(model):
+    state = generation.continuation(model, tuple(model.encode("The capital of France is")), 0)
+    timed: list[dict[str, float]] = []
+    with QUICK_RUNS.turn():  # another viewer's run
+        timing = threading.Thread(
+            target=lambda: timed.append(generation.time_next_token(model, state))
+        )
+        timing.start()
+        time.sleep(0.5)
+        assert not timed and QUICK_RUNS.waiting == 1
+    timing.join(timeout=60)
+    assert timed and 0 < timed[0]["with"] < timed[0]["without"]
 
 
 def test_a_generated_text_is_shown_without_a_new_forward_pass_and_matches_one(model):

@@ -24,9 +24,10 @@ import numpy as np
 
 from attention_core.models.llama import LlamaCache, LlamaModel, run_llama
 from attention_core.sampling import SamplingSteps, greedy_token, sample_token, sampling_steps
+from server.lane import QUICK_RUNS
 from ui.decoder.trace import PageTrace, StepRow, from_pass, with_rows
 from ui.models import smollm
-from ui.widgets.byte_cache import MB, bounded_by_bytes
+from ui.widgets.byte_cache import MB, bounded_by_bytes, waiting_turn
 
 DEFAULT_PROMPT = "The capital of France is"
 MAX_TEXT_CHARS = 2_000
@@ -187,11 +188,15 @@ def cache_bytes_per_token(cache: LlamaCache) -> int:
 
 def time_next_token(model: LlamaModel, state: Continuation) -> dict[str, float]:
     """Seconds to compute the greedy next token both ways: one step against the cache ("with")
-    and the whole sequence again ("without")."""
+    and the whole sequence again ("without"). Timed in the lane's turn, like every model run
+    a viewer can ask for: a room pressing the button at once queues instead of holding every
+    pass's steps side by side, and no timing shares the cores with another run of the model."""
     token = int(np.argmax(state.logits))
-    start = time.perf_counter()
-    run_llama(model, [token], state.cache)
-    cached = time.perf_counter() - start
-    start = time.perf_counter()
-    run_llama(model, np.asarray([*state.ids, token]))
-    return {"with": cached, "without": time.perf_counter() - start}
+    with waiting_turn(QUICK_RUNS):
+        start = time.perf_counter()
+        run_llama(model, [token], state.cache)
+        cached = time.perf_counter() - start
+        start = time.perf_counter()
+        run_llama(model, np.asarray([*state.ids, token]))
+        without = time.perf_counter() - start
+    return {"with": cached, "without": without}

@@ -88,8 +88,9 @@ class _Token:
 
 
 @contextmanager
-def _turn_in(lane: Lane) -> Iterator[None]:
-    """The lane's turn; a session that has to wait is told how many runs are ahead of it."""
+def waiting_turn(lane: Lane) -> Iterator[None]:
+    """The lane's turn; a session that has to wait is told how many runs are ahead of it. For
+    model work that is not cached (a timing), so that it too takes its turn."""
     notice = nullcontext()
     if not in_a_turn() and lane.busy():
         ahead = lane.waiting + 1
@@ -133,7 +134,7 @@ class _ByteCache:
                 return self._entries[key][0]
         # The lane before the key's lock: a thread holding a key's lock is always in its turn,
         # so one in line never holds a lock that the one running needs.
-        with _turn_in(self.lane):
+        with waiting_turn(self.lane):
             with self._lock:
                 # One lock per key: a session asking for a key another computes waits for it.
                 computing = self._computing.setdefault(key, threading.Lock())
