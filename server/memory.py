@@ -67,6 +67,22 @@ def reuse_freed_memory(keep_mb: int = 16) -> bool:
     return _set_malloc_thresholds(mmap_kb=32 * 1024, keep_kb=keep_mb * 1024)
 
 
+def fewer_heaps(count: int = 2) -> bool:
+    """Let glibc make at most `count` heaps (arenas) in this process, not 8 per core.
+
+    A thread that finds the heaps busy gets a heap of its own, and a server runs each viewer's
+    page in a thread: a room ends up with a dozen heaps, each keeping its own freed pieces
+    between the ones still in use, which no trim can hand back. Two heaps on two cores keep
+    threads from waiting on one lock and the pieces in fewer places. Set before the pages run
+    (server.warmup); heaps made before stay. Returns False where the C library is not glibc.
+    """
+    m_arena_max = -8  # glibc's malloc.h
+    try:
+        return bool(_libc().mallopt(m_arena_max, count))
+    except (OSError, AttributeError):
+        return False
+
+
 def _set_malloc_thresholds(mmap_kb: int, keep_kb: int) -> bool:
     m_trim_threshold, m_mmap_threshold = -1, -3  # glibc's malloc.h
     try:

@@ -6,9 +6,10 @@ is still importing, but libraries that import lazily look in `sys.modules` witho
 (plotly reaches for pandas that way, array-api-compat for torch) and then find a half-built
 module. So the router calls `ready()` first: the first session imports and exercises the heavy
 libraries under `st.cache_resource`'s lock, and every other session waits for it to finish.
-It also starts the thread that hands memory back (`trim_freed_memory_forever`) and shortens
-the GIL's switch interval (`switch_threads_often`). A viewer's "Clear caches" runs `ready()`
-again, so what must happen once per process checks that it has.
+It also caps glibc's heaps (`fewer_heaps`), starts the thread that hands memory back
+(`trim_freed_memory_forever`) and shortens the GIL's switch interval (`switch_threads_often`).
+A viewer's "Clear caches" runs `ready()` again, so what must happen once per process checks
+that it has.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import threading
 import streamlit as st
 
 from server.lane import switch_threads_often
-from server.memory import TRIM_THREAD, trim_freed_memory_forever
+from server.memory import TRIM_THREAD, fewer_heaps, trim_freed_memory_forever
 from ui.pages import page_modules
 from ui.widgets.byte_cache import what_caches_hold
 
@@ -46,6 +47,7 @@ def modules() -> tuple[str, ...]:
 def ready() -> bool:
     """Import the heavy modules and run each lazy path once; True when done."""
     # Once per process: this cache is emptied too when a viewer clears the caches.
+    fewer_heaps()  # before the pages' threads ask glibc for heaps of their own
     trimming = any(thread.name == TRIM_THREAD for thread in threading.enumerate())
     if not trimming:
         threading.Thread(

@@ -84,3 +84,41 @@ def test_a_memory_report_line_says_what_the_process_and_each_cache_hold(tmp_path
         status = Path("/proc/self/status").read_text()
         vm_rss_kib = int(status.split("VmRSS:")[1].split()[0])
         assert abs(first["rss_mb"] - vm_rss_kib / 1024) < 50
+
+
+BUSY_THREADS = """
+import ctypes, sys, threading, numpy as np
+from server.memory import fewer_heaps
+if sys.argv[1] == "fewer":
+    fewer_heaps(2)
+start = threading.Barrier(8)
+def allocate():
+    start.wait()
+    for _ in range(200):
+        arrays = [np.ones(20_000) for _ in range(20)]
+        del arrays
+threads = [threading.Thread(target=allocate) for _ in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+ctypes.CDLL("libc.so.6").malloc_stats()  # "Arena N:" per heap, on stderr
+"""
+
+
+def heaps_after_busy_threads(setting: str) -> int:
+    run = subprocess.run(
+        [sys.executable, "-c", BUSY_THREADS, setting],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return sum(line.startswith("Arena ") for line in run.stderr.splitlines())
+
+
+def test_fewer_heaps_keeps_busy_threads_to_two():
+    if platform.libc_ver()[0] != "glibc":
+        return
+    assert heaps_after_busy_threads("default") > 2  # glibc's own: a heap per contended thread
+    assert heaps_after_busy_threads("fewer") == 2
