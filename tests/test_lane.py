@@ -137,3 +137,41 @@ def test_turns_go_in_the_order_they_were_asked_for():
     for thread in threads:
         thread.join(5)
     assert order == list("abcdef") and lane.waiting == 0 and not lane.busy()
+
+
+def test_a_session_asking_for_a_key_being_computed_waits_for_that_run_not_for_the_lane():
+    # Fifty viewers of one link: the first computes its pass, the others only wait for it,
+    # not behind the other viewers' runs queued in the lane meanwhile.
+    finished = []
+
+    def slow(key: str) -> np.ndarray:
+        time.sleep(0.3)
+        finished.append(key)
+        return np.zeros(4)
+
+    passes = bounded_by_bytes(2**20, name="test.lane.joined", lane=LONG_RUNS)(slow)
+
+    def viewer(key: str) -> None:
+        passes(key)
+        finished.append(f"{key} shown")
+
+    first = threading.Thread(target=viewer, args=("link",))
+    first.start()
+    while not LONG_RUNS.busy():
+        time.sleep(0.001)
+    other = threading.Thread(target=viewer, args=("another window",))
+    other.start()
+    while LONG_RUNS.waiting < 1:  # in line behind the first run
+        time.sleep(0.001)
+    same = threading.Thread(target=viewer, args=("link",))
+    same.start()
+    for thread in (first, other, same):
+        thread.join(5)
+    # Both viewers of the link see it before the run queued ahead of the second has finished.
+    assert finished == [
+        "link",
+        "link shown",
+        "link shown",
+        "another window",
+        "another window shown",
+    ]

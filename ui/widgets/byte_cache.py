@@ -5,7 +5,7 @@ hundred megabytes: a bound in entries says nothing about memory. This cache coun
 the arrays its results hold, each buffer once however many results share it, and lets the least
 recently used results go once the total passes its bound. Like `st.cache_resource` it is shared
 by every session, computes each key once while other sessions asking for the same key wait for
-it (fifty viewers of one link cost one forward pass), skips arguments whose name starts with "_"
+it, and for nothing else (fifty viewers of one link cost one forward pass), skips arguments whose name starts with "_"
 when it makes the key (a model is passed as `_model` with its `model_id`), and is emptied by the
 menu's "Clear caches". What it computes takes its turn in one of the process's two lanes
 (server.lane), so a room holds two runs' steps at most, not one per viewer.
@@ -100,6 +100,13 @@ def waiting_turn(lane: Lane) -> Iterator[None]:
         yield
 
 
+def _with_notice(spinner: str | None):
+    # The computing session shows `spinner`; one waiting for its result says the same.
+    if spinner is None or getattr(_spinning, "on", False):
+        return nullcontext()
+    return st.spinner(spinner)
+
+
 def _with_spinner(spinner: str | None, compute: Callable[[], Any]) -> Any:
     # One spinner, the outermost: a result computed from others (a decoder's step from the
     # step before) would otherwise stack one per level.
@@ -132,6 +139,17 @@ class _ByteCache:
             if key in self._entries:
                 self._entries.move_to_end(key)
                 return self._entries[key][0]
+            running = self._computing.get(key)
+        if running is not None:
+            # Another session computes this very key in its turn: wait for that run, not behind
+            # every run in the lane (fifty viewers of one link wait for one pass). Holding no
+            # lock or turn meanwhile, this thread cannot be part of a cycle.
+            with _with_notice(spinner), running:
+                pass
+            with self._lock:
+                if key in self._entries:
+                    self._entries.move_to_end(key)
+                    return self._entries[key][0]
         # The lane before the key's lock: a thread holding a key's lock is always in its turn,
         # so one in line never holds a lock that the one running needs.
         with waiting_turn(self.lane):
