@@ -72,9 +72,10 @@ def fewer_heaps(count: int = 2) -> bool:
 
     A thread that finds the heaps busy gets a heap of its own, and a server runs each viewer's
     page in a thread: a room ends up with a dozen heaps, each keeping its own freed pieces
-    between the ones still in use, which no trim can hand back. Two heaps on two cores keep
-    threads from waiting on one lock and the pieces in fewer places. Set before the pages run
-    (server.warmup); heaps made before stay. Returns False where the C library is not glibc.
+    between the ones still in use (a trim returns only whole free pages). Two heaps on two
+    cores keep threads from waiting on one lock and the pieces in fewer places. Set before the
+    pages run (server.warmup); heaps made before stay. Returns False where the C library is not
+    glibc.
     """
     m_arena_max = -8  # glibc's malloc.h
     try:
