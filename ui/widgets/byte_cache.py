@@ -5,10 +5,11 @@ hundred megabytes: a bound in entries says nothing about memory. This cache coun
 the arrays its results hold, each buffer once however many results share it, and lets the least
 recently used results go once the total passes its bound. Like `st.cache_resource` it is shared
 by every session, computes each key once while other sessions asking for the same key wait for
-it, and for nothing else (fifty viewers of one link cost one forward pass), skips arguments whose name starts with "_"
-when it makes the key (a model is passed as `_model` with its `model_id`), and is emptied by the
-menu's "Clear caches". What it computes takes its turn in one of the process's two lanes
-(server.lane), so a room holds two runs' steps at most, not one per viewer.
+it, and for nothing else (fifty viewers of one link cost one forward pass), skips arguments
+whose name starts with "_" when it makes the key (a model is passed as `_model` with its
+`model_id`), and is emptied by the menu's "Clear caches". What it computes takes its turn in
+one of the process's two lanes (server.lane), so a room holds two runs' steps at most, not one
+per viewer.
 
     @bounded_by_bytes(64 * MB, name="heads.lens")
     def lens_of(prompt_ids: tuple[int, ...], model_id: int, _model) -> LogitLens: ...
