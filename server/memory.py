@@ -17,6 +17,7 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
+from server.serve import rss_mb
 from server.sessions import forget_expired_sessions
 
 
@@ -77,22 +78,25 @@ def fewer_heaps(count: int = 2) -> bool:
     pages run (server.warmup); heaps made before stay. Returns False where the C library is not
     glibc.
     """
-    m_arena_max = -8  # glibc's malloc.h
-    try:
-        return bool(_libc().mallopt(m_arena_max, count))
-    except (OSError, AttributeError):
-        return False
+    return _mallopt((M_ARENA_MAX, count))
 
 
 def _set_malloc_thresholds(mmap_kb: int, keep_kb: int) -> bool:
-    m_trim_threshold, m_mmap_threshold = -1, -3  # glibc's malloc.h
+    return _mallopt((M_MMAP_THRESHOLD, mmap_kb * 1024), (M_TRIM_THRESHOLD, keep_kb * 1024))
+
+
+# glibc's malloc.h
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
+
+
+def _mallopt(*settings: tuple[int, int]) -> bool:
+    """glibc's mallopt for each (option, value) in turn; False at the first it refuses, or
+    where the C library is not glibc."""
     try:
         mallopt = _libc().mallopt
     except (OSError, AttributeError):
         return False
-    return bool(
-        mallopt(m_mmap_threshold, mmap_kb * 1024) and mallopt(m_trim_threshold, keep_kb * 1024)
-    )
+    return all(mallopt(option, value) for option, value in settings)
 
 
 # glibc keeps pages freed in the middle of a heap; a trim this often hands them back.
@@ -108,8 +112,8 @@ def trim_freed_memory_forever(holding: Callable[[], dict] | None = None) -> None
     First the sessions whose tabs closed too long ago to come back (`forget_expired_sessions`),
     with the garbage cycles their pages leave (a full collection, frozen objects included, only
     when sessions were dropped). Then a trim: glibc gives memory back to the system only from
-    the top of a heap, and keeps up to 16 MB of that too (`reuse_freed_memory`, which the
-    decoder page sets); pages freed in between stay resident. Trimming now and then makes
+    the top of a heap, and keeps that too while it is under 16 MB (`reuse_freed_memory`, which
+    the decoder page sets); pages freed in between stay resident. Trimming now and then makes
     the server's resident memory what it holds, not what it once held at most. ctypes lets go
     of the GIL for the call, so page scripts run on while a heap is trimmed.
 
@@ -132,15 +136,10 @@ def trim_freed_memory_forever(holding: Callable[[], dict] | None = None) -> None
 def report_memory(path: Path, holding: dict) -> None:
     """Add one JSON line to `path`: the time, this process's resident MB and `holding` (what
     each cache holds), so that an operator or a benchmark sees which cache a peak came from."""
-    line = {"time": round(time.time(), 1), "rss_mb": resident_mb(), "holding": holding}
+    line = {
+        "time": round(time.time(), 1),
+        "rss_mb": round(rss_mb(os.getpid()), 1),
+        "holding": holding,
+    }
     with open(path, "a", encoding="utf-8") as report:
         report.write(json.dumps(line) + "\n")
-
-
-def resident_mb() -> float:
-    """This process's resident memory (VmRSS) in MB; 0.0 where /proc is not there."""
-    try:
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0.0
-    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
