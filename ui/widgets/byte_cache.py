@@ -101,24 +101,27 @@ def waiting_turn(lane: Lane) -> Iterator[None]:
         yield
 
 
-def _with_notice(spinner: str | None):
-    # The computing session shows `spinner`; one waiting for its result says the same.
+def _outermost(spinner: str | None) -> Any:
+    # One spinner, the outermost: a result computed from others (a decoder's step from the
+    # step before) would otherwise stack one per level. None: no spinner to show.
     if spinner is None or getattr(_spinning, "on", False):
-        return nullcontext()
+        return None
     return st.spinner(spinner)
 
 
 def _with_spinner(spinner: str | None, compute: Callable[[], Any]) -> Any:
-    # One spinner, the outermost: a result computed from others (a decoder's step from the
-    # step before) would otherwise stack one per level.
-    if spinner is None or getattr(_spinning, "on", False):
+    shown = _outermost(spinner)
+    if shown is None:
         return compute()
     _spinning.on = True
     try:
-        with st.spinner(spinner):
+        with shown:
             return compute()
     finally:
         _spinning.on = False
+
+
+_MISSING = object()
 
 
 class _ByteCache:
@@ -137,20 +140,19 @@ class _ByteCache:
 
     def get(self, key: str, compute: Callable[[], Any], spinner: str | None = None) -> Any:
         with self._lock:
-            if key in self._entries:
-                self._entries.move_to_end(key)
-                return self._entries[key][0]
-            running = self._computing.get(key)
+            kept, running = self._kept(key), self._computing.get(key)
+        if kept is not _MISSING:
+            return kept
         if running is not None:
             # Another session computes this very key in its turn: wait for that run, not behind
-            # every run in the lane (fifty viewers of one link wait for one pass). Holding no
-            # lock or turn meanwhile, this thread cannot be part of a cycle.
-            with _with_notice(spinner), running:
+            # every run in the lane (fifty viewers of one link wait for one pass), saying what
+            # it computes. Holding no lock or turn meanwhile, this thread is in no cycle.
+            with _outermost(spinner) or nullcontext(), running:
                 pass
             with self._lock:
-                if key in self._entries:
-                    self._entries.move_to_end(key)
-                    return self._entries[key][0]
+                kept = self._kept(key)
+            if kept is not _MISSING:
+                return kept
         # The lane before the key's lock: a thread holding a key's lock is always in its turn,
         # so one in line never holds a lock that the one running needs.
         with waiting_turn(self.lane):
@@ -159,9 +161,9 @@ class _ByteCache:
                 computing = self._computing.setdefault(key, threading.Lock())
             with computing:
                 with self._lock:
-                    if key in self._entries:  # computed while this session waited in line
-                        self._entries.move_to_end(key)
-                        return self._entries[key][0]
+                    kept = self._kept(key)  # computed while this session waited in line
+                if kept is not _MISSING:
+                    return kept
                 try:
                     value = _with_spinner(spinner, compute)
                     owners = buffers(value)
@@ -174,6 +176,13 @@ class _ByteCache:
                     with self._lock:
                         self._computing.pop(key, None)
         return value
+
+    def _kept(self, key: str) -> Any:
+        # Under self._lock: the entry's value, now the most recently used, or _MISSING.
+        if key not in self._entries:
+            return _MISSING
+        self._entries.move_to_end(key)
+        return self._entries[key][0]
 
     def _add(self, key: str, value: Any, owners: dict[int, np.ndarray]) -> None:
         if key in self._entries:  # computed again after a clear() that raced with it
