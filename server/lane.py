@@ -14,6 +14,12 @@ decoder does not wait behind another viewer's seconds-long experiment.
                           already in a turn of either lane goes straight on (a decode step
                           computed inside a generation, a pass inside an experiment), so no
                           thread ever waits for a lane while it holds one
+    turn(waiting=tell)    tell(runs ahead) is called every WAIT_CHECK_S while in line, outside
+                          the lane's lock; whatever it raises takes the thread out of the line.
+                          A page's waiting notice is drawn there, and a Streamlit script
+                          stops at a drawing call once its viewer has moved a widget again:
+                          a run nobody waits for any more leaves the line instead of taking
+                          its turn
     lane.waiting          how many threads are in line now
     switch_threads_often()
                           the GIL's switch interval from 5 ms to 1 ms, once per process
@@ -24,10 +30,13 @@ from __future__ import annotations
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 _turns = threading.local()
+# How often a thread in line says where it stands: often enough that a viewer who has moved on
+# leaves the line before the run ahead finishes, rarely enough to cost nothing.
+WAIT_CHECK_S = 0.5
 
 
 def in_a_turn() -> bool:
@@ -53,7 +62,7 @@ class Lane:
         return self._running
 
     @contextmanager
-    def turn(self) -> Iterator[None]:
+    def turn(self, waiting: Callable[[int], None] | None = None) -> Iterator[None]:
         if in_a_turn():
             _turns.depth += 1
             try:
@@ -64,15 +73,16 @@ class Lane:
         ticket = object()
         with self._condition:
             self._line.append(ticket)
-            try:
-                while self._running or self._line[0] is not ticket:
-                    self._condition.wait()
-            except BaseException:  # interrupted in line: the ones behind move up
-                self._line.remove(ticket)
+        try:
+            while not self._taken(ticket, None if waiting is None else WAIT_CHECK_S):
+                if waiting is not None:
+                    waiting(self._ahead(ticket))
+        except BaseException:  # out of the line while in it: the ones behind move up
+            with self._condition:
+                if ticket in self._line:
+                    self._line.remove(ticket)
                 self._condition.notify_all()
-                raise
-            self._line.popleft()
-            self._running = True
+            raise
         _turns.depth = 1
         try:
             yield
@@ -81,6 +91,22 @@ class Lane:
             with self._condition:
                 self._running = False
                 self._condition.notify_all()
+
+    def _taken(self, ticket: object, timeout: float | None) -> bool:
+        """Whether the ticket got the turn, waiting up to `timeout` s for it (None: for good)."""
+        with self._condition:
+            if self._running or self._line[0] is not ticket:
+                self._condition.wait(timeout)
+            if self._running or self._line[0] is not ticket:
+                return False
+            self._line.popleft()
+            self._running = True
+            return True
+
+    def _ahead(self, ticket: object) -> int:
+        """The runs before the ticket's: the one running and those in line before it."""
+        with self._condition:
+            return self._line.index(ticket) + self._running
 
 
 QUICK_RUNS = Lane("quick")

@@ -175,3 +175,38 @@ def test_a_session_asking_for_a_key_being_computed_waits_for_that_run_not_for_th
         "another window",
         "another window shown",
     ]
+
+
+def test_a_thread_in_line_says_where_it_stands_and_leaves_the_line_when_that_raises():
+    lane, told, order, errors = Lane("test"), [], [], []
+
+    class MovedOn(Exception):
+        """What Streamlit raises at a drawing call once the viewer has moved a widget."""
+
+    def tell(ahead: int) -> None:
+        told.append(ahead)
+        if len(told) == 2:
+            raise MovedOn
+
+    def impatient() -> None:
+        try:
+            with lane.turn(waiting=tell):
+                order.append("impatient")
+        except MovedOn as error:
+            errors.append(error)
+
+    def patient() -> None:
+        with lane.turn():
+            order.append("patient")
+
+    with lane.turn():
+        first = threading.Thread(target=impatient)
+        first.start()
+        while lane.waiting < 1:
+            time.sleep(0.001)
+        second = threading.Thread(target=patient)
+        second.start()
+        first.join(5)  # told twice, WAIT_CHECK_S apart, while the run ahead still runs
+        assert len(errors) == 1 and told == [1, 1] and lane.waiting == 1
+    second.join(5)
+    assert order == ["patient"] and lane.waiting == 0 and not lane.busy()

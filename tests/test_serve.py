@@ -8,6 +8,7 @@ bench/bench_live_audience.py.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import subprocess
 import sys
@@ -69,6 +70,60 @@ def test_the_decoders_model_is_let_go_once_its_last_viewer_has_left_for_good():
             time.sleep(1)
         # The model alone is ~270 MB (bfloat16 weights).
         assert server.rss_mb() < with_model - 150
+
+
+# A page whose one computation waits two seconds in the long lane, keyed on the link's `x`.
+SLOW_PAGE = """
+import os
+import time
+
+import numpy as np
+import streamlit as st
+
+from server.lane import LONG_RUNS
+from ui.widgets.byte_cache import MB, bounded_by_bytes
+
+
+@bounded_by_bytes(MB, name="test.serve.slow", lane=LONG_RUNS)
+def slow(x: str) -> np.ndarray:
+    with open(os.environ["RUNS_LOG"], "a") as log:
+        log.write(x + "\\n")
+    time.sleep(2)
+    return np.zeros(1)
+
+
+x = st.query_params.get("x", "")
+slow(x)
+st.write(f"shown {x}")
+"""
+
+
+def test_a_run_in_line_whose_viewer_has_moved_on_leaves_the_line(tmp_path, error_details):
+    # A browser sends a new run when its viewer moves a widget again; Streamlit stops the old
+    # one only at its next drawing call. Waiting in line draws a notice every WAIT_CHECK_S, so
+    # the old run leaves the line and never takes the model for a result nobody will see.
+    page, runs = tmp_path / "slow_page.py", tmp_path / "runs.log"
+    page.write_text(SLOW_PAGE)
+    with Deployment(page, env={"RUNS_LOG": str(runs)}) as server:
+        url = f"ws://127.0.0.1:{server.port}/_stcore/stream"
+        first = Viewer(url, "", "x=first", None, random.Random(0))
+        moving = Viewer(url, "", "x=abandoned", None, random.Random(1))
+
+        async def two_viewers():
+            async with first.connected(), moving.connected():
+                running = asyncio.create_task(first.rerun())
+                await asyncio.sleep(0.5)  # the first viewer's run has the lane
+                in_line = asyncio.create_task(moving.rerun())
+                await asyncio.sleep(0.8)  # the second's is in line, its notice drawn
+                in_line.cancel()  # the tab stops reading this run's messages
+                await asyncio.gather(in_line, return_exceptions=True)
+                moving.query = "x=wanted"  # the viewer moves on before its turn
+                await moving.rerun()
+                await running
+
+        run_to_end(two_viewers())
+    assert runs.read_text().split() == ["first", "wanted"]
+    assert [first.log.exceptions, moving.log.exceptions] == [[], []]
 
 
 def test_haproxy_config_names_every_worker_and_sticks_by_cookie():

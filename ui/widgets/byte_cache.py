@@ -9,7 +9,7 @@ it, and for nothing else (fifty viewers of one link cost one forward pass), skip
 whose name starts with "_" when it makes the key (a model is passed as `_model` with its
 `model_id`), and is emptied by the menu's "Clear caches". What it computes takes its turn in
 one of the process's two lanes (server.lane), so a room holds two runs' steps at most, not one
-per viewer.
+per viewer; a session in line whose viewer has moved a widget since leaves the line.
 
     @bounded_by_bytes(64 * MB, name="heads.lens")
     def lens_of(prompt_ids: tuple[int, ...], model_id: int, _model) -> LogitLens: ...
@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
-from server.lane import QUICK_RUNS, Lane, in_a_turn
+from server.lane import QUICK_RUNS, WAIT_CHECK_S, Lane
 
 MB = 2**20
 
@@ -88,16 +88,38 @@ class _Token:
     """Something to finalize: a bare object() takes no weak reference."""
 
 
+class _Notice:
+    """A line on the page, drawn again at every call. Drawing is also where Streamlit stops a
+    script whose viewer has moved a widget since the run began (it checks for a newer run at
+    each element sent): a wait that draws its notice every WAIT_CHECK_S ends within that long
+    once nobody is waiting for its result any more."""
+
+    def __init__(self) -> None:
+        self._slot: Any = None
+
+    def show(self, text: str) -> None:
+        if self._slot is None:
+            self._slot = st.empty()
+        self._slot.caption(f":material/hourglass_top: {text}")
+
+    def clear(self) -> None:
+        if self._slot is not None:
+            self._slot.empty()
+
+
 @contextmanager
 def waiting_turn(lane: Lane) -> Iterator[None]:
-    """The lane's turn; a session that has to wait is told how many runs are ahead of it. For
-    model work that is not cached (a timing), so that it too takes its turn."""
-    notice = nullcontext()
-    if not in_a_turn() and lane.busy():
-        ahead = lane.waiting + 1
+    """The lane's turn. A session in line is told how many runs are ahead of it, and leaves the
+    line if its viewer moves on meanwhile (_Notice). For model work that is not cached (a
+    timing), so that it too takes its turn."""
+    notice = _Notice()
+
+    def tell(ahead: int) -> None:
         runs = "run" if ahead == 1 else "runs"
-        notice = st.spinner(f"Waiting for the model: {ahead} other viewer {runs} ahead of yours…")
-    with notice, lane.turn():
+        notice.show(f"Waiting for the model: {ahead} other viewer {runs} ahead of yours…")
+
+    with lane.turn(waiting=tell):
+        notice.clear()
         yield
 
 
@@ -147,8 +169,12 @@ class _ByteCache:
             # Another session computes this very key in its turn: wait for that run, not behind
             # every run in the lane (fifty viewers of one link wait for one pass), saying what
             # it computes. Holding no lock or turn meanwhile, this thread is in no cycle.
-            with _outermost(spinner) or nullcontext(), running:
-                pass
+            notice = _Notice()
+            with _outermost(spinner) or nullcontext():
+                while not running.acquire(timeout=WAIT_CHECK_S):
+                    notice.show("Another viewer's run is computing this: its result is yours too.")
+                running.release()
+            notice.clear()
             with self._lock:
                 kept = self._kept(key)
             if kept is not _MISSING:
