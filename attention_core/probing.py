@@ -487,8 +487,8 @@ def next_token_change(
             ids_after = ids[keep]
         else:
             attend = keep
-    before = run_llama(model, ids).next_token_logits.astype(np.float64)
-    after = run_llama(model, ids_after, attend=attend, head_mask=mask)
+    before = run_llama(model, ids, keep=()).next_token_logits.astype(np.float64)
+    after = run_llama(model, ids_after, attend=attend, head_mask=mask, keep=())
     after_logits = after.next_token_logits.astype(np.float64)
     return NextTokenChange(
         mode=mode,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -382,6 +383,34 @@ def test_cached_decode_step_equals_full_forward(model):
     )
     # Same keys up to float32 rounding (BLAS blocks 39 and 40 rows differently).
     np.testing.assert_allclose(step.cache.keys(3), full.cache.keys(3), atol=1e-5, rtol=1e-4)
+
+
+def test_a_pass_keeping_a_few_steps_gives_the_same_numbers_and_holds_far_less(model):
+    ids = _ids(model, 96)
+
+    def peak_of(**keep):
+        """The pass and the most it held at once, above what was held before it."""
+        tracemalloc.reset_peak()
+        before, _ = tracemalloc.get_traced_memory()
+        trace = run_llama(model, ids, **keep)
+        return trace, tracemalloc.get_traced_memory()[1] - before
+
+    tracemalloc.start()
+    try:
+        full, full_peak = peak_of()
+        kept, kept_peak = peak_of(keep=("weights", "k_rot"))
+        logits_only, logits_only_peak = peak_of(keep=())
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_array_equal(kept.attention_weights, full.attention_weights)
+    np.testing.assert_array_equal(kept.layers[7].k_rot, full.layers[7].k_rot)
+    np.testing.assert_array_equal(kept.next_token_logits, full.next_token_logits)
+    np.testing.assert_array_equal(logits_only.next_token_logits, full.next_token_logits)
+    np.testing.assert_array_equal(logits_only.cache.keys(3), full.cache.keys(3))
+    assert not hasattr(kept.layers[0], "scores")  # let go with the rest of the layer's steps
+    assert logits_only.layers[0].__dict__ == {}
+    # The full pass held every layer's four (head, n, n) arrays; the others one layer's at once.
+    assert kept_peak < full_peak / 2 and logits_only_peak < full_peak / 4
 
 
 @pytest.mark.slow

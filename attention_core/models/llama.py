@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -66,6 +67,7 @@ __all__ = [
     "MAX_SCORED_TOKENS",
     "Generation",
     "GenerationStep",
+    "KeptSteps",
     "LlamaCache",
     "LlamaConfig",
     "LlamaLayerSteps",
@@ -87,7 +89,8 @@ __all__ = [
 ]
 
 # A trace keeps every layer's (head, n, n) steps: 30 layers x 9 heads x 4 arrays at 256 tokens
-# is ~280 MB, the most one page view should hold. Prompts leave room for 64 generated tokens.
+# is ~280 MB, the most one pass should hold (a page keeps the weights alone: run_llama's keep).
+# Prompts leave room for 64 generated tokens.
 MAX_CONTEXT_TOKENS = 256
 # A text scored in one pass keeps no steps (score_llama): its limit is time, not memory.
 MAX_SCORED_TOKENS = 1024
@@ -474,12 +477,18 @@ class LlamaLayerSteps:
         return self._heads(self.attention.output)
 
 
+class KeptSteps(SimpleNamespace):
+    """The steps of one layer that ``run_llama(keep=…)`` kept, by their ``LlamaLayerSteps``
+    names (``weights``, ``q_rot``…); asking for another is an AttributeError."""
+
+
 @dataclass(frozen=True, eq=False)
 class LlamaTrace:
     """A forward pass over `n` new tokens, every step kept.
 
     input_ids `(n,)`, positions `(n,)` (cache length + 0..n-1), embeddings `(n, d_model)`,
-    layers (one ``LlamaLayerSteps`` each), final_hidden `(n, d_model)` (after the last RMSNorm),
+    layers (one ``LlamaLayerSteps`` each, or ``KeptSteps`` with ``run_llama(keep=…)``),
+    final_hidden `(n, d_model)` (after the last RMSNorm),
     logits `(n_logits, vocab)` for the last position (or all, with ``all_logits=True``), and the
     ``cache`` after this pass (holding every position so far).
     """
@@ -487,7 +496,7 @@ class LlamaTrace:
     input_ids: np.ndarray
     positions: np.ndarray
     embeddings: np.ndarray
-    layers: tuple[LlamaLayerSteps, ...]
+    layers: tuple[LlamaLayerSteps | KeptSteps, ...]
     final_hidden: np.ndarray
     logits: np.ndarray
     cache: LlamaCache
@@ -676,11 +685,18 @@ def run_llama(
     all_logits: bool = False,
     attend: object = None,
     head_mask: object = None,
+    keep: Sequence[str] | None = None,
 ) -> LlamaTrace:
     """Run the decoder on ``input_ids`` `(n,)`, continuing ``cache`` (None = a fresh prompt).
 
     Every layer's steps are kept (see ``LlamaLayerSteps``); ``trace.cache`` holds all positions.
     With a cache and one id this is one decoding step: one query row against every cached key.
+
+    ``keep`` names the steps to keep of each layer (``("weights", "q_rot")``; ``()`` for none,
+    when only the logits and the cache are wanted): ``trace.layers`` then holds ``KeptSteps``,
+    and the rest of a layer's steps is let go before the next layer runs. A pass keeping
+    everything holds its (head, n, n) scores four times over in every layer: 340 MB at its
+    peak for 192 tokens.
 
     ``attend`` `(cache + n,)` boolean hides keys (False) from every query, like transformers'
     ``attention_mask``; `(n, cache + n)` says for each new query which keys it may see (on top
@@ -704,9 +720,12 @@ def run_llama(
             model, index, layer, hidden, None if cache is None else cache.layers[index], rope,
             attend, None if head_mask is None else head_mask[index], scratch,
         )  # fmt: skip
-        layers.append(steps)
+        layers.append(
+            steps if keep is None else KeptSteps(**{name: getattr(steps, name) for name in keep})
+        )
         caches.append(layer_cache)
         hidden = steps.hidden
+        del steps  # what keep leaves goes now, not once the next layer has run
     final = rms_norm(hidden, weights.final_norm, model.config.rms_norm_eps)
     logits = _linear(final if all_logits else final[-1:], _unembedding(weights), scratch)
     _check_logits(logits)

@@ -148,7 +148,7 @@ def decoder_attribution(
 def decoder_roles(model: LlamaModel, probe_ids: np.ndarray) -> tuple[np.ndarray, HeadRoles]:
     """The weights `(layer, head, 2L, 2L)` every head gives a probe (`(2L,)` ids, a period
     repeated twice) and their role scores."""
-    weights = run_llama(model, probe_ids).attention_weights
+    weights = run_llama(model, probe_ids, keep=("weights",)).attention_weights
     return weights, head_roles(weights, len(probe_ids) // 2)
 
 
@@ -167,7 +167,7 @@ def repeated_half_loss(
     """Mean loss of predicting tokens L+1 .. 2L-1 (the repeated half after its first token,
     which only the repetition makes predictable), with `head_mask` `(layer, head)` applied."""
     period = check_int(period, "the period", minimum=2)
-    trace = run_llama(model, probe_ids, all_logits=True, head_mask=head_mask)
+    trace = run_llama(model, probe_ids, all_logits=True, head_mask=head_mask, keep=())
     losses = token_losses(trace.logits, probe_ids)  # losses[i] predicts token i + 1
     return float(losses[period : 2 * period - 1].mean())
 
@@ -204,11 +204,12 @@ def decoder_hiding_effects(model: LlamaModel, input_ids: np.ndarray, query: int)
     ids = np.asarray(input_ids, dtype=np.int64)
     query = _position(ids.shape[0], query)
     seen = ids[: query + 1]
-    before = run_llama(model, seen).next_token_logits
+    before = run_llama(model, seen, keep=()).next_token_logits
     effects = []
     for j in range(query + 1):
         attend = np.arange(query + 1) != j
-        effects.append(kl_divergence(before, run_llama(model, seen, attend=attend).logits[-1]))
+        after = run_llama(model, seen, attend=attend, keep=()).next_token_logits
+        effects.append(kl_divergence(before, after))
     return np.array(effects)
 
 

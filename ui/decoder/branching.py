@@ -82,7 +82,7 @@ def _fork(ids, step, sampling, count, length, model_id, _model, _state) -> Fork:
     # Keyed on the prefix's ids, the step (it seeds the draws) and the settings: the state only
     # brings the prefix's cache and logits, which the ids determine.
     if _state is None:  # a figure built after its entry was let go: the prefix's pass again
-        run = run_llama(_model, np.asarray(ids))
+        run = run_llama(_model, np.asarray(ids), keep=())
         prefix, logits = run.cache, run.next_token_logits
     else:
         prefix, logits = _state.cache, _state.logits

@@ -54,7 +54,7 @@ def _steps(ids, filters, model_id, _model: LlamaModel, _logits) -> SamplingSteps
     # Keyed on the ids: the logits are the model's for them. ~7 MB an entry (a few float64
     # rows of the 49152-token vocabulary per stage), hence only a few.
     if _logits is None:  # a figure built after its entry was let go: one pass again
-        _logits = run_llama(_model, np.asarray(ids)).next_token_logits
+        _logits = run_llama(_model, np.asarray(ids), keep=()).next_token_logits
     return sampling_steps(_logits, *filters)
 
 

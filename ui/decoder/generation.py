@@ -25,7 +25,7 @@ import numpy as np
 from attention_core.models.llama import LlamaCache, LlamaModel, run_llama
 from attention_core.sampling import SamplingSteps, greedy_token, sample_token, sampling_steps
 from server.lane import QUICK_RUNS
-from ui.decoder.trace import PageTrace, StepRow, from_pass, with_rows
+from ui.decoder.trace import SHOWN_STEPS, PageTrace, StepRow, from_pass, with_rows
 from ui.models import smollm
 from ui.widgets.byte_cache import MB, bounded_by_bytes, waiting_turn
 
@@ -145,7 +145,7 @@ def _continuation(
 @bounded_by_bytes(8 * MB, name="decoder.prompts", spinner="Running the model on the prompt…")
 def _prefill(prompt_ids: tuple[int, ...], model_id: int, _model: LlamaModel) -> Prefill:
     # One pass serves both generation (its cache) and the pictures (its steps).
-    trace = run_llama(_model, np.asarray(prompt_ids))
+    trace = run_llama(_model, np.asarray(prompt_ids), keep=SHOWN_STEPS)
     return Prefill(from_pass(_model, prompt_ids, trace), trace.cache, trace.next_token_logits)
 
 
@@ -178,7 +178,7 @@ def _trace(
     if _state is not None and _state.ids == ids:
         prompt = _prefill(ids[: _state.prompt_length], model_id, _model).trace
         return with_rows(_model, ids, prompt, _state.rows) if _state.rows else prompt
-    return from_pass(_model, ids, run_llama(_model, np.asarray(ids)))
+    return from_pass(_model, ids, run_llama(_model, np.asarray(ids), keep=SHOWN_STEPS))
 
 
 def cache_bytes_per_token(cache: LlamaCache) -> int:

@@ -4,6 +4,7 @@ PageTrace                            weights, q and k before and after RoPE, fir
                                      shares of every layer and head, for n tokens
 StepRow                              what one generated token adds to it: its query's row
 from_pass(model, ids, trace)         a PageTrace from one forward pass over all the tokens
+                                     (one that kept SHOWN_STEPS is enough)
 with_rows(model, ids, prompt, rows)  the prompt's PageTrace grown by the decode steps' rows
 labels, shown_tokens                 the tokens as tick labels, and as Markdown
 """
@@ -19,6 +20,9 @@ from ui.widgets.layout import plain
 
 # The per-layer arrays a trace keeps besides the weights (`LlamaLayerSteps` names them so).
 QK_NAMES = ("q", "q_rot", "k", "k_rot")
+# What a pass keeps of each layer for the page (run_llama's keep): 88 MB at its peak for a
+# 192-token prompt, against 343 MB keeping every step.
+SHOWN_STEPS = ("weights", *QK_NAMES)
 
 
 @dataclass(frozen=True, eq=False)
