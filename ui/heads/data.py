@@ -43,6 +43,9 @@ MEASURES = {
     "hiding": "effect of hiding the token",
 }
 MODELS = {"smollm2": smollm.MODEL_NAME, "minilm": minilm.MODEL_NAME}
+# What the prompt's pass keeps of each layer: the patterns and values shown, and what the
+# stream's split by writer reads (readouts.decoder_parts).
+READ_STEPS = ("weights", "v", "head_outputs", "hidden", "ffn_output")
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,7 +75,7 @@ def prompt_readout(model: LlamaModel, ids: tuple[int, ...], position: int) -> Pr
 @smollm.let_go_with_model
 @bounded_by_bytes(16 * MB, name="heads.prompt")  # ~7 MB an entry
 def _prompt_readout(ids, position, model_id, _model: LlamaModel) -> PromptReadout:
-    trace = run_llama(_model, np.asarray(ids), all_logits=True)
+    trace = run_llama(_model, np.asarray(ids), all_logits=True, keep=READ_STEPS)
     parts = readouts.decoder_parts(_model, trace, position)
     lens = readouts.decoder_lens(_model, parts)
     return PromptReadout(
@@ -190,7 +193,7 @@ def explanation(kind: str, ids: tuple[int, ...], layer: int, query: int) -> Expl
 def _explanation(kind, ids, layer, query, model_id, _model) -> Explanation:
     ids_array = np.asarray(ids, dtype=np.int64)
     if kind == "smollm2":
-        trace = run_llama(_model, ids_array)
+        trace = run_llama(_model, ids_array, keep=("weights", "v"))
         weights = trace.attention_weights
         norms = readouts.decoder_contributions(_model, trace, layer, query)
         hiding = readouts.decoder_hiding_effects(_model, ids_array, query)
