@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from attention_core.models.llama import KeptSteps
 from ui.widgets.byte_cache import bounded_by_bytes, every_cache, nbytes
 
 KB = 1024
@@ -15,6 +16,9 @@ def test_nbytes_counts_each_buffer_once():
     base = np.zeros(1000)  # 8000 bytes
     assert nbytes((base, base[:10], {"view": base.reshape(10, 100)})) == 8000
     assert nbytes([np.ones(3, np.float32), "text", 7]) == 12
+    # The steps a pass kept (run_llama(keep=…)) are counted like any dataclass's arrays.
+    kept = KeptSteps({"weights": np.zeros((9, 4, 4), np.float32), "k_rot": base[:64]})
+    assert nbytes(kept) == 9 * 4 * 4 * 4 + 8000
 
 
 def test_the_least_recently_used_results_go_once_the_bytes_pass_the_bound():

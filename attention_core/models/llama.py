@@ -34,7 +34,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -477,9 +476,20 @@ class LlamaLayerSteps:
         return self._heads(self.attention.output)
 
 
-class KeptSteps(SimpleNamespace):
-    """The steps of one layer that ``run_llama(keep=…)`` kept, by their ``LlamaLayerSteps``
-    names (``weights``, ``q_rot``…); asking for another is an AttributeError."""
+@dataclass(frozen=True, eq=False)
+class KeptSteps:
+    """The steps of one layer that ``run_llama(keep=…)`` kept, read by their ``LlamaLayerSteps``
+    names (``kept.weights``, ``kept.q_rot``…); asking for another is an AttributeError."""
+
+    steps: dict[str, np.ndarray]
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        # Only for names that are not attributes; through __dict__, as unpickling asks before
+        # `steps` is set.
+        try:
+            return self.__dict__["steps"][name]
+        except KeyError:
+            raise AttributeError(f"{name!r} was not among the steps run_llama kept") from None
 
 
 @dataclass(frozen=True, eq=False)
@@ -721,7 +731,7 @@ def run_llama(
             attend, None if head_mask is None else head_mask[index], scratch,
         )  # fmt: skip
         layers.append(
-            steps if keep is None else KeptSteps(**{name: getattr(steps, name) for name in keep})
+            steps if keep is None else KeptSteps({name: getattr(steps, name) for name in keep})
         )
         caches.append(layer_cache)
         hidden = steps.hidden
