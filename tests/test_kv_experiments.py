@@ -17,9 +17,9 @@ import pytest
 from attention_core.models import llama_files
 from attention_core.models.kv_experiments import (
     KV_VARIANTS,
+    compare_next_tokens,
     kv_experiment,
     mean_pooled_kv,
-    next_token_agreement,
     quantized_kv,
     variant_cache_bytes,
 )
@@ -198,26 +198,37 @@ def test_the_4_bit_cache_matches_transformers_along_the_text(model, reference, m
 
 def test_the_kl_made_in_chunks_equals_torch_on_whole_logits(model):
     ids = text_ids(model, 12)
-    plain = score_llama(model, ids).final
-    coded = score_llama(model, ids, kv_codec=quantized_kv(4)).final
-    kl, agrees = next_token_agreement(model, plain, coded, rows=5)  # chunks of 5, 5 and 2
+    plain = score_llama(model, ids)
+    coded = score_llama(model, ids, kv_codec=quantized_kv(4))
+    # Chunks of 5, 5 and 2 positions, each one product of both streams.
+    compared = compare_next_tokens(model, ids, plain.final, (coded.final,), rows=5)
     embed = torch.from_numpy(widen(model.weights.embed)).double()  # (vocab, d_model)
-    log_p = torch.log_softmax(torch.from_numpy(plain).double() @ embed.T, dim=-1)
-    log_q = torch.log_softmax(torch.from_numpy(coded).double() @ embed.T, dim=-1)
+    log_p = torch.log_softmax(torch.from_numpy(plain.final).double() @ embed.T, dim=-1)
+    log_q = torch.log_softmax(torch.from_numpy(coded.final).double() @ embed.T, dim=-1)
     expected = torch.nn.functional.kl_div(log_q, log_p, log_target=True, reduction="none")
     # Our logits are float32 products, torch's float64 here: the smallest KL differ by ~1e-7.
-    np.testing.assert_allclose(kl, expected.sum(-1).numpy(), rtol=1e-4, atol=1e-6)
-    np.testing.assert_array_equal(agrees, (log_p.argmax(-1) == log_q.argmax(-1)).numpy())
-    assert kl.shape == agrees.shape == (12,)
+    np.testing.assert_allclose(compared.kl[0], expected.sum(-1).numpy(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_array_equal(
+        compared.top1_agrees[0], (log_p.argmax(-1) == log_q.argmax(-1)).numpy()
+    )
+    assert compared.kl.shape == compared.top1_agrees.shape == (1, 12)
+    targets = torch.from_numpy(ids[1:])
+    for stream, log_probs in enumerate((log_p, log_q)):
+        expected_losses = torch.nn.functional.nll_loss(log_probs[:-1], targets, reduction="none")
+        np.testing.assert_allclose(compared.losses[stream], expected_losses.numpy(), rtol=1e-5)
+    # Made together or one stream at a time, the losses are the same (to the float32 products'
+    # rounding, which a BLAS may order differently for products of different heights).
+    np.testing.assert_allclose(compared.losses, np.stack([plain.losses, coded.losses]), rtol=1e-6)
 
 
 def test_an_unchanged_cache_gives_kl_zero_and_full_agreement(model):
     ids = text_ids(model, 10)
     plain = score_llama(model, ids)
     same = score_llama(model, ids, kv_codec=lambda layer, k, v: (k, v))
-    kl, agrees = next_token_agreement(model, plain.final, same.final)
-    np.testing.assert_array_equal(kl, np.zeros(10))
-    assert agrees.all()
+    compared = compare_next_tokens(model, ids, plain.final, (same.final, same.final))
+    np.testing.assert_allclose(compared.kl, np.zeros((2, 10)), atol=1e-9)
+    assert compared.top1_agrees.all()
+    np.testing.assert_allclose(compared.losses, np.stack([plain.losses] * 3), rtol=1e-6)
 
 
 def test_eight_bits_move_the_distribution_far_less_than_four(model):
@@ -240,7 +251,9 @@ def test_experiments_are_checked(model):
     with pytest.raises(AttentionInputError, match="'int2' is not a KV-cache variant"):
         kv_experiment(model, text_ids(model, 4), ("int8", "int2"))
     with pytest.raises(AttentionInputError, match="one shape"):
-        next_token_agreement(model, np.zeros((3, 576)), np.zeros((4, 576)))
+        compare_next_tokens(model, np.arange(3), np.zeros((3, 576)), (np.zeros((4, 576)),))
+    with pytest.raises(AttentionInputError, match="3 positions and the text 4 tokens"):
+        compare_next_tokens(model, np.arange(4), np.zeros((3, 576)), (np.zeros((3, 576)),))
 
 
 # ----------------------------------------------------------------------------- bytes

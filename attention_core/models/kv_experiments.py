@@ -1,7 +1,7 @@
 """SmolLM2 with a smaller KV cache, and what that costs its predictions over a text.
 
 SmolLM2-135M caches 3 KV heads per layer (9 query heads in groups of 3). Three smaller caches
-run here as ``score_llama`` codecs, each replacing a layer's new keys and values before
+run here as ``read_text`` codecs, each replacing a layer's new keys and values before
 attention reads them:
 
     mqa    the 3 KV heads mean-pooled into 1: multi-query attention       1/3 of the cache
@@ -9,7 +9,8 @@ attention reads them:
     int4   the same with 4 bits
 
 ``kv_experiment`` reads a text once with the full cache and once with each codec, and compares
-the next-token distributions position by position: KL(full ‖ smaller) and whether the most
+the next-token distributions position by position (``compare_next_tokens``, every stream's
+logits made together): KL(full ‖ smaller) and whether the most
 likely token is the same. The bytes are computed from the shapes and the bits
 (``kv_cache.kv_bytes_per_token``), not measured: the codecs return float32 arrays, which is
 what the smaller cache would give back to attention.
@@ -26,7 +27,14 @@ from attention_core.kv_cache import absmax_quantize, kv_bytes_per_token, pool_kv
 from attention_core.probing import kl_divergence
 from attention_core.validation import AttentionInputError, check_int
 
-from .llama import SCORE_ROWS, LlamaModel, _linear, _unembedding, score_llama
+from .llama import (
+    SCORE_ROWS,
+    LlamaModel,
+    _linear,
+    _unembedding,
+    next_token_losses,
+    read_text,
+)
 
 __all__ = [
     "CACHE_BITS",
@@ -34,10 +42,11 @@ __all__ = [
     "SCALE_BITS",
     "KVExperiment",
     "KVVariant",
+    "NextTokenComparison",
     "VariantEffect",
+    "compare_next_tokens",
     "kv_experiment",
     "mean_pooled_kv",
-    "next_token_agreement",
     "quantized_kv",
     "variant_cache_bytes",
 ]
@@ -161,36 +170,71 @@ def variant_cache_bytes(model: LlamaModel, variant: KVVariant | None, n_tokens: 
     return per_token * n_tokens
 
 
-def next_token_agreement(
-    model: LlamaModel, final_p: np.ndarray, final_q: np.ndarray, *, rows: int = SCORE_ROWS
-) -> tuple[np.ndarray, np.ndarray]:
-    """KL(p ‖ q) `(n,)` and top-1 agreement `(n,)` of the next-token distributions
-    p = softmax(final_p Eᵀ) and q = softmax(final_q Eᵀ) at each of n positions.
+@dataclass(frozen=True, eq=False)
+class NextTokenComparison:
+    """What the next-token distributions of several streams over one text of n tokens say,
+    position by position: a reference (the full cache) and others (smaller caches).
 
-    final_p, final_q `(n, d_model)`: two streams after the final RMSNorm (``TextScore.final``).
-    The logits are made `rows` positions at a time: a 600-token text's whole logits would be
-    600 × 49152 float32 = 118 MB, two chunks of 64 rows are 25 MB.
+    losses        `(1 + other, n - 1)` −log p of the text's next tokens, the reference first
+    kl            `(other, n)` KL(reference ‖ other), in nats
+    top1_agrees   `(other, n)` whether the other's most likely next token is the reference's
     """
-    final_p, final_q = np.asarray(final_p), np.asarray(final_q)
-    if final_p.shape != final_q.shape or final_p.ndim != 2:
+
+    losses: np.ndarray
+    kl: np.ndarray
+    top1_agrees: np.ndarray
+
+
+def compare_next_tokens(
+    model: LlamaModel,
+    input_ids: object,
+    reference: np.ndarray,
+    others: tuple[np.ndarray, ...],
+    *,
+    rows: int | None = None,
+) -> NextTokenComparison:
+    """Compare the next-token distribution p = softmax(reference Eᵀ) with q = softmax(other Eᵀ)
+    of each other stream, and score each stream on the text's next tokens.
+
+    reference, others `(n, d_model)`: streams after the final RMSNorm (``read_text``) of the
+    text `input_ids` `(n,)`. Every stream's logits are made together, `rows` positions of each
+    at a time (by default as many as make SCORE_ROWS rows of logits, 12.6 MB): the bfloat16
+    unembedding is widened block by block for each product, so one product of all the streams
+    widens it once where a product per stream would widen it once each.
+    """
+    ids = np.asarray(input_ids)
+    streams = [np.asarray(reference), *(np.asarray(other) for other in others)]
+    n = ids.shape[0]
+    if any(stream.shape != streams[0].shape for stream in streams) or streams[0].ndim != 2:
         raise AttentionInputError(
-            f"Both streams must be (n, d_model) of one shape, got {final_p.shape} and "
-            f"{final_q.shape}."
+            "Every stream must be (n, d_model) of one shape, got "
+            f"{', '.join(str(stream.shape) for stream in streams)}."
         )
-    rows = check_int(rows, "rows", minimum=1)
+    if streams[0].shape[0] != n:
+        raise AttentionInputError(
+            f"The streams have {streams[0].shape[0]} positions and the text {n} tokens."
+        )
+    rows = check_int(rows or max(1, SCORE_ROWS // len(streams)), "rows", minimum=1)
     head = _unembedding(model.weights)
     scratch = None if head.dtype == np.float32 else np.empty(_WIDEN_FLOATS, np.float32)
-    n = final_p.shape[0]
-    kl, agrees = np.empty(n), np.empty(n, dtype=bool)
+    losses = np.empty((len(streams), n - 1))
+    kl, agrees = np.empty((len(others), n)), np.empty((len(others), n), dtype=bool)
     for start in range(0, n, rows):
         chunk = slice(start, min(start + rows, n))
-        logits_p = _linear(final_p[chunk], head, scratch)  # (rows, vocab)
-        logits_q = _linear(final_q[chunk], head, scratch)
-        # probing's KL, a row at a time (one formula for the project; ~1 ms a row of 49152).
-        kl[chunk] = [kl_divergence(p, q) for p, q in zip(logits_p, logits_q, strict=True)]
-        # The most likely token is the largest logit: no softmax needed.
-        agrees[chunk] = logits_p.argmax(axis=-1) == logits_q.argmax(axis=-1)
-    return kl, agrees
+        logits = _linear(np.concatenate([stream[chunk] for stream in streams]), head, scratch)
+        logits_p, *logits_q = np.split(logits, len(streams))  # each (rows, vocab)
+        scored = slice(chunk.start, min(chunk.stop, n - 1))  # the last position has no next
+        targets = ids[scored.start + 1 : scored.stop + 1]
+        for stream, stream_logits in enumerate((logits_p, *logits_q)):
+            losses[stream, scored] = next_token_losses(stream_logits[: targets.size], targets)
+        for other, q in enumerate(logits_q):
+            # probing's KL, a row at a time (one formula for the project; ~1 ms a row of 49152).
+            kl[other, chunk] = [
+                kl_divergence(p_row, q_row) for p_row, q_row in zip(logits_p, q, strict=True)
+            ]
+            # The most likely token is the largest logit: no softmax needed.
+            agrees[other, chunk] = logits_p.argmax(axis=-1) == q.argmax(axis=-1)
+    return NextTokenComparison(losses=losses, kl=kl, top1_agrees=agrees)
 
 
 def kv_experiment(
@@ -203,27 +247,24 @@ def kv_experiment(
         raise AttentionInputError(
             f"{unknown[0]!r} is not a KV-cache variant; choose from {', '.join(KV_VARIANTS)}."
         )
-    ids = np.asarray(input_ids)
-    full = score_llama(model, ids)
-    n = full.final.shape[0]
-    effects = []
-    for name in variants:
-        variant = KV_VARIANTS[name]
-        smaller = score_llama(model, ids, kv_codec=variant.codec)
-        kl, agrees = next_token_agreement(model, full.final, smaller.final)
-        effects.append(
-            VariantEffect(
-                name=name,
-                label=variant.label,
-                kl=kl,
-                top1_agrees=agrees,
-                mean_loss=float(smaller.losses.mean()),
-                cache_bytes=variant_cache_bytes(model, variant, n),
-            )
+    ids, full, _ = read_text(model, input_ids)
+    smaller = tuple(read_text(model, ids, kv_codec=KV_VARIANTS[name].codec)[1] for name in variants)
+    compared = compare_next_tokens(model, ids, full, smaller)
+    n = ids.shape[0]
+    effects = tuple(
+        VariantEffect(
+            name=name,
+            label=KV_VARIANTS[name].label,
+            kl=compared.kl[index],
+            top1_agrees=compared.top1_agrees[index],
+            mean_loss=float(compared.losses[1 + index].mean()),
+            cache_bytes=variant_cache_bytes(model, KV_VARIANTS[name], n),
         )
+        for index, name in enumerate(variants)
+    )
     return KVExperiment(
         ids=tuple(int(i) for i in ids),
-        mean_loss=float(full.losses.mean()),
+        mean_loss=float(compared.losses[0].mean()),
         cache_bytes=variant_cache_bytes(model, None, n),
-        effects=tuple(effects),
+        effects=effects,
     )

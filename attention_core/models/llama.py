@@ -79,7 +79,9 @@ __all__ = [
     "first_token_share",
     "generate",
     "load_llama",
+    "next_token_losses",
     "next_token_probabilities",
+    "read_text",
     "rms_norm",
     "run_llama",
     "sample_next_token",
@@ -787,6 +789,31 @@ def score_llama(
     (after RoPE) and values `(kv_head, n, d_head)` before attention reads them: a quantized or
     pooled KV cache.
     """
+    ids, final, first_weights = read_text(
+        model, input_ids, attend=attend, first=first, kv_codec=kv_codec
+    )
+    n = ids.shape[0]
+    head = _unembedding(model.weights)
+    scratch = _widening_buffer(model, n)
+    losses = np.empty(n - 1)
+    for start in range(0, n - 1, SCORE_ROWS):
+        rows = slice(start, min(start + SCORE_ROWS, n - 1))
+        logits = _linear(final[rows], head, scratch)  # (rows, vocab)
+        losses[rows] = next_token_losses(logits, ids[rows.start + 1 : rows.stop + 1])
+    return TextScore(losses=losses, final=final, first_weights=first_weights)
+
+
+def read_text(
+    model: LlamaModel,
+    input_ids: object,
+    *,
+    attend: object = None,
+    first: int = 1,
+    kv_codec: object = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``score_llama``'s pass without its logits: the checked ids `(n,)`, the stream after the
+    final RMSNorm `(n, d_model)` and the first keys' weights `(layer, head, first)`. For
+    callers that read the logits of several passes together (``kv_experiments``)."""
     ids, _, attend, _ = _checked_inputs(model, input_ids, None, attend, None)
     n = ids.shape[0]
     if n > MAX_SCORED_TOKENS:
@@ -810,19 +837,19 @@ def score_llama(
         # (head, n, n) scores and weights at a time (~40 MB at 547 tokens), not two.
         del steps
     final = rms_norm(hidden, weights.final_norm, model.config.rms_norm_eps)
-    head = _unembedding(weights)
-    losses = np.empty(n - 1)
-    for start in range(0, n - 1, SCORE_ROWS):
-        rows = slice(start, min(start + SCORE_ROWS, n - 1))
-        logits = _linear(final[rows], head, scratch).astype(np.float64)  # (rows, vocab)
-        _check_logits(logits)
-        # −log softmax(z)_t = log Σ exp(z − max) − (z_t − max), exact where p underflows;
-        # worked in place, so that a block holds one (rows, vocab) array, not three (75 MB).
-        logits -= logits.max(axis=-1, keepdims=True)
-        targets = ids[rows.start + 1 : rows.stop + 1]
-        target_logits = logits[np.arange(targets.size), targets]
-        losses[rows] = np.log(np.exp(logits, out=logits).sum(axis=-1)) - target_logits
-    return TextScore(losses=losses, final=final, first_weights=np.stack(shares))
+    return ids, final, np.stack(shares)
+
+
+def next_token_losses(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """−log softmax(logits)[target] `(rows,)` for logits `(rows, vocab)` and targets `(rows,)`,
+    in nats, worked in float64."""
+    logits = logits.astype(np.float64)
+    _check_logits(logits)
+    # −log softmax(z)_t = log Σ exp(z − max) − (z_t − max), exact where p underflows;
+    # worked in place, so that a block holds one (rows, vocab) array, not three (75 MB).
+    logits -= logits.max(axis=-1, keepdims=True)
+    target_logits = logits[np.arange(targets.size), targets]
+    return np.log(np.exp(logits, out=logits).sum(axis=-1)) - target_logits
 
 
 def _checked_inputs(model, input_ids, cache, attend, head_mask):
@@ -866,15 +893,21 @@ def _start(model: LlamaModel, ids: np.ndarray, past: int):
     # RoPE's cos/sin depend only on the positions: one table for every layer's q and k.
     positions = np.arange(past, past + n, dtype=np.float64)
     rope = rotary_tables(positions, config.head_dim, config.rope_theta, like=embeddings)
-    scratch = None
-    if weights.storage != "float32":
-        # One buffer for every widened block, sized to stay in the CPU's cache while it is used:
-        # 1 MiB (a core's L2 here) for a decoding step's one query row, 512 rows for a prompt
-        # (measured per step: 0.75 MiB blocks 40 ms, 1 MiB 34 ms, 2-4 MiB 38-49 ms; for a
-        # prompt 4096-row blocks were ~10% slower, whole matrices slower still).
-        widest = max(config.hidden_size, config.intermediate_size)
-        scratch = np.empty(2**18 if n < 16 else 512 * widest, np.float32)
-    return embeddings, rope, scratch
+    return embeddings, rope, _widening_buffer(model, n)
+
+
+def _widening_buffer(model: LlamaModel, n: int) -> np.ndarray | None:
+    """The buffer a pass over n new tokens widens every weight block into (None for float32
+    weights)."""
+    config = model.config
+    if model.weights.storage == "float32":
+        return None
+    # Sized to stay in the CPU's cache while it is used: 1 MiB (a core's L2 here) for a
+    # decoding step's one query row, 512 rows for a prompt (measured per step: 0.75 MiB blocks
+    # 40 ms, 1 MiB 34 ms, 2-4 MiB 38-49 ms; for a prompt 4096-row blocks were ~10% slower,
+    # whole matrices slower still).
+    widest = max(config.hidden_size, config.intermediate_size)
+    return np.empty(2**18 if n < 16 else 512 * widest, np.float32)
 
 
 def _decoder_layer(
