@@ -21,6 +21,10 @@ decoder does not wait behind another viewer's seconds-long experiment.
                           a run nobody waits for any more leaves the line instead of taking
                           its turn
     lane.waiting          how many threads are in line now
+    the cores             while both lanes run, NumPy's products use one core each, and
+                          every core again once one lane is left (server.blas): two passes
+                          splitting each product over both cores side by side took 1.8x as
+                          long as with one core each
     switch_threads_often()
                           the GIL's switch interval from 5 ms to 1 ms, once per process
 """
@@ -32,6 +36,8 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+from server.blas import share_cores
 
 _turns = threading.local()
 # How often a thread in line says where it stands: often enough that a viewer who has moved on
@@ -84,6 +90,7 @@ class Lane:
                 self._condition.notify_all()
             raise
         _turns.depth = 1
+        _share_cores()
         try:
             yield
         finally:
@@ -91,6 +98,7 @@ class Lane:
             with self._condition:
                 self._running = False
                 self._condition.notify_all()
+            _share_cores()
 
     def _taken(self, ticket: object, timeout: float | None) -> bool:
         """Whether the ticket got the turn, waiting up to `timeout` s for it (None: for good)."""
@@ -111,6 +119,15 @@ class Lane:
 
 QUICK_RUNS = Lane("quick")
 LONG_RUNS = Lane("long")
+LANES = (QUICK_RUNS, LONG_RUNS)
+_sharing = threading.Lock()
+
+
+def _share_cores() -> None:
+    # Counted and set under one lock: a turn ending and one starting at once must not leave
+    # the count that only the first of them saw.
+    with _sharing:
+        share_cores(sum(lane.busy() for lane in LANES))
 
 
 # A model run gives up the GIL for each large NumPy call and waits to take it back, up to this

@@ -7,6 +7,7 @@ import time
 import numpy as np
 import pytest
 
+from server.blas import blas_threads
 from server.lane import LONG_RUNS, QUICK_RUNS, Lane, in_a_turn
 from ui.widgets.byte_cache import bounded_by_bytes
 
@@ -210,3 +211,25 @@ def test_a_thread_in_line_says_where_it_stands_and_leaves_the_line_when_that_rai
         assert len(errors) == 1 and told == [1, 1] and lane.waiting == 1
     second.join(5)
     assert order == ["patient"] and lane.waiting == 0 and not lane.busy()
+
+
+def test_two_lanes_running_share_the_cores_and_a_lane_alone_has_them_all():
+    cores = blas_threads()
+    assert cores is not None, "NumPy's wheel brings OpenBLAS, whose count is read here"
+    inside, leave = threading.Event(), threading.Event()
+
+    def long_run() -> None:
+        with LONG_RUNS.turn():
+            inside.set()
+            leave.wait(5)
+
+    with QUICK_RUNS.turn():
+        assert blas_threads() == cores
+        other = threading.Thread(target=long_run)
+        other.start()
+        assert inside.wait(5)
+        assert blas_threads() == max(1, cores // 2)
+        leave.set()
+        other.join(5)
+        assert blas_threads() == cores  # the quick run, alone again, has every core back
+    assert blas_threads() == cores
