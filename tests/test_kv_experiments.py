@@ -254,6 +254,8 @@ def test_experiments_are_checked(model):
         compare_next_tokens(model, np.arange(3), np.zeros((3, 576)), (np.zeros((4, 576)),))
     with pytest.raises(AttentionInputError, match="3 positions and the text 4 tokens"):
         compare_next_tokens(model, np.arange(4), np.zeros((3, 576)), (np.zeros((3, 576)),))
+    with pytest.raises(AttentionInputError, match="rows"):
+        compare_next_tokens(model, np.arange(3), np.zeros((3, 576)), (np.zeros((3, 576)),), rows=0)
 
 
 # ----------------------------------------------------------------------------- bytes

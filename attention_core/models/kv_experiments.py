@@ -214,7 +214,9 @@ def compare_next_tokens(
         raise AttentionInputError(
             f"The streams have {streams[0].shape[0]} positions and the text {n} tokens."
         )
-    rows = check_int(rows or max(1, SCORE_ROWS // len(streams)), "rows", minimum=1)
+    if rows is None:
+        rows = max(1, SCORE_ROWS // len(streams))
+    rows = check_int(rows, "rows", minimum=1)
     head = _unembedding(model.weights)
     scratch = None if head.dtype == np.float32 else np.empty(_WIDEN_FLOATS, np.float32)
     losses = np.empty((len(streams), n - 1))
