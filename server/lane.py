@@ -90,8 +90,8 @@ class Lane:
                 self._condition.notify_all()
             raise
         _turns.depth = 1
-        _share_cores()
         try:
+            _share_cores()
             yield
         finally:
             _turns.depth = 0
