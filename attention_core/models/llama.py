@@ -30,7 +30,7 @@ llama.cpp's 4-bit Q4_1 (8-bit Q8_0 embedding), so those are the numbers a page s
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -727,11 +727,9 @@ def run_llama(
     embeddings, rope, scratch = _start(model, ids, past)
     hidden = embeddings
     layers, caches = [], []
-    for index, layer in enumerate(weights.layers):
-        steps, layer_cache = _decoder_layer(
-            model, index, layer, hidden, None if cache is None else cache.layers[index], rope,
-            attend, None if head_mask is None else head_mask[index], scratch,
-        )  # fmt: skip
+    for steps, layer_cache in _layer_by_layer(
+        model, embeddings, rope, scratch, cache=cache, attend=attend, head_mask=head_mask
+    ):
         layers.append(
             steps if keep is None else KeptSteps({name: getattr(steps, name) for name in keep})
         )
@@ -826,10 +824,7 @@ def read_text(
     weights = model.weights
     hidden, rope, scratch = _start(model, ids, 0)
     shares = []
-    for index, layer in enumerate(weights.layers):
-        steps, _ = _decoder_layer(
-            model, index, layer, hidden, None, rope, attend, None, scratch, kv_codec
-        )
+    for steps, _ in _layer_by_layer(model, hidden, rope, scratch, attend=attend, kv_codec=kv_codec):
         # Queries 1..n-1: query 0 can only see itself.
         shares.append(steps.weights[:, 1:, :first].mean(axis=-2))
         hidden = steps.hidden
@@ -908,6 +903,30 @@ def _widening_buffer(model: LlamaModel, n: int) -> np.ndarray | None:
     # whole matrices slower still).
     widest = max(config.hidden_size, config.intermediate_size)
     return np.empty(2**18 if n < 16 else 512 * widest, np.float32)
+
+
+def _layer_by_layer(
+    model: LlamaModel,
+    hidden: np.ndarray,
+    rope: tuple[np.ndarray, np.ndarray],
+    scratch: np.ndarray | None,
+    *,
+    cache: LlamaCache | None = None,
+    attend: np.ndarray | None = None,
+    head_mask: np.ndarray | None = None,
+    kv_codec: object = None,
+) -> Iterator[tuple[LlamaLayerSteps, KVCache]]:
+    """Each decoder layer's steps and grown cache in turn, each layer reading the output of the
+    one before, from `hidden` `(n, d_model)` on. A caller that drops a layer's steps before
+    asking for the next has at most one layer's steps alive (the generator drops its own)."""
+    for index, layer in enumerate(model.weights.layers):
+        steps, layer_cache = _decoder_layer(
+            model, index, layer, hidden, None if cache is None else cache.layers[index], rope,
+            attend, None if head_mask is None else head_mask[index], scratch, kv_codec,
+        )  # fmt: skip
+        hidden = steps.hidden
+        yield steps, layer_cache
+        del steps, layer_cache
 
 
 def _decoder_layer(
