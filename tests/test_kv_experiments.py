@@ -17,13 +17,12 @@ import pytest
 from attention_core.models import llama_files
 from attention_core.models.kv_experiments import (
     KV_VARIANTS,
-    compare_next_tokens,
     kv_experiment,
     mean_pooled_kv,
     quantized_kv,
     variant_cache_bytes,
 )
-from attention_core.models.llama import load_llama, run_llama, score_llama
+from attention_core.models.llama import compare_next_tokens, load_llama, run_llama, score_llama
 from attention_core.models.llama_files import widen
 from attention_core.validation import AttentionInputError
 from tests.hf_models import smollm2_reference

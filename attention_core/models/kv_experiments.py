@@ -9,8 +9,8 @@ attention reads them:
     int4   the same with 4 bits
 
 ``kv_experiment`` reads a text once with the full cache and once with each codec, and compares
-the next-token distributions position by position (``compare_next_tokens``, every stream's
-logits made together): KL(full ‖ smaller) and whether the most
+the next-token distributions position by position (``llama.compare_next_tokens``, every
+stream's logits made together): KL(full ‖ smaller) and whether the most
 likely token is the same. The bytes are computed from the shapes and the bits
 (``kv_cache.kv_bytes_per_token``), not measured: the codecs return float32 arrays, which is
 what the smaller cache would give back to attention.
@@ -24,17 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from attention_core.kv_cache import absmax_quantize, kv_bytes_per_token, pool_kv_heads
-from attention_core.probing import kl_divergence
 from attention_core.validation import AttentionInputError, check_int
 
-from .llama import (
-    SCORE_ROWS,
-    LlamaModel,
-    _linear,
-    _unembedding,
-    next_token_losses,
-    read_text,
-)
+from .llama import LlamaModel, compare_next_tokens, read_text
 
 __all__ = [
     "CACHE_BITS",
@@ -42,9 +34,7 @@ __all__ = [
     "SCALE_BITS",
     "KVExperiment",
     "KVVariant",
-    "NextTokenComparison",
     "VariantEffect",
-    "compare_next_tokens",
     "kv_experiment",
     "mean_pooled_kv",
     "quantized_kv",
@@ -58,9 +48,6 @@ CACHE_BITS = 32
 # A quantized vector keeps its scale as the float32 it was computed in. (A float16 scale, as
 # KIVI stores, would save 2 bytes of a vector's 34 at 4 bits, and round the scale.)
 SCALE_BITS = 32
-# Floats widened at a time while making logits (4 MiB): `_linear` would otherwise allocate one
-# buffer the size of the whole unembedding (113 MB of float32).
-_WIDEN_FLOATS = 2**20
 
 
 def mean_pooled_kv(layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -168,75 +155,6 @@ def variant_cache_bytes(model: LlamaModel, variant: KVVariant | None, n_tokens: 
         config.num_hidden_layers, kv_heads, config.head_dim, bits=bits, scale_bits=scale_bits
     )
     return per_token * n_tokens
-
-
-@dataclass(frozen=True, eq=False)
-class NextTokenComparison:
-    """What the next-token distributions of several streams over one text of n tokens say,
-    position by position: a reference (the full cache) and others (smaller caches).
-
-    losses        `(1 + other, n - 1)` −log p of the text's next tokens, the reference first
-    kl            `(other, n)` KL(reference ‖ other), in nats
-    top1_agrees   `(other, n)` whether the other's most likely next token is the reference's
-    """
-
-    losses: np.ndarray
-    kl: np.ndarray
-    top1_agrees: np.ndarray
-
-
-def compare_next_tokens(
-    model: LlamaModel,
-    input_ids: object,
-    reference: np.ndarray,
-    others: tuple[np.ndarray, ...],
-    *,
-    rows: int | None = None,
-) -> NextTokenComparison:
-    """Compare the next-token distribution p = softmax(reference Eᵀ) with q = softmax(other Eᵀ)
-    of each other stream, and score each stream on the text's next tokens.
-
-    reference, others `(n, d_model)`: streams after the final RMSNorm (``read_text``) of the
-    text `input_ids` `(n,)`. Every stream's logits are made together, `rows` positions of each
-    at a time (by default as many as make SCORE_ROWS rows of logits, 12.6 MB): the bfloat16
-    unembedding is widened block by block for each product, so one product of all the streams
-    widens it once where a product per stream would widen it once each.
-    """
-    ids = np.asarray(input_ids)
-    streams = [np.asarray(reference), *(np.asarray(other) for other in others)]
-    n = ids.shape[0]
-    if any(stream.shape != streams[0].shape for stream in streams) or streams[0].ndim != 2:
-        raise AttentionInputError(
-            "Every stream must be (n, d_model) of one shape, got "
-            f"{', '.join(str(stream.shape) for stream in streams)}."
-        )
-    if streams[0].shape[0] != n:
-        raise AttentionInputError(
-            f"The streams have {streams[0].shape[0]} positions and the text {n} tokens."
-        )
-    if rows is None:
-        rows = max(1, SCORE_ROWS // len(streams))
-    rows = check_int(rows, "rows", minimum=1)
-    head = _unembedding(model.weights)
-    scratch = None if head.dtype == np.float32 else np.empty(_WIDEN_FLOATS, np.float32)
-    losses = np.empty((len(streams), n - 1))
-    kl, agrees = np.empty((len(others), n)), np.empty((len(others), n), dtype=bool)
-    for start in range(0, n, rows):
-        chunk = slice(start, min(start + rows, n))
-        logits = _linear(np.concatenate([stream[chunk] for stream in streams]), head, scratch)
-        logits_p, *logits_q = np.split(logits, len(streams))  # each (rows, vocab)
-        scored = slice(chunk.start, min(chunk.stop, n - 1))  # the last position has no next
-        targets = ids[scored.start + 1 : scored.stop + 1]
-        for stream, stream_logits in enumerate((logits_p, *logits_q)):
-            losses[stream, scored] = next_token_losses(stream_logits[: targets.size], targets)
-        for other, q in enumerate(logits_q):
-            # probing's KL, a row at a time (one formula for the project; ~1 ms a row of 49152).
-            kl[other, chunk] = [
-                kl_divergence(p_row, q_row) for p_row, q_row in zip(logits_p, q, strict=True)
-            ]
-            # The most likely token is the largest logit: no softmax needed.
-            agrees[other, chunk] = logits_p.argmax(axis=-1) == q.argmax(axis=-1)
-    return NextTokenComparison(losses=losses, kl=kl, top1_agrees=agrees)
 
 
 def kv_experiment(

@@ -41,6 +41,7 @@ import numpy as np
 from attention_core.attention import AttentionSteps
 from attention_core.chunked import KVCache, decode_step
 from attention_core.positional import rotary_tables, rotate_half_pairs
+from attention_core.probing import kl_divergence
 from attention_core.sampling import greedy_token, sample_token, sampling_steps
 from attention_core.validation import AttentionInputError, check_int
 
@@ -73,9 +74,11 @@ __all__ = [
     "LlamaModel",
     "LlamaTrace",
     "LlamaWeights",
+    "NextTokenComparison",
     "Prompt",
     "TextScore",
     "chat_text",
+    "compare_next_tokens",
     "first_token_share",
     "generate",
     "load_llama",
@@ -790,14 +793,7 @@ def score_llama(
     ids, final, first_weights = read_text(
         model, input_ids, attend=attend, first=first, kv_codec=kv_codec
     )
-    n = ids.shape[0]
-    head = _unembedding(model.weights)
-    scratch = _widening_buffer(model, n)
-    losses = np.empty(n - 1)
-    for start in range(0, n - 1, SCORE_ROWS):
-        rows = slice(start, min(start + SCORE_ROWS, n - 1))
-        logits = _linear(final[rows], head, scratch)  # (rows, vocab)
-        losses[rows] = next_token_losses(logits, ids[rows.start + 1 : rows.stop + 1])
+    losses = compare_next_tokens(model, ids, final, ()).losses[0]
     return TextScore(losses=losses, final=final, first_weights=first_weights)
 
 
@@ -845,6 +841,76 @@ def next_token_losses(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
     logits -= logits.max(axis=-1, keepdims=True)
     target_logits = logits[np.arange(targets.size), targets]
     return np.log(np.exp(logits, out=logits).sum(axis=-1)) - target_logits
+
+
+@dataclass(frozen=True, eq=False)
+class NextTokenComparison:
+    """What the next-token distributions of several streams over one text of n tokens say,
+    position by position: a reference (the full cache, say) and others (smaller caches), none
+    for ``score_llama``.
+
+    losses        `(1 + other, n - 1)` −log p of the text's next tokens, the reference first
+    kl            `(other, n)` KL(reference ‖ other), in nats
+    top1_agrees   `(other, n)` whether the other's most likely next token is the reference's
+    """
+
+    losses: np.ndarray
+    kl: np.ndarray
+    top1_agrees: np.ndarray
+
+
+def compare_next_tokens(
+    model: LlamaModel,
+    input_ids: object,
+    reference: np.ndarray,
+    others: tuple[np.ndarray, ...],
+    *,
+    rows: int | None = None,
+) -> NextTokenComparison:
+    """Compare the next-token distribution p = softmax(reference Eᵀ) with q = softmax(other Eᵀ)
+    of each other stream, and score each stream on the text's next tokens.
+
+    reference, others `(n, d_model)`: streams after the final RMSNorm (``read_text``) of the
+    text `input_ids` `(n,)`. Every stream's logits are made together, `rows` positions of each
+    at a time (by default as many as make SCORE_ROWS rows of logits, 12.6 MB): the bfloat16
+    unembedding is widened block by block for each product, so one product of all the streams
+    widens it once where a product per stream would widen it once each.
+    """
+    ids = np.asarray(input_ids)
+    streams = [np.asarray(reference), *(np.asarray(other) for other in others)]
+    n = ids.shape[0]
+    if any(stream.shape != streams[0].shape for stream in streams) or streams[0].ndim != 2:
+        raise AttentionInputError(
+            "Every stream must be (n, d_model) of one shape, got "
+            f"{', '.join(str(stream.shape) for stream in streams)}."
+        )
+    if streams[0].shape[0] != n:
+        raise AttentionInputError(
+            f"The streams have {streams[0].shape[0]} positions and the text {n} tokens."
+        )
+    if rows is None:
+        rows = max(1, SCORE_ROWS // len(streams))
+    rows = check_int(rows, "rows", minimum=1)
+    head = _unembedding(model.weights)
+    scratch = _widening_buffer(model, n)
+    losses = np.empty((len(streams), n - 1))
+    kl, agrees = np.empty((len(others), n)), np.empty((len(others), n), dtype=bool)
+    for start in range(0, n, rows):
+        chunk = slice(start, min(start + rows, n))
+        logits = _linear(np.concatenate([stream[chunk] for stream in streams]), head, scratch)
+        logits_p, *logits_q = np.split(logits, len(streams))  # each (rows, vocab)
+        scored = slice(chunk.start, min(chunk.stop, n - 1))  # the last position has no next
+        targets = ids[scored.start + 1 : scored.stop + 1]
+        for stream, stream_logits in enumerate((logits_p, *logits_q)):
+            losses[stream, scored] = next_token_losses(stream_logits[: targets.size], targets)
+        for other, q in enumerate(logits_q):
+            # probing's KL, a row at a time (one formula for the project; ~1 ms a row of 49152).
+            kl[other, chunk] = [
+                kl_divergence(p_row, q_row) for p_row, q_row in zip(logits_p, q, strict=True)
+            ]
+            # The most likely token is the largest logit: no softmax needed.
+            agrees[other, chunk] = logits_p.argmax(axis=-1) == q.argmax(axis=-1)
+    return NextTokenComparison(losses=losses, kl=kl, top1_agrees=agrees)
 
 
 def _checked_inputs(model, input_ids, cache, attend, head_mask):
