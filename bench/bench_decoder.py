@@ -31,12 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-
-def rss_mb() -> float:
-    """Resident set size of this process now, from /proc (no psutil needed)."""
-    with open("/proc/self/statm") as f:
-        pages = int(f.read().split()[1])
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+from server.serve import rss_mb
 
 
 def timed(fn) -> float:
@@ -75,19 +70,19 @@ def main() -> None:
         },
         "context_tokens": args.context,
     }
-    before = rss_mb()
+    before = rss_mb(os.getpid())
     start = time.perf_counter()
     ours_bf16 = load_llama(path)
     results["load_s"] = {"ours_bf16": round(time.perf_counter() - start, 2)}
     results["rss_mb"] = {"process_before_load": round(before, 1)}
-    results["rss_mb"]["ours_bf16_model"] = round(rss_mb() - before, 1)
+    results["rss_mb"]["ours_bf16_model"] = round(rss_mb(os.getpid()) - before, 1)
     results["weights_mb"] = {"bf16": round(ours_bf16.weights.nbytes / 2**20, 1)}
 
-    before = rss_mb()
+    before = rss_mb(os.getpid())
     start = time.perf_counter()
     ours32 = load_llama(path, weights_dtype=np.float32)
     results["load_s"]["ours_fp32"] = round(time.perf_counter() - start, 2)
-    results["rss_mb"]["ours_fp32_model"] = round(rss_mb() - before, 1)
+    results["rss_mb"]["ours_fp32_model"] = round(rss_mb(os.getpid()) - before, 1)
     results["weights_mb"]["fp32"] = round(ours32.weights.nbytes / 2**20, 1)
     # As the app does when the decoder page loads its model (ui/models/smollm.py).
     results["reuse_freed_memory"] = reuse_freed_memory()
@@ -95,13 +90,13 @@ def main() -> None:
     import torch
     import transformers
 
-    before = rss_mb()
+    before = rss_mb(os.getpid())
     start = time.perf_counter()
     hf = transformers.AutoModelForCausalLM.from_pretrained(
         str(path.parent), gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
     ).eval()
     results["load_s"]["transformers"] = round(time.perf_counter() - start, 2)
-    results["rss_mb"]["transformers_model"] = round(rss_mb() - before, 1)
+    results["rss_mb"]["transformers_model"] = round(rss_mb(os.getpid()) - before, 1)
     results["machine"]["torch_threads"] = torch.get_num_threads()
 
     text = "Attention lets every token look back at the tokens before it. " * 40

@@ -21,6 +21,8 @@ import weakref
 from contextlib import contextmanager
 from pathlib import Path
 
+from server.serve import rss_mb
+
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
@@ -118,10 +120,7 @@ class StreamlitServer:
 
     def rss_bytes(self) -> int:
         """The server's resident memory now, from /proc."""
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        raise RuntimeError("VmRSS missing from /proc status")
+        return round(rss_mb(self.process.pid) * 2**20)
 
     def cpu_seconds(self) -> float:
         """User + system CPU time the server process has used so far, from /proc."""
