@@ -8,7 +8,7 @@ that a closed tab's session, and the model its page held, really go.
 
 from __future__ import annotations
 
-import asyncio
+import concurrent.futures
 
 from streamlit import runtime
 
@@ -38,20 +38,30 @@ def forget_expired_sessions() -> int:
         return 0
     if not loop.is_running():  # a runtime without a serving loop (AppTest's) answers nothing
         return 0
-    dropping = expired_sessions_dropped(server)
+    dropped: concurrent.futures.Future[int] = concurrent.futures.Future()
+
+    def on_the_loop() -> None:
+        if dropped.set_running_or_notify_cancel():
+            try:
+                dropped.set_result(expired_sessions_dropped(server))
+            except Exception as error:  # handed to the thread that waits
+                dropped.set_exception(error)
+
+    # A plain call, not a coroutine: a loop that stops before running it leaves nothing behind.
     try:
-        dropped = asyncio.run_coroutine_threadsafe(dropping, loop)
+        loop.call_soon_threadsafe(on_the_loop)
     except RuntimeError:  # a server stopping: its loop takes nothing more
-        dropping.close()
         return 0
     try:
         return dropped.result(timeout=TIMEOUT_SECONDS)
     except (AttributeError, RuntimeError, TimeoutError):  # another layout; a server stopping
+        dropped.cancel()
         return 0
 
 
-async def expired_sessions_dropped(server) -> int:
-    """On `server`'s event loop: shut down and remove its expired stored sessions; how many."""
+def expired_sessions_dropped(server) -> int:
+    """On `server`'s event loop thread: shut down and remove its expired stored sessions;
+    return how many."""
     manager = server._session_mgr
     with manager._storage_lock:  # a script thread's logout moves sessions under it too
         expired = manager._session_storage._cache.expire()

@@ -13,7 +13,6 @@ from streamlit.runtime.scriptrunner.script_cache import ScriptCache
 from streamlit.runtime.session_manager import SessionInfo
 from streamlit.runtime.websocket_session_manager import WebsocketSessionManager
 
-from harness.stream import run_to_end
 from server.sessions import expired_sessions_dropped, forget_expired_sessions
 
 
@@ -50,12 +49,12 @@ def test_a_closed_tabs_session_is_let_go_once_it_can_no_longer_reconnect():
     closed_tab = _ClosedTab(page)  # kept here as Streamlit's server loop keeps the last one
     storage.save(SessionInfo(client=None, session=closed_tab))
     del page
-    assert run_to_end(expired_sessions_dropped(server)) == 0  # the tab may still come back
+    assert expired_sessions_dropped(server) == 0  # the tab may still come back
     time.sleep(0.3)
     assert storage.get("closed-tab") is None  # expired: a reconnect would not find it...
     gc.collect()
     assert held() is not None  # ...and yet Streamlit still holds it, with its page
-    assert run_to_end(expired_sessions_dropped(server)) == 1
+    assert expired_sessions_dropped(server) == 1
     assert closed_tab.shut_down
     gc.collect()
     assert held() is None  # even though the session itself is still referenced
