@@ -418,21 +418,27 @@ class NextTokenChange:
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
-    """log softmax(x) = x - max - log Σ exp(x - max): exact even where softmax underflows to 0."""
-    shifted = logits - logits.max()
-    return shifted - np.log(np.exp(shifted).sum())
+    """log softmax(x) over the last axis = x - max - log Σ exp(x - max): exact even where
+    softmax underflows to 0."""
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
-def kl_divergence(logits_p: object, logits_q: object) -> float:
+def kl_divergence(logits_p: object, logits_q: object) -> float | np.ndarray:
     """KL(p ‖ q) = Σ_v p_v (log p_v - log q_v) for p = softmax(logits_p), q = softmax(logits_q),
-    both `(V,)`, in nats: 0 when the two distributions agree, growing as q misses p's mass."""
+    in nats: 0 when the two distributions agree, growing as q misses p's mass.
+
+    Both `(V,)`, a float; or both `(rows, V)`, one KL per row `(rows,)` (a text's positions at
+    once, as ``llama.compare_next_tokens`` reads them)."""
     log_p = _log_softmax(np.asarray(logits_p, dtype=np.float64))
     log_q = _log_softmax(np.asarray(logits_q, dtype=np.float64))
-    if log_p.shape != log_q.shape or log_p.ndim != 1:
+    if log_p.shape != log_q.shape or log_p.ndim not in (1, 2):
         raise AttentionInputError(
-            f"Both logit vectors must be (vocab,) of one size, got {log_p.shape} and {log_q.shape}."
+            "Both logits must be (vocab,) or (rows, vocab), of one shape, got "
+            f"{log_p.shape} and {log_q.shape}."
         )
-    return float(np.sum(np.exp(log_p) * (log_p - log_q)))
+    kl = np.sum(np.exp(log_p) * (log_p - log_q), axis=-1)
+    return float(kl) if log_p.ndim == 1 else kl
 
 
 def next_token_change(

@@ -22,7 +22,13 @@ from attention_core.models.kv_experiments import (
     quantized_kv,
     variant_cache_bytes,
 )
-from attention_core.models.llama import compare_next_tokens, load_llama, run_llama, score_llama
+from attention_core.models.llama import (
+    compare_next_tokens,
+    load_llama,
+    read_text,
+    run_llama,
+    score_llama,
+)
 from attention_core.models.llama_files import widen
 from attention_core.validation import AttentionInputError
 from tests.hf_models import smollm2_reference
@@ -244,6 +250,26 @@ def test_eight_bits_move_the_distribution_far_less_than_four(model):
         assert effect.mean_kl == pytest.approx(effect.kl.mean())
         assert np.all(effect.kl > -1e-9)
     assert found.ids == tuple(int(i) for i in ids)
+
+
+def test_a_longer_texts_full_read_gives_the_same_experiment(model):
+    # Under the causal mask the first 32 positions of a 64-token read are the 32-token read's.
+    ids, longer = text_ids(model, 32), text_ids(model, 64)
+    _, longer_full, _ = read_text(model, longer)
+    reused = kv_experiment(model, ids, full=longer_full[:32])
+    plain = kv_experiment(model, ids)
+    assert reused.mean_loss == pytest.approx(plain.mean_loss, abs=1e-5)
+    for found, expected in zip(reused.effects, plain.effects, strict=True):
+        np.testing.assert_allclose(found.kl, expected.kl, rtol=1e-3, atol=1e-6)
+        np.testing.assert_array_equal(found.top1_agrees, expected.top1_agrees)
+        assert found.mean_loss == pytest.approx(expected.mean_loss, rel=1e-6)
+    # The given read is the one compared with: an int8 cache's read as the "full" one.
+    _, int8, _ = read_text(model, ids, kv_codec=KV_VARIANTS["int8"].codec)
+    against_int8 = kv_experiment(model, ids, ("int8",), full=int8)
+    np.testing.assert_allclose(against_int8.effects[0].kl, 0.0, atol=1e-9)
+    assert against_int8.mean_loss == pytest.approx(plain.effects[1].mean_loss, rel=1e-6)
+    with pytest.raises(AttentionInputError, match=r"must be \(32, 576\).*got \(31, 576\)"):
+        kv_experiment(model, ids, full=longer_full[:31])
 
 
 def test_experiments_are_checked(model):

@@ -433,8 +433,35 @@ def test_kl_divergence_by_hand_and_against_torch():
     )
     assert kl_divergence(p, q) == pytest.approx(float(expected), rel=1e-12)
     assert kl_divergence(p, p) == 0.0
-    with pytest.raises(AttentionInputError, match="one size"):
+    with pytest.raises(AttentionInputError, match="one shape"):
         kl_divergence(p, q[:-1])
+
+
+def test_kl_divergence_of_rows_is_each_rows_kl_against_torch():
+    import torch
+
+    rng = np.random.default_rng(6)
+    # Rows far apart in scale: a shift taken over the whole block, not per row, would underflow.
+    p = rng.normal(size=(3, 40)) * 3 + np.array([[0.0], [800.0], [-800.0]])
+    q = rng.normal(size=(3, 40)) * 3 + np.array([[5.0], [790.0], [-805.0]])
+    expected = torch.nn.functional.kl_div(
+        torch.log_softmax(torch.tensor(q), -1),
+        torch.log_softmax(torch.tensor(p), -1),
+        reduction="none",
+        log_target=True,
+    ).sum(-1)
+    found = kl_divergence(p, q)
+    assert found.shape == (3,)
+    np.testing.assert_allclose(found, expected.numpy(), rtol=1e-12)
+    rows = [kl_divergence(a, b) for a, b in zip(p, q, strict=True)]
+    np.testing.assert_allclose(found, rows, rtol=1e-12)
+    # p = (1/2, 1/2) against q = (3/4, 1/4), and a row that agrees: ½ ln(4/3) and 0.
+    by_hand = kl_divergence([[0.0, 0.0], [1.0, 2.0]], [[np.log(3.0), 0.0], [1.0, 2.0]])
+    np.testing.assert_allclose(by_hand, [0.5 * np.log(4 / 3), 0.0], atol=1e-15)
+    with pytest.raises(AttentionInputError, match="one shape"):
+        kl_divergence(p, q[:2])
+    with pytest.raises(AttentionInputError, match=r"\(rows, vocab\)"):
+        kl_divergence(p[None], q[None])
 
 
 @pytest.fixture(scope="module")

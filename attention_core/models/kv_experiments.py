@@ -158,16 +158,36 @@ def variant_cache_bytes(model: LlamaModel, variant: KVVariant | None, n_tokens: 
 
 
 def kv_experiment(
-    model: LlamaModel, input_ids: object, variants: tuple[str, ...] = tuple(KV_VARIANTS)
+    model: LlamaModel,
+    input_ids: object,
+    variants: tuple[str, ...] = tuple(KV_VARIANTS),
+    *,
+    full: np.ndarray | None = None,
 ) -> KVExperiment:
     """Read a text once with the full cache and once with each of `variants` (names in
-    KV_VARIANTS), and compare each one's next-token distributions with the full cache's."""
+    KV_VARIANTS), and compare each one's next-token distributions with the full cache's.
+
+    ``full`` `(n, d_model)`, given, is the full cache's read already made: the stream after the
+    final RMSNorm (``read_text``) at the text's n positions. It may be the first n rows of a
+    longer text's pass that starts with these ids: under the causal mask position i reads
+    only positions 0..i, so they are the same numbers up to float32 rounding.
+    """
     unknown = [name for name in variants if name not in KV_VARIANTS]
     if unknown:
         raise AttentionInputError(
             f"{unknown[0]!r} is not a KV-cache variant; choose from {', '.join(KV_VARIANTS)}."
         )
-    ids, full, _ = read_text(model, input_ids)
+    if full is None:
+        ids, full, _ = read_text(model, input_ids)
+    else:
+        ids, full = np.asarray(input_ids), np.asarray(full)
+        expected = (ids.shape[0], model.config.hidden_size)
+        if full.shape != expected:
+            # Checked before the smaller caches' reads, not after them.
+            raise AttentionInputError(
+                f"The full cache's read must be {expected}, a row per token of the text: got "
+                f"{full.shape}."
+            )
     smaller = tuple(read_text(model, ids, kv_codec=KV_VARIANTS[name].codec)[1] for name in variants)
     compared = compare_next_tokens(model, ids, full, smaller)
     n = ids.shape[0]

@@ -56,6 +56,11 @@ def three_passes(model: LlamaModel, ids: tuple[int, ...], window: int, sinks: in
     )
 
 
+def full_pass(model: LlamaModel, ids: tuple[int, ...]) -> TextScore:
+    """The text read with full causal attention: the first of the three passes."""
+    return _pass(ids, "full", 0, 0, id(model), model)
+
+
 @smollm.let_go_with_model
 @bounded_by_bytes(12 * MB, name="long_context.passes", lane=LONG_RUNS)
 def _pass(ids, variant, window, sinks, model_id, _model: LlamaModel) -> TextScore:
