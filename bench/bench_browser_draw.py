@@ -6,9 +6,9 @@ visit) and times navigation → first chart drawn → every visible chart drawn;
 opens `bare_page.py?charts=N` (a slider, a formula, a dataframe and N Plotly heatmaps, no
 caching) at the same path on its own server, with N the number of charts the page drew, and
 times the same. The ratio page / bare is the figure: what our pages cost beyond Streamlit's and
-Plotly's own work for that many charts. Medians of `--trials` (3) visits, each in a new tab.
+Plotly's own work for that many charts. Medians of `--trials` (5) visits, each in a new tab.
 
-    .venv/bin/python bench/bench_browser_draw.py [--trials 3] [--pages multi-head positional]
+    .venv/bin/python bench/bench_browser_draw.py [--trials 5] [--pages multi-head positional]
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ QUIET_CPU, QUIET_SECONDS = 0.1, 1.0
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--pages", nargs="*", help="url paths to time (default: every page)")
     args = parser.parse_args()
     chosen = [(page, query) for page, query in page_links() if not args.pages or page in args.pages]

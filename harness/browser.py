@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
 
-from server.serve import rss_mb
+from server.serve import free_port, rss_mb, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts" / "screenshots"
@@ -51,12 +49,6 @@ CELL_NUMBERS = "g.textpoint text"
 
 # The websockets each tab opened (Streamlit keeps one per session), newest last.
 _SOCKETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class StreamlitServer:
@@ -106,17 +98,11 @@ class StreamlitServer:
 
     def wait_healthy(self, timeout: float = 120.0) -> float:
         """Block until `/_stcore/health` answers `ok`; return seconds since the process start."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"streamlit exited early; see {self.log}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as reply:
-                    if reply.read().decode() == "ok":
-                        return time.monotonic() - self.started
-            except OSError:
-                time.sleep(0.05)
-        raise TimeoutError(f"streamlit did not become healthy in {timeout}s; see {self.log}")
+        try:
+            wait_healthy(self.port, self.process, timeout)
+        except (RuntimeError, TimeoutError) as failed:
+            raise type(failed)(f"streamlit: {failed}; see {self.log}") from None
+        return time.monotonic() - self.started
 
     def rss_bytes(self) -> int:
         """The server's resident memory now, from /proc."""

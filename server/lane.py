@@ -130,11 +130,12 @@ def _share_cores() -> None:
         share_cores(sum(lane.busy() for lane in LANES))
 
 
-# A model run gives up the GIL for each large NumPy call and waits to take it back, up to this
-# long, behind the sessions drawing pages: a forward pass is thousands of such calls. At 1 ms
+# A model run gives up the GIL for each large NumPy call and waits to take it back, this long
+# or more, behind the sessions drawing pages: a forward pass is thousands of such calls. At 1 ms
 # instead of Python's 5, the decoder's first visit beside nine viewers acting back to back took
-# 9.1-9.2 s instead of 10.8-12.2, and those nine ran as many page runs (bench/README.md).
-SWITCH_INTERVAL_S = 0.001
+# 9.1-9.2 s instead of 10.8-12.2; at 0.2 ms 7.7 s instead of 9.7, and a 50-viewer room ran
+# more page runs, not fewer (7.39 against 6.87 a second; bench/README.md).
+SWITCH_INTERVAL_S = 0.0002
 
 
 def switch_threads_often() -> None:

@@ -156,7 +156,7 @@ def test_minilm_heads_on_the_probe_and_on_the_prompt():
     assert not at.exception
     ids = bert.tokenize(text).input_ids
     with torch.no_grad():
-        out = hf(torch.from_numpy(ids)[None], output_attentions=True)
+        out = hf(torch.from_numpy(ids.copy())[None], output_attentions=True)
     attentions = np.stack([a[0].numpy() for a in out.attentions])  # (layer, head, n, n)
     tokens = bert.tokenize(text).tokens
     special = chart(at, "heads.special")["data"]
