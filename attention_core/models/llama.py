@@ -771,6 +771,12 @@ class TextScore:
 
 # Rows of logits made at a time while scoring: 64 × 49152 float32 is 12.6 MB.
 SCORE_ROWS = 64
+# The bfloat16 head widened this many rows at a time while scoring (8192 × 576 float32, 18.9 MB):
+# six products per block of logits where the 3 MiB blocks of a pass made 36. Each product
+# gives up the GIL and waits to take it back, and on a busy server that wait is the cost: the
+# KV experiment's logits beside three threads of Python took 5.6 s instead of 9.8 (quiet, the
+# same 1.3-1.4 s).
+SCORE_HEAD_ROWS = 8192
 
 
 def score_llama(
@@ -873,8 +879,8 @@ def compare_next_tokens(
     reference, others `(n, d_model)`: streams after the final RMSNorm (``read_text``) of the
     text `input_ids` `(n,)`. Every stream's logits are made together, `rows` positions of each
     at a time (by default as many as make SCORE_ROWS rows of logits, 12.6 MB): the bfloat16
-    unembedding is widened block by block for each product, so one product of all the streams
-    widens it once where a product per stream would widen it once each.
+    unembedding is widened SCORE_HEAD_ROWS rows at a time for each product, so one product of
+    all the streams widens it once where a product per stream would widen it once each.
     """
     ids = np.asarray(input_ids)
     streams = [np.asarray(reference), *(np.asarray(other) for other in others)]
@@ -892,7 +898,9 @@ def compare_next_tokens(
         rows = max(1, SCORE_ROWS // len(streams))
     rows = check_int(rows, "rows", minimum=1)
     head = _unembedding(model.weights)
-    scratch = _widening_buffer(model, n)
+    scratch = None
+    if model.weights.storage != "float32":
+        scratch = np.empty(min(SCORE_HEAD_ROWS, head.shape[0]) * head.shape[1], np.float32)
     losses = np.empty((len(streams), n - 1))
     kl, agrees = np.empty((len(others), n)), np.empty((len(others), n), dtype=bool)
     for start in range(0, n, rows):
@@ -959,15 +967,20 @@ def _start(model: LlamaModel, ids: np.ndarray, past: int):
 def _widening_buffer(model: LlamaModel, n: int) -> np.ndarray | None:
     """The buffer a pass over n new tokens widens every weight block into (None for float32
     weights)."""
-    config = model.config
     if model.weights.storage == "float32":
         return None
-    # Sized to stay in the CPU's cache while it is used: 1 MiB (a core's L2 here) for a
-    # decoding step's one query row, 512 rows for a prompt (measured per step: 0.75 MiB blocks
-    # 40 ms, 1 MiB 34 ms, 2-4 MiB 38-49 ms; for a prompt 4096-row blocks were ~10% slower,
-    # whole matrices slower still).
-    widest = max(config.hidden_size, config.intermediate_size)
-    return np.empty(2**18 if n < 16 else 512 * widest, np.float32)
+    if n < 16:
+        # A decoding step's one query row: 1 MiB, a core's L2 here, keeps a block in the cache
+        # while it is used (measured per step: 0.75 MiB blocks 40 ms, 1 MiB 34 ms, 2-4 MiB
+        # 38-49 ms).
+        return np.empty(2**18, np.float32)
+    # A prompt: a layer's largest matrix whole (gate and up side by side, 7 MB), one product
+    # per matrix. Each product gives up the GIL and waits to take it back, and on a busy server
+    # that wait is the cost: beside three threads of Python a 128-token prefill took 2.9-3.2 s
+    # against 3.7-3.8 s with 512-row blocks (3 MiB); alone, 0.44-0.47 s either way.
+    layer = model.weights.layers[0]
+    return np.empty(max(w.size for w in (layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down)),
+                    np.float32)  # fmt: skip
 
 
 def _layer_by_layer(
