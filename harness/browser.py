@@ -19,7 +19,7 @@ import weakref
 from contextlib import contextmanager
 from pathlib import Path
 
-from server.serve import free_port, rss_mb, wait_healthy
+from server.serve import free_port, memory_mb, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts" / "screenshots"
@@ -105,8 +105,8 @@ class StreamlitServer:
         return time.monotonic() - self.started
 
     def rss_bytes(self) -> int:
-        """The server's resident memory now, from /proc."""
-        return round(rss_mb(self.process.pid) * 2**20)
+        """The server's memory now, its children's own included (server.serve.memory_mb)."""
+        return round(memory_mb(self.process.pid) * 2**20)
 
     def cpu_seconds(self) -> float:
         """User + system CPU time the server process has used so far, from /proc."""

@@ -7,7 +7,8 @@ several workers behind HAProxy. Beside `ui/`, not in it: nothing here draws anyt
               thread that trims every TRIM_EVERY_SECONDS
     lane      two lanes of model runs, one run at a time in each, and the GIL's switch interval
     process_load
-              a model read in a child process, its arrays back in one read; `LoadedOnce`
+              a model read in a child process, its arrays back in one read; `LoadedOnce`;
+              the child that stays with the model in shared memory and makes its long runs
     idle      `IdleRelease`: let a model go after some minutes without a viewer
     sessions  the one module that touches Streamlit's private internals: dropping the stored
               sessions of tabs that closed too long ago (tests/test_app.py pins that layout)

@@ -99,6 +99,37 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def memory_mb(pid: int) -> float:
+    """What a server holds: its resident memory, and what its children (the model's kept
+    process, server.process_load) hold on their own. The pages they share with it (the model's
+    memfd, the libraries) are counted once, in its resident memory, as a container's limit
+    counts them."""
+    return rss_mb(pid) + sum(_private_mb(child) for child in _children(pid))
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            found += [int(child) for child in listing.read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+def _private_mb(pid: int) -> float:
+    try:
+        lines = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+    except OSError:
+        return 0.0
+    kb = (
+        int(line.split()[1])
+        for line in lines
+        if line.startswith(("Private_Clean:", "Private_Dirty:"))
+    )
+    return sum(kb) / 1024
+
+
 class Deployment:
     """N Streamlit workers (and HAProxy when N > 1) on loopback, stopped on exit."""
 
@@ -151,8 +182,9 @@ class Deployment:
             wait_healthy(self.port, self.balancer)
 
     def rss_mb(self) -> float:
-        """Resident memory of all Streamlit workers together (HAProxy's few MB left out)."""
-        return round(sum(rss_mb(p.pid) for p in self.processes), 1)
+        """Memory of all Streamlit workers together, their children's own included (`memory_mb`;
+        HAProxy's few MB left out)."""
+        return round(sum(memory_mb(p.pid) for p in self.processes), 1)
 
     def stop(self) -> None:
         for process in [self.balancer, *self.processes]:

@@ -222,8 +222,9 @@ def test_the_kl_made_in_chunks_equals_torch_on_whole_logits(model):
         expected_losses = torch.nn.functional.nll_loss(log_probs[:-1], targets, reduction="none")
         np.testing.assert_allclose(compared.losses[stream], expected_losses.numpy(), rtol=1e-5)
     # Made together or one stream at a time, the losses are the same (to the float32 products'
-    # rounding, which a BLAS may order differently for products of different heights).
-    np.testing.assert_allclose(compared.losses, np.stack([plain.losses, coded.losses]), rtol=1e-6)
+    # rounding, which a BLAS may order differently for products of different heights: up to
+    # 2.5e-6 with AVX-512 kernels on an AMD EPYC).
+    np.testing.assert_allclose(compared.losses, np.stack([plain.losses, coded.losses]), rtol=1e-5)
 
 
 def test_an_unchanged_cache_gives_kl_zero_and_full_agreement(model):
@@ -233,7 +234,8 @@ def test_an_unchanged_cache_gives_kl_zero_and_full_agreement(model):
     compared = compare_next_tokens(model, ids, plain.final, (same.final, same.final))
     np.testing.assert_allclose(compared.kl, np.zeros((2, 10)), atol=1e-9)
     assert compared.top1_agrees.all()
-    np.testing.assert_allclose(compared.losses, np.stack([plain.losses] * 3), rtol=1e-6)
+    # Float32 products of other heights: rounding in another order (1.7e-6 seen).
+    np.testing.assert_allclose(compared.losses, np.stack([plain.losses] * 3), rtol=1e-5)
 
 
 def test_eight_bits_move_the_distribution_far_less_than_four(model):

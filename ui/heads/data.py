@@ -26,6 +26,7 @@ from attention_core.models.llama import LlamaModel, run_llama
 from attention_core.probing import attention_rollout
 from attention_core.token_attribution import rank_correlation
 from server.lane import LONG_RUNS
+from server.process_load import run_where_kept
 from ui.models import minilm, smollm
 from ui.widgets.byte_cache import MB, bounded_by_bytes
 
@@ -127,7 +128,7 @@ def probe_roles(kind: str, seed: int, length: int) -> ProbeRoles:
 def _probe_roles(kind, seed, length, model_id, _model) -> ProbeRoles:
     if kind == "smollm2":
         ids = repeated_tokens(readouts.DECODER_PROBE_POOL, length, seed)
-        weights, roles = readouts.decoder_roles(_model, ids)
+        weights, roles = run_where_kept(readouts.decoder_roles, _model, ids)
         tokens = tuple(_model.token_text(i) for i in ids)
     else:
         ids = repeated_tokens(readouts.ENCODER_PROBE_POOL, length, seed)
@@ -168,7 +169,9 @@ def _causal_check(seed, length, model_id, _model: LlamaModel) -> CausalCheck:
             mask = np.ones((layers, heads), dtype=np.float32)
             for layer, head in chosen:
                 mask[layer, head] = 0.0
-            losses.append(readouts.repeated_half_loss(_model, probe.ids, length, mask))
+            losses.append(
+                run_where_kept(readouts.repeated_half_loss, _model, probe.ids, length, mask)
+            )
     return CausalCheck(np.array(ablated), np.array(random), tuple(top))
 
 
@@ -193,10 +196,10 @@ def explanation(kind: str, ids: tuple[int, ...], layer: int, query: int) -> Expl
 def _explanation(kind, ids, layer, query, model_id, _model) -> Explanation:
     ids_array = np.asarray(ids, dtype=np.int64)
     if kind == "smollm2":
-        trace = run_llama(_model, ids_array, keep=("weights", "v"))
+        trace = run_where_kept(run_llama, _model, ids_array, keep=("weights", "v"))
         weights = trace.attention_weights
         norms = readouts.decoder_contributions(_model, trace, layer, query)
-        hiding = readouts.decoder_hiding_effects(_model, ids_array, query)
+        hiding = run_where_kept(readouts.decoder_hiding_effects, _model, ids_array, query)
         tokens = tuple(_model.token_text(i) for i in ids)
     else:
         from attention_core.models.bert import run_bert_ids

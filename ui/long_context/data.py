@@ -11,6 +11,7 @@ import numpy as np
 from attention_core.models.llama import LlamaModel, TextScore
 from attention_core.models.long_context import VARIANTS, context_pass, perplexity
 from server.lane import LONG_RUNS
+from server.process_load import run_where_kept
 from ui.long_context.inputs import MAX_SINKS
 from ui.models import smollm
 from ui.widgets.byte_cache import MB, bounded_by_bytes
@@ -64,4 +65,6 @@ def full_pass(model: LlamaModel, ids: tuple[int, ...]) -> TextScore:
 @smollm.let_go_with_model
 @bounded_by_bytes(12 * MB, name="long_context.passes", lane=LONG_RUNS)
 def _pass(ids, variant, window, sinks, model_id, _model: LlamaModel) -> TextScore:
-    return context_pass(_model, np.asarray(ids), variant, max(window, 1), sinks, MAX_SINKS)
+    return run_where_kept(
+        context_pass, _model, np.asarray(ids), variant, max(window, 1), sinks, MAX_SINKS
+    )

@@ -29,6 +29,7 @@ from attention_core.kv_cache import (
 from attention_core.models.kv_experiments import KVExperiment, kv_experiment
 from attention_core.models.llama import LlamaModel
 from server.lane import LONG_RUNS
+from server.process_load import run_where_kept
 from ui.long_context import data
 from ui.long_context.figures import SMOOTHING, running_mean
 from ui.models import smollm
@@ -218,7 +219,7 @@ def _experiment(text_ids, model_id, _model: LlamaModel) -> KVExperiment:
     # The full cache's read is the page's full pass over the whole text, made above this
     # section, at these first positions: one read of the text fewer (~0.8 s at 256 tokens).
     full = data.full_pass(_model, text_ids).final[: ids.shape[0]]
-    return kv_experiment(_model, ids, full=full)
+    return run_where_kept(kv_experiment, _model, ids, full=full)
 
 
 def _experiments(text_ids: tuple[int, ...]) -> None:

@@ -1,7 +1,8 @@
 """SmolLM2, the decoder every LLM page shares: loaded once per process, let go when idle.
 
     load_decoder()          the model, once per server process, read in a child process
-                            (server.process_load) while every waiting viewer sees its progress;
+                            (server.process_load) while every waiting viewer sees its progress,
+                            which stays to run the long runs (server.process_load.run_where_kept);
                             a `LoadResult` with the model or the message saying why there is
                             none (and how to fix it); let go after IDLE_ENV_VAR minutes without
                             a viewer (server.idle)
@@ -37,7 +38,7 @@ from attention_core.models.llama_files import (
 from attention_core.models.loading import ModelNotFoundError
 from server.idle import IdleRelease
 from server.memory import release_freed_memory, reuse_freed_memory, stop_reusing_freed_memory
-from server.process_load import LoadedOnce, load_in_a_process
+from server.process_load import LoadedOnce, keep_with, load_and_keep
 from ui.models.minilm import hub_reachable
 from ui.widgets.layout import model_missing
 from ui.widgets.state import PageState
@@ -154,9 +155,12 @@ LOADER = "attention_core.models.llama:load_llama"
 
 def _read_in_a_process(progress: Callable[[int, int], None], **options) -> LlamaModel:
     start = time.perf_counter()
-    model = load_in_a_process(LOADER, options, progress)
+    model, kept = load_and_keep(LOADER, options, progress)
     # What a viewer waited: the process's start and the weights' way back included.
-    return dataclasses.replace(model, load_seconds=time.perf_counter() - start)
+    model = dataclasses.replace(model, load_seconds=time.perf_counter() - start)
+    # The long runs go to the process that read it (run_where_kept): the weights are shared.
+    keep_with(model, kept)
+    return model
 
 
 _loading = LoadedOnce(_read)
