@@ -18,7 +18,6 @@ from functools import cache
 from pathlib import Path
 
 from server.serve import rss_mb
-from server.sessions import forget_expired_sessions
 
 
 def release_freed_memory() -> None:
@@ -119,6 +118,10 @@ def trim_freed_memory_forever(holding: Callable[[], dict] | None = None) -> None
 
     With REPORT_ENV_VAR set, each round then adds `report_memory(holding())` to that file.
     """
+    # Here, not at the top: the model's kept process (server.process_load) trims with this
+    # module and has no Streamlit to import.
+    from server.sessions import forget_expired_sessions
+
     report_to = os.environ.get(REPORT_ENV_VAR)
     while True:
         if forget_expired_sessions():
