@@ -201,7 +201,10 @@ class Viewer:
         if kind == "exception":
             error = element.exception
             where = f" at {error.stack_trace[-2].strip()}" if len(error.stack_trace) > 1 else ""
-            self.log.exceptions.append(f"{error.type}: {error.message}{where}")
+            # The page and the last widget moved: a server that hides error details (this
+            # project's config) sends neither type nor trace, so this is what tells where.
+            after = f", after {self.log.acted_on[-1]!r}" if self.log.acted_on else ""
+            self.log.exceptions.append(f"[{self.page}{after}] {error.type}: {error.message}{where}")
             return None
         if kind not in {"slider", "selectbox", "radio", "checkbox", "button_group", "number_input"}:
             return None

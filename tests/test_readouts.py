@@ -246,7 +246,8 @@ def test_encoder_contributions_from_transformers_values_and_w_o(encoder):
     )
     try:
         with torch.no_grad():
-            out = hf(torch.from_numpy(ids)[None], output_attentions=True)
+            # A copy: the tokenizer's ids are read-only, which torch will not wrap.
+            out = hf(torch.tensor(ids)[None], output_attentions=True)
     finally:
         hook.remove()
     v = captured["v"].reshape(len(ids), 12, 32)
