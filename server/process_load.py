@@ -37,7 +37,6 @@ can stay, and run the long ones:
 from __future__ import annotations
 
 import importlib
-import io
 import logging
 import mmap
 import os
@@ -103,18 +102,17 @@ def load_and_keep(
         return load_in_a_process(target, kwargs, progress), None
     shared = os.memfd_create("attention-explorer-model")
     stderr = tempfile.TemporaryFile()
+    child = None
     try:
         child = _start(target, ["--keep", str(shared)], stderr, pass_fds=(shared,))
-        try:
-            _send_kwargs(child, kwargs)
-            if not _follow(child, progress):
-                raise _died(child.wait(), stderr)
-            failed, value = _mapped_frame(shared)
-        except BaseException:
+        _send_kwargs(child, kwargs)
+        if not _follow(child, progress):
+            raise _died(child.wait(), stderr)
+        failed, value = _mapped_frame(shared)
+    except BaseException:
+        if child is not None:  # this thread was interrupted, or the child failed: leave none
             child.kill()
             child.wait()
-            raise
-    except BaseException:
         stderr.close()
         raise
     finally:
@@ -186,10 +184,15 @@ def keep_with(value: Any, kept: KeptProcess | None) -> None:
 
 
 def _let_go(ident: int, kept: KeptProcess) -> None:
+    _forget(ident, kept)
+    kept.close()
+
+
+def _forget(ident: int, kept: KeptProcess) -> None:
+    # Only that entry: a value loaded since may have a child of its own under a reused id.
     with _kept_lock:
         if _kept.get(ident) is kept:
             del _kept[ident]
-    kept.close()
 
 
 def run_where_kept(function: Callable, value: Any, *args: Any, **kwargs: Any) -> Any:
@@ -204,9 +207,7 @@ def run_where_kept(function: Callable, value: Any, *args: Any, **kwargs: Any) ->
             logging.getLogger(__name__).error(
                 "Running %s here instead: %s", function.__name__, error
             )
-            with _kept_lock:
-                if _kept.get(id(value)) is kept:
-                    del _kept[id(value)]
+            _forget(id(value), kept)
     return function(value, *args, **kwargs)
 
 
@@ -267,11 +268,12 @@ def write_frame(out: IO[bytes], value: Any) -> None:
     prefix = _COUNT.pack(len(header)) + header + _COUNT.pack(len(raws)) + sizes
     # The arrays start on a cache line of the frame too: in a mapped file, of memory.
     out.write(prefix + b"\0" * (-len(prefix) % _ALIGN))
+    offsets, _ = _offsets(tuple(raw.nbytes for raw in raws))
     written = 0
-    for raw in raws:
-        out.write(b"\0" * (-written % _ALIGN))
+    for at, raw in zip(offsets, raws, strict=True):
+        out.write(b"\0" * (at - written))
         out.write(raw)
-        written += -written % _ALIGN + raw.nbytes
+        written = at + raw.nbytes
 
 
 def read_frame(source: IO[bytes]) -> Any:
@@ -293,16 +295,10 @@ def read_frame(source: IO[bytes]) -> Any:
 def _mapped_frame(descriptor: int) -> Any:
     """What `write_frame` wrote into a memfd, its arrays read-only views of a shared mapping."""
     shared = mmap.mmap(descriptor, 0, prot=mmap.PROT_READ)
-    at = 0
-
-    def read(size: int) -> bytes:  # a copy of the header's few kilobytes, not of the arrays
-        nonlocal at
-        at += size
-        return _exactly(io.BytesIO(shared[at - size : at]), size)
-
-    header, sizes = _header(read)
+    # Read as a file: a copy of the header's few kilobytes, not of the arrays.
+    header, sizes = _header(lambda size: _exactly(shared, size))
     offsets, end = _offsets(sizes)
-    body = np.frombuffer(shared, dtype=np.uint8, count=end, offset=at)
+    body = np.frombuffer(shared, dtype=np.uint8, count=end, offset=shared.tell())
     return _unpickled(header, body, offsets, sizes)
 
 

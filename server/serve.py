@@ -104,10 +104,11 @@ def memory_mb(pid: int) -> float:
     process, server.process_load) hold on their own. The pages they share with it (the model's
     memfd, the libraries) are counted once, in its resident memory, as a container's limit
     counts them."""
-    return rss_mb(pid) + sum(_private_mb(child) for child in _children(pid))
+    return rss_mb(pid) + sum(_private_mb(child) for child in child_pids(pid))
 
 
-def _children(pid: int) -> list[int]:
+def child_pids(pid: int) -> list[int]:
+    """The process's living and unreaped children, from every thread's list in /proc."""
     found = []
     for listing in Path(f"/proc/{pid}/task").glob("*/children"):
         try:

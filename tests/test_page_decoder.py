@@ -553,20 +553,20 @@ from ui.models import smollm
 
 from server.serve import memory_mb
 
-def rss_mb():  # this process's, and what the model's kept process holds on its own
+def held_mb():  # this process's resident memory, and what the model's kept process holds
     return memory_mb(os.getpid())
 
-before = rss_mb()
+before = held_mb()
 model = smollm.load_decoder().model
 # Mapped weights are resident once read: a pass reads every one, as a viewer's first does.
 run_llama(model, model.encode(DEFAULT_PROMPT))
-loaded = rss_mb()
+loaded = held_mb()
 smollm.release_decoder()  # an idle release while a viewer's page still holds the model
 kept = smollm.load_decoder().model is model
 del model
 smollm.release_decoder()  # the last holder has gone: the model and its memory go too
 time.sleep(1.5)
-released = rss_mb()
+released = held_mb()
 again = smollm.load_decoder().model
 logits = run_llama(again, again.encode(DEFAULT_PROMPT)).next_token_logits
 print(json.dumps({"before": before, "loaded": loaded, "released": released, "kept": kept,

@@ -8,7 +8,6 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +25,7 @@ from server.process_load import (
     write_frame,
     write_result,
 )
+from server.serve import child_pids
 
 
 def test_arrays_come_back_equal_read_only_and_aligned(tmp_path):
@@ -259,25 +259,12 @@ def test_the_kept_child_ends_when_its_value_goes_and_a_failed_load_leaves_none(t
     gc.collect()
     assert kept._child.wait(timeout=10) == 0 and not kept.alive()
 
-    before = _children()
+    before = set(child_pids(os.getpid()))
     with pytest.raises(ModelNotFoundError, match="nowhere"):
         load_and_keep("attention_core.models.llama:load_llama", {"path": str(tmp_path / "nowhere")})
     with pytest.raises(ChildLoadError, match=r"exit code 9: out of memory, say"):
         load_and_keep("tests.test_process_load:die_without_an_answer")
-    assert _children() <= before
-
-
-def _children() -> set[int]:
-    """This process's living children (/proc/PID/stat: state is field 3, parent field 4)."""
-    found = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == os.getpid() and fields[0] != "Z":
-            found.add(int(stat.parent.name))
-    return found
+    assert set(child_pids(os.getpid())) <= before  # each failed child was reaped
 
 
 def test_smollm_kept_in_its_child_gives_the_numbers_of_a_run_here():
