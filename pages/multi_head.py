@@ -72,7 +72,7 @@ metric_cols[1].metric("heads", num_heads)
 metric_cols[2].metric("d_head", d_head)
 metric_cols[3].metric("parameters", f"{params.num_parameters:,}")
 
-st.graphviz_chart(
+st.markdown(
     flow.flow_diagram(
         q_len=len(q_tokens),
         k_len=len(kv_tokens),
@@ -81,7 +81,7 @@ st.graphviz_chart(
         cross=cross,
         causal=causal,
     ),
-    width="stretch",
+    unsafe_allow_html=True,
 )
 
 # -- 1. the input -------------------------------------------------------------------------------

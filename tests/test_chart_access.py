@@ -10,6 +10,7 @@ linear RGB.
 import itertools
 import json
 import math
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from harness.app_pages import registered_pages
+from ui.multi_head import flow
 from ui.scaled_dot_product.check_work import _mark_colour
 from ui.widgets import describe, heatmaps, lines, render, theme
 from ui.widgets.theme import HEAD_COLORS
@@ -141,6 +143,18 @@ def test_every_two_head_colours_stay_apart(vision):
     for a, b in itertools.combinations(HEAD_COLORS, 2):
         seen = delta_e(simulate(rgb(a), vision), simulate(rgb(b), vision))
         assert seen > 2 * MIN_DELTA_E, (vision, a, b, seen)
+
+
+@pytest.mark.parametrize("mode", ["light", "dark"])
+def test_the_flow_diagrams_text_reads_on_every_box_in_both_themes(mode):
+    # The diagram's text is the theme's text colour (currentColor); each box is a wash of a
+    # head's colour, or of the text colour itself, over the page's background.
+    colors = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())["theme"][mode]
+    text, background = rgb(colors["textColor"]), rgb(colors["backgroundColor"])
+    boxes = [(rgb(c), flow.HEAD_WASH) for c in HEAD_COLORS] + [(text, flow.STEP_WASH)]
+    for color, alpha in boxes:
+        box = alpha * color + (1 - alpha) * background  # browsers blend in sRGB
+        assert contrast(text, box) >= 4.5, (mode, color, contrast(text, box))
 
 
 @pytest.mark.parametrize("vision", list(MACHADO))

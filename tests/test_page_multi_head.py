@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
@@ -52,6 +54,35 @@ def pattern_grid(at: AppTest) -> tuple[list[str], np.ndarray]:
     (spec,) = [s for s in figures(at) if "average of the heads" in annotations(s)]
     titles = [t.replace("<b>", "").replace("</b>", "") for t in annotations(spec)]
     return titles, np.stack([decode(trace["z"]) for trace in spec["data"]]).astype(np.float64)
+
+
+def flow_picture(at: AppTest) -> ET.Element:
+    """The flow diagram: the page's one inline SVG, parsed (so it is well-formed XML)."""
+    (svg,) = [m.value for m in at.markdown if m.value.startswith("<svg")]
+    return ET.fromstring(svg)
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def boxes_and_labels(picture: ET.Element):
+    """Each box as ((x0, y0, x1, y1), its lines of text); each arrow label's (x, y, text)."""
+    children = list(picture)
+    boxes = [
+        (
+            tuple(float(rect.get(a)) for a in ("x", "y", "width", "height")),
+            [t.text for t in following.iter(f"{SVG}tspan")],
+        )
+        for rect, following in itertools.pairwise(children)
+        if rect.tag == f"{SVG}rect"
+    ]
+    boxes = [((x, y, x + w, y + h), lines) for (x, y, w, h), lines in boxes]
+    labels = [
+        (float(t.get("x")), float(t.get("y")), t.text)
+        for t in children
+        if t.tag == f"{SVG}text" and t.get("x") is not None
+    ]
+    return boxes, labels
 
 
 def chart_by_key(at: AppTest, key_part: str) -> dict:
@@ -302,9 +333,50 @@ def test_the_split_picture_and_the_flow_diagram_carry_the_shapes():
     (split,) = [s for s in figures(at) if any("split_heads(V)" in a for a in annotations(s))]
     np.testing.assert_allclose(decode(split["data"][0]["z"]), steps.v, atol=1e-6)
 
-    dot = at.get("graphviz_chart")[0].proto.spec
-    for text in ("(6, 8)", "q, k, v (6, 2)", "(4, 6, 2)\\n→ (6, 8)", "√2", "head 4"):
-        assert text in dot, text
+    picture = flow_picture(at)
+    boxes, labels = boxes_and_labels(picture)
+    assert [lines for _, lines in boxes] == [
+        ["X"],
+        ["Q = X W_Qᵀ + b_Q"],
+        ["K = X W_Kᵀ + b_K"],
+        ["V = X W_Vᵀ + b_V"],
+        ["split_heads", "(pos, d_model) →", "(head, pos, d_head)"],
+        *([f"head {h}", "softmax(q kᵀ/√2) v"] for h in range(1, 5)),
+        ["concat", "(4, 6, 2)", "→ (6, 8)"],
+        ["output =", "concat W_Oᵀ + b_O"],
+    ]
+    # X into Q, K, V and those into split: (pos, d_model); into each head q, k, v (pos, d_head);
+    # out of each head (pos, d_head); concat into the output (pos, d_model).
+    assert sorted(text for _, _, text in labels) == sorted(
+        ["(6, 8)"] * 6 + ["q, k, v (6, 2)"] * 4 + ["(6, 2)"] * 4 + ["(6, 8)"]
+    )
+    assert "X (6, 8) is projected to Q (6, 8)" in picture.get("aria-label")
+    assert "4 heads of d_head 2" in picture.get("aria-label")
+
+
+def test_the_flow_diagram_of_eight_cross_attention_heads_draws_six_and_keeps_apart():
+    at = open_page({"heads": "8", "d_model": "16", "attention": "cross", "causal": "1"})
+    boxes, labels = boxes_and_labels(flow_picture(at))
+    texts = [lines for _, lines in boxes]
+    assert texts[:2] == [["X (queries)"], ["X_kv", "(keys, values)"]]
+    # Heads 1-5, then the last; the two between are one line of text without a box.
+    assert [lines[0] for lines in texts if lines[0].startswith("head")] == [
+        "head 1", "head 2", "head 3", "head 4", "head 5", "head 8"
+    ]  # fmt: skip
+    assert all(lines[1:] == ["softmax(q kᵀ/√2) v", "causal mask"]
+               for lines in texts if lines[0].startswith("head"))  # fmt: skip
+    assert ["concat", "(8, 6, 2)", "→ (6, 16)"] in texts
+    (more,) = [t for t in flow_picture(at).iter(f"{SVG}tspan") if "more" in t.text]
+    assert more.text == "… 2 more heads"
+    shown = {text for _, _, text in labels}
+    assert {"q (6, 2)", "k, v (4, 2)", "(6, 16)", "(4, 16)"} <= shown
+    # No two boxes overlap, and no arrow's label sits on a box (its text is 12 px high).
+    rects = [rect for rect, _ in boxes]
+    for a, b in itertools.combinations(rects, 2):
+        assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)
+    for x, y, text in labels:
+        for x0, y0, x1, y1 in rects:
+            assert not (x0 < x < x1 and y0 < y and y - 12 < y1), (text, x, y)
 
 
 def test_concat_and_output_are_the_model_steps():

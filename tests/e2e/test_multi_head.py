@@ -7,6 +7,8 @@ then head h's own slice of Q = X W_Qᵀ + b_Q and K = X W_Kᵀ + b_K, softmax(q 
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from playwright.sync_api import expect
@@ -101,3 +103,44 @@ def first_request_shows_its_state(tab) -> None:
 
 # Its link as the very first request to a fresh server (tests/e2e/test_navigation.py).
 FIRST_REQUEST = LinkState("sentence=a+dog+ran+home&heads=2", first_request_shows_its_state)
+
+
+# Each box's text inside its box, each arrow's label clear of every box and of the other labels,
+# as Chromium lays out the page's own font (the diagram is laid out in Python from a char width).
+FLOW_LAYOUT = """async (svg) => {
+    await document.fonts.ready;
+    const rect = (e) => {
+        const b = e.getBBox();
+        return [b.x, b.y, b.x + b.width, b.y + b.height];
+    };
+    const children = [...svg.children];
+    const boxes = children.filter((e) => e.tagName === "rect").map(rect);
+    const inBox = children.filter((e, i) => i > 0 && children[i - 1].tagName === "rect")
+        .map(rect);
+    const labels = children.filter((e, i) => e.tagName === "text"
+        && (i === 0 || children[i - 1].tagName !== "rect") && e.hasAttribute("x")).map(rect);
+    return {boxes, inBox, labels, font: getComputedStyle(svg.querySelector("text")).fontFamily};
+}"""
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("link", ["", "heads=8&d_model=16&attention=cross&causal=1"])
+def test_the_flow_diagrams_text_fits_its_boxes_in_the_browser(server, page, link):
+    open_app(page, server.url, "multi-head", link)
+    svg = page.locator("svg[role='img'][aria-label^='Flow of multi-head attention']")
+    svg.scroll_into_view_if_needed()
+    layout = svg.evaluate(FLOW_LAYOUT)
+    assert "Source Sans" in layout["font"]
+    assert len(layout["inBox"]) == len(layout["boxes"]) >= 9
+    for (x0, y0, x1, y1), (a0, b0, a1, b1) in zip(layout["boxes"], layout["inBox"], strict=True):
+        assert x0 + 2 <= a0 and a1 <= x1 - 2 and y0 <= b0 and b1 <= y1, ((x0, x1), (a0, a1))
+
+    def apart(a, b):
+        return a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
+
+    assert len(layout["labels"]) >= 12
+    for label in layout["labels"]:
+        assert all(apart(label, box) for box in layout["boxes"]), label
+    for a, b in itertools.combinations(layout["labels"], 2):
+        assert apart(a, b), (a, b)
+    assert exceptions(page) == []
