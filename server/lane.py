@@ -27,12 +27,16 @@ decoder does not wait behind another viewer's seconds-long experiment.
                           long as with one core each
     switch_threads_often()
                           the GIL's switch interval from 5 ms to 1 ms, once per process
+    wait_until_quiet(s, wanted)
+                          until neither lane has run nor had a run in line for s seconds:
+                          for work nobody waits for (a page's default view, prepared ahead)
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -120,6 +124,25 @@ class Lane:
 QUICK_RUNS = Lane("quick")
 LONG_RUNS = Lane("long")
 LANES = (QUICK_RUNS, LONG_RUNS)
+
+
+def wait_until_quiet(seconds: float, wanted: Callable[[], bool], poll: float = 0.1) -> bool:
+    """Wait until no lane has had a run going or in line for `seconds`: True then, False as soon
+    as `wanted()` is false (what the wait was for is gone). For work no viewer asked for, which
+    must not hold up one who does."""
+    quiet_since = None  # seen quiet since then, with no run seen after
+    while wanted():
+        now = time.monotonic()
+        if any(lane.busy() or lane.waiting for lane in LANES):
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = now
+        elif now - quiet_since >= seconds:
+            return True
+        time.sleep(poll)
+    return False
+
+
 _sharing = threading.Lock()
 
 

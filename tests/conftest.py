@@ -20,6 +20,16 @@ def _clear_streamlit_caches():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _no_default_views_prepared_behind_a_test(monkeypatch):
+    """A model loaded in one test would prepare the pages' default views in a thread of its own
+    and fill the next tests' caches: the tests that want it call it themselves. (The browser
+    tests' servers run apart, with it.)"""
+    from ui.models import smollm
+
+    monkeypatch.setenv(smollm.PREPARE_ENV_VAR, "0")
+
+
 @pytest.fixture
 def without_llm(monkeypatch, tmp_path):
     """SmolLM2 nowhere: no package file, no Hub, nothing loaded; what a model page must explain."""

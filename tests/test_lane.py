@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from server.blas import blas_threads
-from server.lane import LONG_RUNS, QUICK_RUNS, Lane, in_a_turn
+from server.lane import LONG_RUNS, QUICK_RUNS, Lane, in_a_turn, wait_until_quiet
 from ui.widgets.byte_cache import bounded_by_bytes
 
 
@@ -233,3 +233,32 @@ def test_two_lanes_running_share_the_cores_and_a_lane_alone_has_them_all():
         other.join(5)
         assert blas_threads() == cores  # the quick run, alone again, has every core back
     assert blas_threads() == cores
+
+
+def test_work_nobody_asked_for_waits_until_both_lanes_have_been_quiet_for_a_while():
+    running = threading.Event()
+    lane_free_at = []
+
+    def viewer():
+        with LONG_RUNS.turn():
+            running.set()
+            time.sleep(0.4)
+            lane_free_at.append(time.monotonic())  # the turn ends after this
+
+    thread = threading.Thread(target=viewer)
+    thread.start()
+    running.wait()
+    assert wait_until_quiet(0.3, lambda: True, poll=0.02)
+    quiet_at = time.monotonic()
+    thread.join()
+    # Not before the viewer's turn ended and the lanes stayed quiet for 0.3 s after it.
+    assert quiet_at - lane_free_at[0] >= 0.3
+
+    # A run in line counts as much as a run going: QUICK busy, and LONG with one waiting.
+    with QUICK_RUNS.turn():
+        started = time.monotonic()
+        assert not wait_until_quiet(0.1, lambda: time.monotonic() - started < 0.3, poll=0.02)
+    # What the wait was for went away: it ends at once, not after the quiet time.
+    started = time.monotonic()
+    assert not wait_until_quiet(30.0, lambda: False)
+    assert time.monotonic() - started < 1.0

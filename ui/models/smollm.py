@@ -8,6 +8,9 @@
                             a viewer (server.idle)
     let_go_with_model(f)    marks a page's cached function whose entries hold what the model
                             computed: `release_decoder` empties it with the model
+    default_view(f)         marks a page's `f(model)` that computes what its default link shows:
+                            run after every load in a thread of the server's own, once no
+                            viewer's model run has been going or in line for a second
 
 Nothing here computes a formula: the numbers come from attention_core.models.llama.
 """
@@ -37,6 +40,7 @@ from attention_core.models.llama_files import (
 )
 from attention_core.models.loading import ModelNotFoundError
 from server.idle import IdleRelease
+from server.lane import wait_until_quiet
 from server.memory import release_freed_memory, reuse_freed_memory, stop_reusing_freed_memory
 from server.process_load import LoadedOnce, keep_with, load_and_keep
 from ui.models.minilm import hub_reachable
@@ -67,6 +71,41 @@ def let_go_with_model(cached: Callable) -> Callable:
     `release_decoder` empties too."""
     _HELD_WITH_MODEL.append(cached)
     return cached
+
+
+# What the pages' default links show, prepared after every load (registered once, at import): a
+# talk's audience opening a model page finds it computed. Nobody asked for it, so it waits until
+# no viewer's model run has been going or in line for QUIET_BEFORE_PREPARING_S; in a busy room it
+# waits, and the viewers compute as they would without it.
+_DEFAULT_VIEWS: list = []
+QUIET_BEFORE_PREPARING_S = 1.0
+PREPARING_THREAD = "smollm-default-views"
+# "0" leaves the default views to the first viewer who asks (a server that must not compute what
+# nobody asked for; the in-process tests, whose every test starts from empty caches).
+PREPARE_ENV_VAR = "ATTENTION_EXPLORER_PREPARE_DEFAULT_VIEWS"
+
+
+def default_view(prepare: Callable[[LlamaModel], object]) -> Callable:
+    """Register `prepare(model)`, which fills a page's caches with what its default link shows."""
+    _DEFAULT_VIEWS.append(prepare)
+    return prepare
+
+
+def prepare_default_views(model: weakref.ref) -> None:
+    """Each registered default view in turn, each once the lanes are quiet; stops if the model
+    (a weak reference: preparing does not keep it from an idle release) is let go."""
+    for prepare in _DEFAULT_VIEWS:
+        if not wait_until_quiet(QUIET_BEFORE_PREPARING_S, lambda: model() is not None):
+            return
+        loaded = model()
+        if loaded is None:
+            return
+        try:
+            prepare(loaded)
+        except Exception as error:  # a viewer opening the page meets it, with the page's message
+            logging.getLogger(__name__).error("Preparing %s failed: %s", prepare.__qualname__,
+                                              error)  # fmt: skip
+        del loaded
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,6 +184,9 @@ def _read(progress: Callable[[int, int], None]) -> LoadResult:
             )
         _remember(model)
     reuse_freed_memory()  # a forward pass frees ~165 MB of steps; the next one takes them again
+    if os.environ.get(PREPARE_ENV_VAR, "").strip() != "0":
+        threading.Thread(target=prepare_default_views, args=(weakref.ref(model),),
+                         name=PREPARING_THREAD, daemon=True).start()  # fmt: skip
     source = model.location.describe() if model.location else ""
     return LoadResult(model, None, source)
 

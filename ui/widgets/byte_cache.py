@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from server.lane import QUICK_RUNS, WAIT_CHECK_S, Lane
 
@@ -98,6 +99,8 @@ class _Notice:
         self._slot: Any = None
 
     def show(self, text: str) -> None:
+        if not _on_a_page():
+            return
         if self._slot is None:
             self._slot = st.empty()
         self._slot.caption(f":material/hourglass_top: {text}")
@@ -123,10 +126,15 @@ def waiting_turn(lane: Lane) -> Iterator[None]:
         yield
 
 
+def _on_a_page() -> bool:
+    # A thread of the server's own (a default view prepared after a load) has no page to draw on.
+    return get_script_run_ctx(suppress_warning=True) is not None
+
+
 def _outermost(spinner: str | None) -> Any:
     # One spinner, the outermost: a result computed from others (a decoder's step from the
     # step before) would otherwise stack one per level. None: no spinner to show.
-    if spinner is None or getattr(_spinning, "on", False):
+    if spinner is None or getattr(_spinning, "on", False) or not _on_a_page():
         return None
     return st.spinner(spinner)
 

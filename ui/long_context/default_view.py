@@ -1,0 +1,17 @@
+"""What the long-context page's default link shows, prepared once SmolLM2 is loaded
+(ui.models.smollm.default_view): the default passage read three ways and its KV experiments,
+the page's seven passes (~8 s on one core), computed before a talk's audience opens the link."""
+
+from __future__ import annotations
+
+from attention_core.lessons.passages import ALICE
+from attention_core.models.llama import LlamaModel
+from ui.long_context import data, inputs, kv_cache
+from ui.models import smollm
+
+
+@smollm.default_view
+def prepare(model: LlamaModel) -> None:
+    ids, _ = inputs.text_ids(model, ALICE)
+    data.three_passes(model, ids, inputs.DEFAULT_WINDOW, inputs.DEFAULT_SINKS)
+    kv_cache.experiment(model, ids)
