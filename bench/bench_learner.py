@@ -25,7 +25,7 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.timing import summary  # noqa: E402
+from bench.timing import only_what_viewers_ask_for, summary  # noqa: E402
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 
@@ -129,6 +129,7 @@ def measure(page: str, link: dict, controls: tuple, rounds: int) -> dict:
 
 
 def main() -> None:
+    only_what_viewers_ask_for()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--features", nargs="*", help="features to time (default: all)")

@@ -29,10 +29,11 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.timing import summary  # noqa: E402
+from bench.timing import only_what_viewers_ask_for, summary  # noqa: E402
 
 
 def main() -> None:
+    only_what_viewers_ask_for()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()

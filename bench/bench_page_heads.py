@@ -25,7 +25,7 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.timing import summary  # noqa: E402
+from bench.timing import only_what_viewers_ask_for, summary  # noqa: E402
 
 # 32 tokens of SmolLM2's tokenizer.
 PROMPT = (
@@ -36,6 +36,7 @@ TOKENS = (" world", " Paris", " city", " country", " Europe", " France", " histo
 
 
 def main() -> None:
+    only_what_viewers_ask_for()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=10)
     args = parser.parse_args()

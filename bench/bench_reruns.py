@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from bench.timing import only_what_viewers_ask_for  # noqa: E402
 from harness.app_pages import registered_pages  # noqa: E402
 
 
@@ -65,6 +66,7 @@ def time_page(path: str, default: bool, reruns: int) -> dict:
 
 
 def main() -> None:
+    only_what_viewers_ask_for()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reruns", type=int, default=20)
     parser.add_argument("--pages", nargs="*", help="url paths to time (default: all)")

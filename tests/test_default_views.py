@@ -1,6 +1,6 @@
-"""ui.models.smollm's default views: after a load the server computes what the model pages'
-default links show, once no viewer's run is going or in line, so that a talk's audience
-opening one finds it ready; a viewer who then opens it computes nothing more."""
+"""ui.models.smollm's default views: after a load the server computes what the long-context
+page's default link shows, once no viewer's run is going or in line, so that a talk's audience
+opening it finds it ready; a viewer who then opens it computes nothing more."""
 
 from __future__ import annotations
 
@@ -13,46 +13,39 @@ import pytest
 from attention_core.lessons.passages import ALICE
 from harness.app_pages import open_model_page
 from tests.test_long_context import AUSTEN
-from ui.heads import default_view as heads_view
 from ui.long_context import data, inputs
 from ui.long_context import default_view as long_context_view
 from ui.models import smollm
 from ui.widgets.byte_cache import every_cache
 
 pytestmark = pytest.mark.slow
-# What each page's default link reads from the byte caches.
-CACHES = {
-    "pages/what_heads_do.py": ("heads.prompt", "heads.attribution", "heads.roles"),
-    "pages/long_context.py": ("long_context.passes", "long_context.kv_experiment"),
-}
+# What the default link reads from the byte caches.
+CACHES = ("long_context.passes", "long_context.kv_experiment")
 
 
 def held() -> dict[str, tuple[int, int]]:
-    return {name: every_cache()[name] for names in CACHES.values() for name in names}
+    return {name: every_cache()[name] for name in CACHES}
 
 
-def test_after_a_load_each_default_link_is_prepared_and_its_viewer_computes_nothing(monkeypatch):
+def test_after_a_load_the_default_link_is_prepared_and_its_viewer_computes_nothing(monkeypatch):
     monkeypatch.setenv(smollm.PREPARE_ENV_VAR, "1")
     smollm.forget_decoder()
-    # A viewer of another text loads the model; the server then prepares the default links.
+    # A viewer of another text loads the model; the server then prepares the default link.
     open_model_page("pages/long_context.py", {"text": AUSTEN}, timeout=600)
     (preparing,) = [t for t in threading.enumerate() if t.name == smollm.PREPARING_THREAD]
     preparing.join(timeout=600)
     assert not preparing.is_alive()
-    assert {heads_view.prepare, long_context_view.prepare} <= set(smollm._DEFAULT_VIEWS)
+    assert long_context_view.prepare in smollm._DEFAULT_VIEWS
     prepared = held()
     # The viewer's passes over AUSTEN and its experiment, then the default passage's.
     assert prepared["long_context.passes"][0] == 6
     assert prepared["long_context.kv_experiment"][0] == 2
-    assert all(prepared[name][0] == 1 for name in CACHES["pages/what_heads_do.py"])
-    for page in CACHES:
-        at = open_model_page(page, None, timeout=600)
-        assert held() == prepared, page
-    # What the long-context page shows is what was prepared.
+    at = open_model_page("pages/long_context.py", None, timeout=600)
+    assert held() == prepared
+    # What the page shows is what was prepared.
     model = smollm.load_decoder().model
     ids, _ = inputs.text_ids(model, ALICE)
     passes = data.three_passes(model, ids, inputs.DEFAULT_WINDOW, inputs.DEFAULT_SINKS)
-    at = open_model_page("pages/long_context.py", None, timeout=600)
     shown = [float(m.value) for m in at.metric if m.label.startswith("Perplexity")]
     assert shown == [round(passes.perplexity[name], 2) for name in data.TITLES]
     smollm.forget_decoder()

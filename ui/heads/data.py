@@ -116,10 +116,10 @@ class ProbeRoles:
     roles: HeadRoles
 
 
-def probe_roles(kind: str, seed: int, length: int, model=None) -> ProbeRoles:
+def probe_roles(kind: str, seed: int, length: int) -> ProbeRoles:
     """Every head's roles on `length` random tokens repeated twice, for `kind` "smollm2" or
-    "minilm" (the model must be loaded; `model`, if the caller holds it)."""
-    model = model or _model(kind)
+    "minilm" (the model must be loaded)."""
+    model = _model(kind)
     return _probe_roles(kind, seed, length, id(model), model)
 
 
