@@ -49,22 +49,29 @@ def norm_scale(residual: object, eps: float) -> np.ndarray:
 class LogitLens:
     """The residual stream after each stage read as a next-token prediction.
 
-    residuals   `(stage, d_model)`   stage 0 the embedding, stage l the stream after layer l
-    logits      `(stage, vocab)`     (γ ⊙ r_l / ρ(r_l)) Eᵀ
+    residuals       `(stage, d_model)`   stage 0 the embedding, stage l the stream after layer l
+    logits          `(stage, vocab)`     (γ ⊙ r_l / ρ(r_l)) Eᵀ
+    log_normalizer  `(stage,)`           log Σ_v exp(logits_v): log p_t = logits_t − this
     """
 
     residuals: np.ndarray
     logits: np.ndarray
+    log_normalizer: np.ndarray
 
     def log_probs(self) -> np.ndarray:
         """`(stage, vocab)` log softmax of each stage's logits."""
-        z = self.logits.astype(np.float64)
-        shifted = z - z.max(axis=-1, keepdims=True)
-        return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+        return self.logits.astype(np.float64) - self.log_normalizer[:, None]
 
     def probability(self, token: int) -> np.ndarray:
         """`(stage,)` the probability of `token` after each stage."""
-        return np.exp(self.log_probs()[:, self._token(token)])
+        return self.probabilities(np.full((self.logits.shape[0], 1), self._token(token)))[:, 0]
+
+    def probabilities(self, tokens: np.ndarray) -> np.ndarray:
+        """`(stage, k)` the probability of each of `tokens` `(stage, k)` (a row of ids per
+        stage, as `top` gives them) after its stage: a few exponentials, not the vocabulary's."""
+        ids = np.asarray(tokens)
+        chosen = np.take_along_axis(self.logits, ids, axis=-1).astype(np.float64)
+        return np.exp(chosen - self.log_normalizer[:, None])
 
     def rank(self, token: int) -> np.ndarray:
         """`(stage,)` where `token` stands after each stage: 1 = the most likely."""
@@ -105,7 +112,11 @@ def logit_lens(
     # Each stage is normalised by its own scale: the lens asks "what if the model stopped here".
     normed = r * norm_scale(r, eps)[:, None] * g
     logits = np.asarray(unembed(normed.astype(np.float32)), dtype=np.float32)
-    return LogitLens(residuals=r, logits=logits)
+    # The softmax's denominator, once: each probability read later is then one exponential.
+    z = logits.astype(np.float64)
+    top = z.max(axis=-1)
+    log_normalizer = top + np.log(np.exp(z - top[:, None]).sum(axis=-1))
+    return LogitLens(residuals=r, logits=logits, log_normalizer=log_normalizer)
 
 
 def head_writes(head_outputs: object, w_o: object) -> np.ndarray:

@@ -100,6 +100,12 @@ def test_the_lens_reads_each_stage_through_its_own_norm(stream):
         ranks = [1 + int((row > row[token]).sum()) for row in lens.logits]
         np.testing.assert_array_equal(lens.rank(token), ranks)
     np.testing.assert_array_equal(lens.top(3), np.argsort(-lens.logits, axis=-1)[:, :3])
+    # Each stage's own three likeliest tokens, read from the normaliser kept with the lens.
+    top = lens.top(3)
+    np.testing.assert_allclose(
+        lens.probabilities(top), np.take_along_axis(p, top, axis=-1), rtol=1e-5
+    )
+    np.testing.assert_allclose(lens.log_normalizer, np.log(np.exp(expected).sum(-1)), rtol=1e-6)
     with pytest.raises(AttentionInputError, match="past the vocabulary"):
         lens.probability(11)
 

@@ -18,16 +18,21 @@ STRONGEST = 3
 def lens_table(readout: PromptReadout, token: int, model: LlamaModel) -> pd.DataFrame:
     """A row per stage: the likeliest tokens there, and the followed token's rank and p."""
     lens, top = readout.lens, readout.top_tokens
-    probs = np.exp(lens.log_probs())
+
+    def likeliest(row: np.ndarray, probs: np.ndarray) -> str:
+        return ", ".join(
+            f"“{token_label(model.token_text(t))}” {p:.3f}" for t, p in zip(row, probs, strict=True)
+        )
+
     return pd.DataFrame(
         {
             "after": stage_labels(lens.logits.shape[0]),
             "likeliest next tokens": [
-                ", ".join(f"“{token_label(model.token_text(t))}” {probs[s, t]:.3f}" for t in row)
-                for s, row in enumerate(top)
+                likeliest(row, probs)
+                for row, probs in zip(top, lens.probabilities(top), strict=True)
             ],
             "rank of the token": lens.rank(token),
-            "its probability": np.round(probs[:, token], 4),
+            "its probability": np.round(lens.probability(token), 4),
         }
     )
 
