@@ -64,11 +64,12 @@ class LogitLens:
 
     def probability(self, token: int) -> np.ndarray:
         """`(stage,)` the probability of `token` after each stage."""
-        return self.probabilities(np.full((self.logits.shape[0], 1), self._token(token)))[:, 0]
+        return self.probabilities([[self._token(token)]])[:, 0]
 
-    def probabilities(self, tokens: np.ndarray) -> np.ndarray:
-        """`(stage, k)` the probability of each of `tokens` `(stage, k)` (a row of ids per
-        stage, as `top` gives them) after its stage: a few exponentials, not the vocabulary's."""
+    def probabilities(self, tokens: object) -> np.ndarray:
+        """`(stage, k)` the probability of each of `tokens` after its stage: `(stage, k)` a row
+        of ids per stage, as `top` gives them, or `(1, k)` the same ids at every stage. A few
+        exponentials, not the vocabulary's."""
         ids = np.asarray(tokens)
         chosen = np.take_along_axis(self.logits, ids, axis=-1).astype(np.float64)
         return np.exp(chosen - self.log_normalizer[:, None])
