@@ -8,7 +8,7 @@ first chart no longer waits for Graphviz's script and layout, the text takes the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from html import escape
 
 from ui.multi_head.labels import head_color, shape_text
@@ -18,7 +18,7 @@ MAX_DRAWN_HEADS = 6
 
 BOX_FONT, LABEL_FONT = 14, 12  # px
 LABEL_LINE = 15  # px from one line of an arrow's label to the next
-LINE_HEIGHT = 17
+LINE_HEIGHT = 17  # px from one line of a box's text to the next
 # The text is in the page's own font (Source Sans); its widest lines here (digits, parentheses,
 # capitals) average under this share of the font size, so each fits its box (tests/e2e).
 CHAR_WIDTH = 0.56
@@ -158,24 +158,21 @@ def _placed(boxes: dict[str, Box], arrows: list[Arrow], columns: list[list[str]]
         width = max(boxes[name].width for name in column)
         for name in column:
             x[name] = left + width / 2
-        gap = _gap(boxes, arrows, columns[index + 1]) if index + 1 < len(columns) else 0
+        gap = _gap(arrows, columns[index + 1]) if index + 1 < len(columns) else 0
         left += width + gap
-    placed = {name: _moved(box, x[name], y[name]) for name, box in boxes.items()}
+    placed = {name: replace(box, x=x[name], y=y[name]) for name, box in boxes.items()}
     return placed, left + MARGIN, top + rows_height + MARGIN
 
 
-def _gap(boxes, arrows, next_column) -> float:
-    """Room between two columns for the longest arrow label on its half of the way."""
+def _gap(arrows: list[Arrow], next_column: list[str]) -> float:
+    """Room between two columns for the longest label of the arrows into the second, with the
+    turn and the arrowhead beside it."""
     widths = [
         max(len(line) for line in arrow.label) * LABEL_FONT * CHAR_WIDTH
         for arrow in arrows
         if arrow.target in next_column and arrow.label
     ]
     return max(widths, default=0) + 2 * EDGE_ROOM + BEND + HEAD
-
-
-def _moved(box: Box, x: float, y: float) -> Box:
-    return Box(box.lines, x, y, box.color, box.dotted)
 
 
 def _svg(boxes, arrows, columns, description: str) -> str:
