@@ -126,6 +126,28 @@ def test_a_run_in_line_whose_viewer_has_moved_on_leaves_the_line(tmp_path, error
     assert [first.log.exceptions, moving.log.exceptions] == [[], []]
 
 
+def test_an_uncaught_error_is_redacted_on_the_page_and_its_traceback_is_in_the_log(tmp_path, capfd):
+    # With the committed config (the server runs in the project's directory): the viewer sees
+    # Streamlit's redacted message, the server's standard error the whole traceback.
+    page = tmp_path / "failing_page.py"
+    page.write_text('raise ValueError("what the log must say")\n')
+    with Deployment(page) as server:
+        viewer = Viewer(f"ws://127.0.0.1:{server.port}/_stcore/stream", "", "", None,
+                        random.Random(0))  # fmt: skip
+
+        async def visit():
+            async with viewer.connected():
+                await viewer.rerun()
+
+        run_to_end(visit())
+    (shown,) = viewer.log.exceptions
+    assert "redacted" in shown and "what the log must say" not in shown
+    log = capfd.readouterr().err
+    assert "Traceback (most recent call last)" in log
+    assert 'raise ValueError("what the log must say")' in log
+    assert "ValueError: what the log must say" in log
+
+
 def test_haproxy_config_names_every_worker_and_sticks_by_cookie():
     config = haproxy_config("0.0.0.0", 8501, [9001, 9002, 9003])
     assert "bind 0.0.0.0:8501" in config
