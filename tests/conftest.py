@@ -23,8 +23,8 @@ def _clear_streamlit_caches():
 @pytest.fixture(autouse=True)
 def _no_default_views_prepared_behind_a_test(monkeypatch):
     """A model loaded in one test would prepare the pages' default views in a thread of its own
-    and fill the next tests' caches: the tests that want it call it themselves. (The browser
-    tests' servers run apart, with it.)"""
+    and fill the next tests' caches: the tests that want it turn it on. (A server a test starts
+    inherits this; the browser tests' shared server, started before any test, prepares them.)"""
     from ui.models import smollm
 
     monkeypatch.setenv(smollm.PREPARE_ENV_VAR, "0")
