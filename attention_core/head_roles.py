@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .softmax import log_sum_exp
 from .validation import AttentionInputError, as_float_array, as_pattern, check_int
 
 __all__ = [
@@ -182,7 +183,6 @@ def token_losses(logits: object, input_ids: object) -> np.ndarray:
         )
     if z.shape[0] < 2:
         raise AttentionInputError("A loss needs at least two tokens: one to read, one to predict.")
-    # log softmax(z)_t = z_t − max − log Σ exp(z − max): exact even where a probability is 0.
-    shifted = z[:-1] - z[:-1].max(axis=-1, keepdims=True)
-    log_total = np.log(np.exp(shifted).sum(axis=-1))
-    return log_total - shifted[np.arange(z.shape[0] - 1), ids[1:]]
+    # −log softmax(z)_t = log Σ exp(z) − z_t: exact even where a probability is 0.
+    read = z[:-1]
+    return log_sum_exp(read) - read[np.arange(z.shape[0] - 1), ids[1:]]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .softmax import log_sum_exp
 from .validation import AttentionInputError, as_float_array, check_int
 
 __all__ = [
@@ -114,9 +115,7 @@ def logit_lens(
     normed = r * norm_scale(r, eps)[:, None] * g
     logits = np.asarray(unembed(normed.astype(np.float32)), dtype=np.float32)
     # The softmax's denominator, once: each probability read later is then one exponential.
-    z = logits.astype(np.float64)
-    top = z.max(axis=-1)
-    log_normalizer = top + np.log(np.exp(z - top[:, None]).sum(axis=-1))
+    log_normalizer = log_sum_exp(logits.astype(np.float64))
     return LogitLens(residuals=r, logits=logits, log_normalizer=log_normalizer)
 
 

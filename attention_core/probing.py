@@ -27,6 +27,7 @@ from typing import Literal
 
 import numpy as np
 
+from attention_core.softmax import log_sum_exp
 from attention_core.validation import AttentionInputError
 
 __all__ = [
@@ -418,10 +419,8 @@ class NextTokenChange:
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
-    """log softmax(x) over the last axis = x - max - log Σ exp(x - max): exact even where
-    softmax underflows to 0."""
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    """log softmax(x) over the last axis: exact even where softmax underflows to 0."""
+    return logits - log_sum_exp(logits)[..., None]
 
 
 def kl_divergence(logits_p: object, logits_q: object) -> float | np.ndarray:

@@ -12,7 +12,7 @@ import numpy as np
 
 from .validation import AttentionInputError, array_namespace, as_float_array, device
 
-__all__ = ["naive_softmax", "softmax", "softmax_jacobian"]
+__all__ = ["log_sum_exp", "naive_softmax", "softmax", "softmax_jacobian"]
 
 
 def _check_axis(arr: Any, axis: int) -> int:
@@ -63,6 +63,17 @@ def softmax(x: object, axis: int = -1) -> Any:
     xp = array_namespace(x)
     arr = as_float_array(x, "the softmax input", xp=xp, min_ndim=1, allow_neg_inf=True)
     return _stable_softmax(arr, _check_axis(arr, axis))
+
+
+def log_sum_exp(x: np.ndarray) -> np.ndarray:
+    """log Σ_j exp(x_j) over the last axis, `(...,)`: the log of softmax's denominator, so that
+
+        log softmax(x) = x − log_sum_exp(x)
+
+    For finite float arrays, logits over a vocabulary. Shifted by each row's maximum, so exp
+    never overflows, and exact where a probability underflows to 0."""
+    top = x.max(axis=-1)
+    return top + np.log(np.exp(x - top[..., None]).sum(axis=-1))
 
 
 def naive_softmax(x: object, axis: int = -1) -> Any:

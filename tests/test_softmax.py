@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, arrays
 
 from attention_core import AttentionInputError, naive_softmax, softmax, softmax_jacobian
+from attention_core.softmax import log_sum_exp
 
 PROPERTY = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -207,3 +208,14 @@ def test_naive_softmax_along_each_axis_by_hand():
     np.testing.assert_allclose(naive_softmax(x), [[0.25, 0.75], [0.5, 0.5]], rtol=1e-12)
     # Down the columns: column 2 is [3, 1] -> [3/4, 1/4].
     np.testing.assert_allclose(naive_softmax(x, axis=0), [[0.5, 0.75], [0.5, 0.25]], rtol=1e-12)
+
+
+def test_log_sum_exp_is_softmaxs_log_denominator_even_for_huge_logits():
+    x = np.array([[1.0, 2.0, 3.0], [-1.0, 0.0, 0.5]])
+    np.testing.assert_allclose(log_sum_exp(x), np.log(np.exp(x).sum(axis=-1)), rtol=1e-15)
+    np.testing.assert_allclose(np.exp(x - log_sum_exp(x)[:, None]), softmax(x), rtol=1e-14)
+    # exp(1000) overflows; two equal logits of 1000 still give 1000 + log 2, and one far below
+    # the others adds nothing the float can hold.
+    assert log_sum_exp(np.array([1000.0, 1000.0])) == 1000.0 + math.log(2.0)
+    assert log_sum_exp(np.array([-2000.0, 5.0])) == 5.0
+    assert log_sum_exp(np.zeros((2, 3, 4))).shape == (2, 3)
