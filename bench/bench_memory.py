@@ -18,9 +18,11 @@ resident memory (VmRSS) at seven moments:
    (growth under load that this gives back was bounded caches filling).
 
 What the byte caches hold comes from the server's own report (server.memory.REPORT_ENV_VAR),
-a line every trim: the most each cache held, and what they held at the report with the most RSS.
+a line every trim: the most each cache held, and at the report with the most RSS what they held,
+what kind of pages the RSS was (anonymous, file, shared), what glibc's heaps held live and freed,
+and what the model's kept process held on its own. The whole report goes to `--report` if given.
 
-    .venv/bin/python bench/bench_memory.py [--minutes 10] [--viewers 20] [--idle-minutes 0.5]
+    .venv/bin/python bench/bench_memory.py [--minutes 10] [--viewers 20] [--idle-minutes 0.5] [--report FILE]
 """
 
 from __future__ import annotations
@@ -128,6 +130,10 @@ def what_the_caches_held(memory_report: Path) -> dict:
         "caches_at_the_peak_report": {
             "rss_mb": peak["rss_mb"],
             "caches_mb": round(sum(held["mb"] for held in peak["holding"].values()), 1),
+            # Older servers' reports have none of these three.
+            "resident_parts_mb": peak.get("resident_parts_mb"),
+            "heap_mb": peak.get("heap_mb"),
+            "children_mb": peak.get("children_mb"),
             "holding": peak["holding"],
         },
     }
@@ -139,8 +145,11 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--think", type=float, default=2.0)
     parser.add_argument("--idle-minutes", type=float, default=0.5)
+    parser.add_argument("--report", type=Path, help="keep the server's memory report here")
     args = parser.parse_args()
-    memory_report = Path(tempfile.mkdtemp(prefix="attention-explorer-")) / "memory.jsonl"
+    memory_report = args.report or (
+        Path(tempfile.mkdtemp(prefix="attention-explorer-")) / "memory.jsonl"
+    )
     env = {
         "PYTHONPATH": str(ROOT / "bench" / "without_torch"),
         IDLE_ENV_VAR: str(args.idle_minutes),

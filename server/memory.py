@@ -17,7 +17,7 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-from server.serve import rss_mb
+from server.serve import memory_mb, rss_mb
 
 
 def release_freed_memory() -> None:
@@ -137,12 +137,63 @@ def trim_freed_memory_forever(holding: Callable[[], dict] | None = None) -> None
 
 
 def report_memory(path: Path, holding: dict) -> None:
-    """Add one JSON line to `path`: the time, this process's resident MB and `holding` (what
-    each cache holds), so that an operator or a benchmark sees which cache a peak came from."""
+    """Add one JSON line to `path`: the time, this process's resident MB, what kind of pages
+    they are (`resident_parts_mb`), what glibc's heaps hold (`heap_mb`), the model's kept
+    process on its own (`children_mb`) and `holding` (what each cache holds), so that an
+    operator or a benchmark sees where a peak came from: a cache, live arrays, or freed memory
+    kept."""
     line = {
         "time": round(time.time(), 1),
         "rss_mb": round(rss_mb(os.getpid()), 1),
+        "resident_parts_mb": resident_parts_mb(),
+        "heap_mb": heap_mb(),
+        "children_mb": round(memory_mb(os.getpid()) - rss_mb(os.getpid()), 1),
         "holding": holding,
     }
     with open(path, "a", encoding="utf-8") as report:
         report.write(json.dumps(line) + "\n")
+
+
+def resident_parts_mb() -> dict[str, float]:
+    """This process's resident memory by kind, from /proc: `anon` (heaps, arrays, Python's
+    objects), `file` (libraries and mapped model files, which the system can drop and read
+    again) and `shmem` (the model's shared memory, server.process_load)."""
+    parts = {"RssAnon:": "anon", "RssFile:": "file", "RssShmem:": "shmem"}
+    found: dict[str, float] = {}
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            key = line.split(maxsplit=1)[0] if line else ""
+            if key in parts:
+                found[parts[key]] = round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return found
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd",
+            "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+def heap_mb() -> dict[str, float]:
+    """What glibc's heaps hold, over every heap: `in_use` (live allocations on them),
+    `freed_kept` (freed but not handed back: what a trim may return) and `mapped` (arrays
+    above the mmap threshold, each mapped on its own). Empty where the C library is not glibc
+    2.33 or later. Python's small objects live in arenas of their own, outside these."""
+    try:
+        mallinfo2 = _libc().mallinfo2
+    except (OSError, AttributeError):
+        return {}
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    megabyte = 1024 * 1024
+    return {
+        "in_use": round(info.uordblks / megabyte, 1),
+        "freed_kept": round(info.fordblks / megabyte, 1),
+        "mapped": round(info.hblkhd / megabyte, 1),
+    }

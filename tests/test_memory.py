@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,10 +81,48 @@ def test_a_memory_report_line_says_what_the_process_and_each_cache_hold(tmp_path
     first, second = (json.loads(line) for line in path.read_text().splitlines())
     assert first["holding"]["test.report"] == {"entries": 2, "mb": 3.0}
     assert second["holding"] == {} and second["time"] >= first["time"]
+    # A process with no children: nothing held beside it.
+    assert first["children_mb"] == 0
+    if sys.platform == "linux":
+        assert sum(first["resident_parts_mb"].values()) == pytest.approx(first["rss_mb"], abs=2)
     if sys.platform == "linux":
         status = Path("/proc/self/status").read_text()
         vm_rss_kib = int(status.split("VmRSS:")[1].split()[0])
         assert abs(first["rss_mb"] - vm_rss_kib / 1024) < 50
+
+
+# A fresh interpreter: what the heaps hold before counts.
+HEAP_PARTS = """
+import json, numpy as np
+from server.memory import heap_mb, resident_parts_mb
+before, before_parts = heap_mb(), resident_parts_mb()
+small = [np.ones(8_000) for _ in range(1_000)]  # 64 KB each: on a heap, 64 MB in all
+pinned = np.ones(1_000)  # after them on the heap, so their freed pages are not its free top
+large = np.ones(4 * 1024 * 1024)  # 32 MiB: mapped on its own
+with_arrays, with_arrays_parts = heap_mb(), resident_parts_mb()
+del small
+print(json.dumps([before, with_arrays, heap_mb(), before_parts, with_arrays_parts]))
+"""
+
+
+def test_the_report_tells_live_arrays_from_freed_memory_kept_and_mapped_arrays():
+    run = subprocess.run(
+        [sys.executable, "-c", HEAP_PARTS], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    before, with_arrays, after_del, before_parts, with_arrays_parts = json.loads(run.stdout)
+    if platform.libc_ver()[0] != "glibc":
+        assert before == {}
+        return
+    megabytes = 1_000 * 8_000 * 8 / 2**20  # 61 MiB of small arrays
+    assert with_arrays["in_use"] - before["in_use"] > megabytes * 0.95
+    assert with_arrays["mapped"] - before["mapped"] > 31.9
+    assert with_arrays["freed_kept"] < before["freed_kept"] + 2
+    # Freed below a live piece: still the heap's, counted as kept, no longer in use.
+    assert after_del["freed_kept"] - with_arrays["freed_kept"] > megabytes * 0.95
+    assert with_arrays["in_use"] - after_del["in_use"] > megabytes * 0.95
+    # ones() writes every page: anonymous resident memory grows by both.
+    assert with_arrays_parts["anon"] - before_parts["anon"] > (megabytes + 32) * 0.95
+    assert set(before_parts) == {"anon", "file", "shmem"}
 
 
 BUSY_THREADS = """
