@@ -7,7 +7,8 @@ is still importing, but libraries that import lazily look in `sys.modules` witho
 module. So the router calls `ready()` first: the first session imports and exercises the heavy
 libraries under `st.cache_resource`'s lock, and every other session waits for it to finish.
 It also caps glibc's heaps (`fewer_heaps`), starts the thread that hands memory back
-(`trim_freed_memory_forever`) and shortens the GIL's switch interval (`switch_threads_often`).
+(`trim_freed_memory_forever`), shortens the GIL's switch interval (`switch_threads_often`) and,
+on a talk's server, starts loading the LLM (`ui.models.smollm.preload`).
 A viewer's "Clear caches" runs `ready()` again, so what must happen once per process checks
 that it has.
 """
@@ -73,4 +74,7 @@ def ready() -> bool:
     if gc.get_freeze_count() == 0:
         gc.collect()
         gc.freeze()
+    from ui.models import smollm  # imported above, with the pages' packages
+
+    smollm.preload()
     return True

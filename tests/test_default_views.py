@@ -1,14 +1,19 @@
 """ui.models.smollm's default views: after a load the server computes what the long-context
 page's default link shows, once no viewer's run is going or in line, so that a talk's audience
-opening it finds it ready; a viewer who then opens it computes nothing more."""
+opening it finds it ready; a viewer who then opens it computes nothing more. A talk's server
+(PRELOAD_ENV_VAR) loads the model at the first visit of any page and keeps it."""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 import weakref
+from pathlib import Path
 
 import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
 
 from attention_core.lessons.passages import ALICE
 from harness.app_pages import open_model_page
@@ -21,6 +26,7 @@ from ui.widgets.byte_cache import every_cache
 pytestmark = pytest.mark.slow
 # What the default link reads from the byte caches.
 CACHES = ("long_context.passes", "long_context.kv_experiment")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def held() -> dict[str, tuple[int, int]]:
@@ -79,3 +85,29 @@ def test_a_server_told_not_to_prepares_nothing(monkeypatch):
     open_model_page("pages/long_context.py", {"text": AUSTEN, "sinks": "0"}, timeout=600)
     assert not [t for t in threading.enumerate() if t.name == smollm.PREPARING_THREAD]
     assert every_cache()["long_context.passes"][0] == 2  # full, and the window's (S = 0)
+
+
+def test_a_talks_server_loads_the_model_at_the_first_visit_of_any_page_and_keeps_it(monkeypatch):
+    monkeypatch.setenv(smollm.IDLE_ENV_VAR, "0.01")  # 0.6 s without a viewer
+    monkeypatch.delenv(smollm.PRELOAD_ENV_VAR, raising=False)
+    smollm.forget_decoder()
+    # A server without the switch: the first page has no model, and nothing loads one.
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    assert not at.exception and at.title[0].value == "Why attention?"
+    assert not smollm._loading.wait(1.0) and smollm._loading.value() is None
+
+    monkeypatch.setenv(smollm.PRELOAD_ENV_VAR, "1")
+    st.cache_resource.clear()  # a fresh server: its first visit runs the warm-up
+    AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    assert smollm._loading.wait(120)  # a load takes a few seconds
+    assert smollm.load_decoder().model is not None
+    # Used, then left alone for longer than the idle minutes: kept.
+    time.sleep(2.0)
+    assert smollm._loading.value().model is not None and smollm.idle_minutes() == 0
+
+    # The same use without the switch: let go once idle.
+    monkeypatch.delenv(smollm.PRELOAD_ENV_VAR)
+    assert smollm.load_decoder().model is not None
+    time.sleep(2.0)
+    assert smollm._loading.value() is None
+    smollm.forget_decoder()

@@ -11,6 +11,8 @@
     default_view(f)         marks a page's `f(model)` that computes what its default link shows:
                             run after every load in a thread of the server's own, once no
                             viewer's model run has been going or in line for a second
+    preload()               with PRELOAD_ENV_VAR=1, loads it at the first visit of any page and
+                            keeps it (a talk's server)
 
 Nothing here computes a formula: the numbers come from attention_core.models.llama.
 """
@@ -59,6 +61,11 @@ DTYPE_ENV_VAR = "ATTENTION_EXPLORER_LLM_DTYPE"
 # does), and the next viewer loads the model again (2-3 s). 0 keeps it for the server's life.
 IDLE_ENV_VAR = "ATTENTION_EXPLORER_LLM_IDLE_MINUTES"
 DEFAULT_IDLE_MINUTES = 10.0
+# "1": a talk's server. The model loads at the first visit of any page and stays for the server's
+# life, whatever IDLE_ENV_VAR says: a talk may stay on the other pages longer than the idle
+# minutes, and its audience then opens a model page to find the model loaded and the default
+# views prepared. Off by default: a server whose viewers never open a model page stays small.
+PRELOAD_ENV_VAR = "ATTENTION_EXPLORER_LLM_PRELOAD"
 
 
 # The pages' cached functions whose entries hold arrays the model computed (registered once, at
@@ -149,7 +156,20 @@ def release_decoder() -> None:
     release_freed_memory()
 
 
+def preloading() -> bool:
+    return os.environ.get(PRELOAD_ENV_VAR, "").strip() == "1"
+
+
+def preload() -> None:
+    """Start loading the model in the background, if the server was asked to (PRELOAD_ENV_VAR);
+    called by the router's warm-up (server.warmup.ready), so at the first visit of any page."""
+    if preloading():
+        _loading.start()
+
+
 def idle_minutes() -> float:
+    if preloading():
+        return 0.0
     try:
         minutes = float(os.environ.get(IDLE_ENV_VAR, DEFAULT_IDLE_MINUTES))
     except ValueError:
