@@ -1,8 +1,10 @@
 """A talk: the speaker shows the decoder page, talks for a while, then the room opens a model
 page's default link together.
 
-On a fresh server (torch hidden, as on Community Cloud) the speaker opens the decoder page, which
-loads SmolLM2, and stays on it `--pause` seconds (20). Then `--viewers` (50) open `--pages`' default
+On a fresh server (torch hidden, as on Community Cloud) the speaker opens the decoder page
+(`--speaker-page`), which loads SmolLM2, and stays on it `--pause` seconds (20). With `--preload`
+the server is a talk's (`ATTENTION_EXPLORER_LLM_PRELOAD=1`): the speaker's first page, whichever
+it is, loads the model. Then `--viewers` (50) open `--pages`' default
 links (heads, long context) at once, spread over `--spread` seconds (1), each timing its first
 finished run, as `bench_live_audience.py` times a first page. Each page on a fresh server with
 the default views prepared after the load (ui.models.smollm.default_view) and without
@@ -10,6 +12,7 @@ the default views prepared after the load (ui.models.smollm.default_view) and wi
 speaker's load, the room's first page p50 / p95 / slowest, exceptions.
 
     .venv/bin/python bench/bench_talk.py [--pages long-context heads] [--viewers 50]
+                                         [--speaker-page why --preload]
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_live_audience import percentile  # noqa: E402
 from harness.stream import Viewer  # noqa: E402
 from server.serve import Deployment  # noqa: E402
-from ui.models.smollm import PREPARE_ENV_VAR  # noqa: E402
+from ui.models.smollm import PRELOAD_ENV_VAR, PREPARE_ENV_VAR  # noqa: E402
 
 
 async def first_page(url: str, page: str, seed: int, delay: float) -> tuple[float, list[str]]:
@@ -40,8 +43,10 @@ async def first_page(url: str, page: str, seed: int, delay: float) -> tuple[floa
     return time.monotonic() - started, viewer.log.exceptions
 
 
-async def talk(url: str, page: str, viewers: int, pause: float, spread: float) -> dict:
-    speaker, speaker_saw = await first_page(url, "decoder", 0, 0.0)
+async def talk(
+    url: str, page: str, viewers: int, pause: float, spread: float, speaker_page: str
+) -> dict:
+    speaker, speaker_saw = await first_page(url, speaker_page, 0, 0.0)
     await asyncio.sleep(pause)
     rng = random.Random(1)
     room = await asyncio.gather(
@@ -49,7 +54,7 @@ async def talk(url: str, page: str, viewers: int, pause: float, spread: float) -
     )
     seconds = [s for s, _ in room]
     return {
-        "speaker_decoder_s": round(speaker, 2),
+        "speaker_first_page_s": round(speaker, 2),
         "first_page_p50_s": round(percentile(seconds, 0.5), 3),
         "first_page_p95_s": round(percentile(seconds, 0.95), 3),
         "first_page_max_s": round(max(seconds), 3),
@@ -63,14 +68,29 @@ def main() -> None:
     parser.add_argument("--viewers", type=int, default=50)
     parser.add_argument("--pause", type=float, default=20)
     parser.add_argument("--spread", type=float, default=1.0)
+    parser.add_argument("--speaker-page", default="decoder")
+    parser.add_argument("--preload", action="store_true", help="a talk's server: the LLM preloaded")
     args = parser.parse_args()
-    report: dict = {"torch": "hidden", "viewers": args.viewers, "pause_s": args.pause, "pages": {}}
+    report: dict = {
+        "torch": "hidden",
+        "viewers": args.viewers,
+        "pause_s": args.pause,
+        "speaker_page": args.speaker_page,
+        "preload": args.preload,
+        "pages": {},
+    }
     for page in args.pages:
         for prepared in ("1", "0"):
-            env = {"PYTHONPATH": str(ROOT / "bench" / "without_torch"), PREPARE_ENV_VAR: prepared}
+            env = {
+                "PYTHONPATH": str(ROOT / "bench" / "without_torch"),
+                PREPARE_ENV_VAR: prepared,
+                PRELOAD_ENV_VAR: "1" if args.preload else "0",
+            }
             with Deployment(ROOT / "app.py", env=env) as deployment:
                 url = f"ws://127.0.0.1:{deployment.port}/_stcore/stream"
-                found = asyncio.run(talk(url, page, args.viewers, args.pause, args.spread))
+                found = asyncio.run(
+                    talk(url, page, args.viewers, args.pause, args.spread, args.speaker_page)
+                )
                 found["server_rss_mb"] = deployment.rss_mb()
             name = "prepared" if prepared == "1" else "not_prepared"
             report["pages"].setdefault(page, {})[name] = found
