@@ -22,7 +22,8 @@ a line every trim: the most each cache held, and at the report with the most RSS
 what kind of pages the RSS was (anonymous, file, shared), what glibc's heaps held live and freed,
 and what the model's kept process held on its own. The whole report goes to `--report` if given.
 
-    .venv/bin/python bench/bench_memory.py [--minutes 10] [--viewers 20] [--idle-minutes 0.5] [--report FILE]
+    .venv/bin/python bench/bench_memory.py [--minutes 10] [--viewers 20] [--idle-minutes 0.5]
+                                           [--report FILE]
 """
 
 from __future__ import annotations
