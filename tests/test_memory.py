@@ -85,7 +85,6 @@ def test_a_memory_report_line_says_what_the_process_and_each_cache_hold(tmp_path
     assert first["children_mb"] == 0
     if sys.platform == "linux":
         assert sum(first["resident_parts_mb"].values()) == pytest.approx(first["rss_mb"], abs=2)
-    if sys.platform == "linux":
         status = Path("/proc/self/status").read_text()
         vm_rss_kib = int(status.split("VmRSS:")[1].split()[0])
         assert abs(first["rss_mb"] - vm_rss_kib / 1024) < 50
@@ -96,7 +95,7 @@ HEAP_PARTS = """
 import json, numpy as np
 from server.memory import heap_mb, resident_parts_mb
 before, before_parts = heap_mb(), resident_parts_mb()
-small = [np.ones(8_000) for _ in range(1_000)]  # 64 KB each: on a heap, 64 MB in all
+small = [np.ones(8_000) for _ in range(1_000)]  # 64 kB each: on a heap, 61 MiB in all
 pinned = np.ones(1_000)  # after them on the heap, so their freed pages are not its free top
 large = np.ones(4 * 1024 * 1024)  # 32 MiB: mapped on its own
 with_arrays, with_arrays_parts = heap_mb(), resident_parts_mb()
