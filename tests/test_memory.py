@@ -81,8 +81,6 @@ def test_a_memory_report_line_says_what_the_process_and_each_cache_hold(tmp_path
     first, second = (json.loads(line) for line in path.read_text().splitlines())
     assert first["holding"]["test.report"] == {"entries": 2, "mb": 3.0}
     assert second["holding"] == {} and second["time"] >= first["time"]
-    # A process with no children: nothing held beside it.
-    assert first["children_mb"] == 0
     if sys.platform == "linux":
         assert sum(first["resident_parts_mb"].values()) == pytest.approx(first["rss_mb"], abs=2)
         status = Path("/proc/self/status").read_text()
@@ -122,6 +120,34 @@ def test_the_report_tells_live_arrays_from_freed_memory_kept_and_mapped_arrays()
     # ones() writes every page: anonymous resident memory grows by both.
     assert with_arrays_parts["anon"] - before_parts["anon"] > (megabytes + 32) * 0.95
     assert set(before_parts) == {"anon", "file", "shmem"}
+
+
+# A fresh interpreter, alone and then with a child that holds 64 MiB of its own.
+CHILDREN = """
+import json, subprocess, sys, tempfile
+from pathlib import Path
+from server.memory import report_memory
+path = Path(tempfile.mkdtemp()) / "memory.jsonl"
+report_memory(path, {})
+child = subprocess.Popen([sys.executable, "-c",
+    "import sys, numpy as np; a = np.ones(8 * 2**20); print(flush=True); sys.stdin.read()"],
+    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+child.stdout.readline()
+report_memory(path, {})
+child.stdin.close()
+child.wait()
+print(json.dumps([json.loads(line)["children_mb"] for line in path.read_text().splitlines()]))
+"""
+
+
+def test_the_report_counts_what_the_children_hold_on_their_own():
+    run = subprocess.run(
+        [sys.executable, "-c", CHILDREN], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    alone, with_child = json.loads(run.stdout)
+    assert alone == 0
+    if sys.platform == "linux":
+        assert with_child > 64  # its array, and its own interpreter's private pages
 
 
 BUSY_THREADS = """

@@ -9,6 +9,8 @@ asserted, only what follows from n and d.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from playwright.sync_api import expect
@@ -36,23 +38,28 @@ def chart(tab, title: str):
     return tab.locator(PLOTLY_CHART).filter(has=tab.locator(".gtitle", has_text=title))
 
 
-def table(tab, column: str) -> list[dict[str, str]]:
+def table(tab, column: str, timeout_s: float = 30.0) -> list[dict[str, str]]:
     """The rows of the table with a `column` header, from the accessible table the grid keeps
-    behind its canvas (drawn once the grid has been on screen)."""
-    grids = tab.locator(DATAFRAME)
-    for i in range(grids.count()):
-        grid = grids.nth(i)
-        grid.scroll_into_view_if_needed()
-        expect(grid.locator("th").first).to_be_attached()
-        names = grid.locator("th").all_text_contents()
-        if column in names:
-            expect(grid.locator("td").first).to_be_attached()
-            cells = grid.locator("td").all_text_contents()
-            return [
-                dict(zip(names, cells[start : start + len(names)], strict=True))
-                for start in range(0, len(cells), len(names))
-            ]
-    raise AssertionError(f"no table with a {column!r} column")
+    behind its canvas (drawn once the grid has been on screen). Looked for again until
+    `timeout_s`: the page's grids may still be arriving when the first chart is drawn."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        grids = tab.locator(DATAFRAME)
+        for i in range(grids.count()):
+            grid = grids.nth(i)
+            grid.scroll_into_view_if_needed()
+            expect(grid.locator("th").first).to_be_attached()
+            names = grid.locator("th").all_text_contents()
+            if column in names:
+                expect(grid.locator("td").first).to_be_attached()
+                cells = grid.locator("td").all_text_contents()
+                return [
+                    dict(zip(names, cells[start : start + len(names)], strict=True))
+                    for start in range(0, len(cells), len(names))
+                ]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no table with a {column!r} column")
+        tab.wait_for_timeout(250)
 
 
 def metric(tab, label: str):
