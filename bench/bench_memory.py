@@ -131,10 +131,9 @@ def what_the_caches_held(memory_report: Path) -> dict:
         "caches_at_the_peak_report": {
             "rss_mb": peak["rss_mb"],
             "caches_mb": round(sum(held["mb"] for held in peak["holding"].values()), 1),
-            # Older servers' reports have none of these three.
-            "resident_parts_mb": peak.get("resident_parts_mb"),
-            "heap_mb": peak.get("heap_mb"),
-            "children_mb": peak.get("children_mb"),
+            "resident_parts_mb": peak["resident_parts_mb"],
+            "heap_mb": peak["heap_mb"],
+            "children_mb": peak["children_mb"],
             "holding": peak["holding"],
         },
     }

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-from server.serve import memory_mb, rss_mb
+from server.serve import children_mb, status_mb
 
 
 def release_freed_memory() -> None:
@@ -142,32 +142,34 @@ def report_memory(path: Path, holding: dict) -> None:
     process on its own (`children_mb`) and `holding` (what each cache holds), so that an
     operator or a benchmark sees where a peak came from: a cache, live arrays, or freed memory
     kept."""
+    status = status_mb(os.getpid(), "VmRSS", *RESIDENT_PARTS)
     line = {
         "time": round(time.time(), 1),
-        "rss_mb": round(rss_mb(os.getpid()), 1),
-        "resident_parts_mb": resident_parts_mb(),
+        "rss_mb": round(status.get("VmRSS", 0.0), 1),
+        "resident_parts_mb": _parts(status),
         "heap_mb": heap_mb(),
-        "children_mb": round(memory_mb(os.getpid()) - rss_mb(os.getpid()), 1),
+        "children_mb": round(children_mb(os.getpid()), 1),
         "holding": holding,
     }
     with open(path, "a", encoding="utf-8") as report:
         report.write(json.dumps(line) + "\n")
 
 
+# This process's resident memory by kind, as /proc/<pid>/status names it: `anon` (heaps, arrays,
+# Python's objects), `file` (libraries and mapped model files, which the system can drop and
+# read again) and `shmem` (the model's shared memory, server.process_load).
+RESIDENT_PARTS = {"RssAnon": "anon", "RssFile": "file", "RssShmem": "shmem"}
+
+
 def resident_parts_mb() -> dict[str, float]:
-    """This process's resident memory by kind, from /proc: `anon` (heaps, arrays, Python's
-    objects), `file` (libraries and mapped model files, which the system can drop and read
-    again) and `shmem` (the model's shared memory, server.process_load)."""
-    parts = {"RssAnon:": "anon", "RssFile:": "file", "RssShmem:": "shmem"}
-    found: dict[str, float] = {}
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            key = line.split(maxsplit=1)[0] if line else ""
-            if key in parts:
-                found[parts[key]] = round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return found
+    """This process's resident memory by kind (RESIDENT_PARTS), in MB."""
+    return _parts(status_mb(os.getpid(), *RESIDENT_PARTS))
+
+
+def _parts(status: dict[str, float]) -> dict[str, float]:
+    return {
+        part: round(status[field], 1) for field, part in RESIDENT_PARTS.items() if field in status
+    }
 
 
 class _MallInfo2(ctypes.Structure):

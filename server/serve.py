@@ -90,13 +90,21 @@ def wait_healthy(port: int, process: subprocess.Popen, timeout: float = HEALTH_T
 
 
 def rss_mb(pid: int) -> float:
+    return status_mb(pid, "VmRSS").get("VmRSS", 0.0)
+
+
+def status_mb(pid: int, *fields: str) -> dict[str, float]:
+    """The memory `fields` of /proc/<pid>/status (VmRSS, RssAnon, ...) in MB, read at once;
+    those missing (no such process, not Linux) are left out."""
+    found: dict[str, float] = {}
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
+            name, _, value = line.partition(":")
+            if name in fields:
+                found[name] = int(value.split()[0]) / 1024
     except OSError:
         pass
-    return 0.0
+    return found
 
 
 def memory_mb(pid: int) -> float:
@@ -104,7 +112,12 @@ def memory_mb(pid: int) -> float:
     process, server.process_load) hold on their own. The pages they share with it (the model's
     memfd, the libraries) are counted once, in its resident memory, as a container's limit
     counts them."""
-    return rss_mb(pid) + sum(_private_mb(child) for child in child_pids(pid))
+    return rss_mb(pid) + children_mb(pid)
+
+
+def children_mb(pid: int) -> float:
+    """What the process's children hold on their own: the pages no other process maps."""
+    return sum(_private_mb(child) for child in child_pids(pid))
 
 
 def child_pids(pid: int) -> list[int]:
