@@ -36,14 +36,15 @@ Contents, module by module:
     measurement    the measurement harness: time and peak memory, measured per backend
     head_patterns  labels heads as previous-token, self, [CLS], ... from their patterns
     probing        attention_rollout (Abnar & Zuidema), joint_query_key_projection (AttentionViz's
-                   PCA map), ablate_token / ablate_head (an encoder with and without one
-                   token or head), next_token_change (the same for a decoder's next token)
+                   PCA map), sentence_embedding: readings of arrays a model already produced
     compare        compare_patterns: two patterns' difference, per-row total variation, and the
                    sentence saying what differs most
     logit_lens     logit_lens (the residual stream read after every layer), head_writes,
                    direct_logit_attribution (a logit split by the writers of the stream)
     head_roles     previous-token, induction, duplicate-token and first-token scores of every
-                   head on a repeated random probe; token_losses (the causal check's loss)
+                   head on a repeated random probe
+    losses         log_softmax, next_token_losses and token_losses (−log p of the next token),
+                   kl_divergence (how far two next-token distributions are apart)
     sampling       choosing the next token: apply_temperature, top_k_filter, top_p_filter,
                    min_p_filter -> FilterSteps; sampling_steps (transformers' order) ->
                    SamplingSteps; sample_token, greedy_token, continuation_probability
@@ -52,7 +53,8 @@ Contents, module by module:
     lessons/       content built from the formulas: the scaled dot-product presets, the masking
                    and positional experiments, the √d_k experiment, the quiz questions
     models         real checkpoints run by this code (BERT-style encoder, llama-style decoder);
-                   models.readouts takes what the formulas above read out of their traces
+                   models.readouts takes what the formulas above read out of their traces;
+                   models.hiding runs them again with a token, a key or a head hidden
 """
 
 from .attention import (

@@ -18,7 +18,7 @@ probe sequence, every head gets one score per role, a number in [0, 1] (position
 
 On a sequence of random tokens repeated twice, nothing but the repetition lets a head predict
 where to look, so a high induction score is the signature of an induction head (the same probe
-TransformerLens's head detectors use). `token_losses` is the causal check's measure: an
+TransformerLens's head detectors use). `losses.token_losses` is the causal check's measure: an
 induction head's job shows as the loss on the repeated half, low with the head and higher
 without it.
 """
@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .softmax import log_sum_exp
 from .validation import AttentionInputError, as_float_array, as_pattern, check_int
 
 __all__ = [
@@ -42,7 +41,6 @@ __all__ = [
     "previous_token_scores",
     "repeated_tokens",
     "strongest_heads",
-    "token_losses",
     "token_share",
 ]
 
@@ -166,23 +164,3 @@ def strongest_heads(scores: object, count: int) -> list[tuple[int, int, float]]:
     # A stable sort of the negated scores keeps equal scores in layer-then-head order.
     order = np.argsort(-flat, kind="stable")[:count]
     return [(*divmod(int(i), s.shape[1]), float(flat[i])) for i in order]
-
-
-def token_losses(logits: object, input_ids: object) -> np.ndarray:
-    """`(n - 1,)`: the loss of predicting each next token, −log softmax(logits_i)[id_{i+1}].
-
-    logits `(n, vocab)` (position i predicts token i + 1), input_ids `(n,)`. In nats; the mean
-    over a span is its cross-entropy, exp of it the perplexity.
-    """
-    z = as_float_array(logits, "logits", min_ndim=2, max_ndim=2)
-    ids = np.asarray(input_ids)
-    if ids.shape != (z.shape[0],) or not np.issubdtype(ids.dtype, np.integer):
-        raise AttentionInputError(
-            f"input_ids must be {z.shape[0]} whole numbers, one per row of logits, got shape "
-            f"{ids.shape}."
-        )
-    if z.shape[0] < 2:
-        raise AttentionInputError("A loss needs at least two tokens: one to read, one to predict.")
-    # −log softmax(z)_t = log Σ exp(z) − z_t: exact even where a probability is 0.
-    read = z[:-1]
-    return log_sum_exp(read) - read[np.arange(z.shape[0] - 1), ids[1:]]

@@ -11,7 +11,7 @@ For one query position i of one layer, over the keys j:
                                                                2020): a large weight on a small
                                                                or cancelled value adds little
     ablation     how much a readout at i moves when token j is hidden from every query
-                 (the model run again: probing.ablate_token / next_token_change)
+                 (the model run again: models.hiding)
 
 They are compared by rank: Spearman's ρ, the Pearson correlation of the ranks (average ranks
 for ties): 1 when two measures order the keys the same way, 0 when their orders are unrelated.

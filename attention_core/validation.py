@@ -286,6 +286,16 @@ def check_int(value: object, name: str, *, minimum: int | None = None) -> int:
     return out
 
 
+def check_position(position: object, length: int) -> int:
+    """A token's position from 0 in a text of ``length`` tokens, as a Python int."""
+    position = check_int(position, "the position", minimum=0)
+    if position >= length:
+        raise AttentionInputError(
+            f"Token {position + 1} does not exist: the text has {length} tokens."
+        )
+    return position
+
+
 def check_real(value: object, name: str, *, positive: bool = False, nonzero: bool = False) -> float:
     """A finite Python float (optionally > 0 or != 0)."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):

@@ -304,7 +304,7 @@ def test_float32_weights_match_transformers_in_float32(gguf_path):
 def test_next_token_change_matches_transformers_with_the_same_edit(
     model, reference, mode, position
 ):
-    from attention_core.probing import next_token_change
+    from attention_core.models.hiding import next_token_change
     from tests.hf_head_mask import use_head_mask
 
     hf, _ = reference
@@ -676,7 +676,7 @@ def test_dequantized_blocks_worked_by_hand():
 
 @pytest.mark.slow
 def test_scoring_a_text_keeps_what_the_traced_pass_computes(model):
-    from attention_core.head_roles import token_losses
+    from attention_core.losses import token_losses
 
     ids = _ids(model, 40)
     score = score_llama(model, ids, first=3)

@@ -269,8 +269,8 @@ def test_the_kept_child_ends_when_its_value_goes_and_a_failed_load_leaves_none(t
 
 def test_smollm_kept_in_its_child_gives_the_numbers_of_a_run_here():
     from attention_core.models import llama_files
+    from attention_core.models.hiding import decoder_hiding_effects
     from attention_core.models.llama import run_llama
-    from attention_core.models.readouts import decoder_hiding_effects
 
     llm_path = llama_files.package_gguf_path()
     if llm_path is None:

@@ -54,6 +54,8 @@ MODULES = (
     "multihead",
     "positional",
     "probing",
+    "losses",
+    "models.hiding",
     "head_roles",
     "logit_lens",
     "token_attribution",
@@ -74,6 +76,9 @@ TEST_FILES = (
 # call them, and each child would load them for nothing).
 OWN_TESTS = {
     "probing": ("test_probing.py",),
+    "losses": ("test_losses.py",),
+    # Ablations run the real models; test_readouts holds the hiding effects' own checks.
+    "models.hiding": ("test_hiding.py", "test_readouts.py"),
     # What heads do: their formulas are tested on built inputs, the real models in test_readouts.
     "head_roles": ("test_head_roles.py",),
     "logit_lens": ("test_logit_lens.py",),
@@ -372,12 +377,17 @@ def _shown(node: ast.AST, parent: ast.AST) -> ast.AST:
     return node
 
 
+def module_path(module: str) -> Path:
+    """attention_core/<module>.py, a dotted module inside its package ("models.hiding")."""
+    return ROOT / "attention_core" / Path(*module.split(".")).with_suffix(".py")
+
+
 def find_mutants(
     module: str, source: str | None = None
 ) -> tuple[list[Mutant], ast.Module, list[str]]:
-    """The mutants of attention_core/<module>.py (or of `source`), the parsed tree and lines."""
+    """The mutants of `module_path(module)` (or of `source`), the parsed tree and lines."""
     if source is None:
-        source = (ROOT / "attention_core" / f"{module}.py").read_text()
+        source = module_path(module).read_text()
     tree, lines = ast.parse(source), source.splitlines()
     mutants: list[Mutant] = []
     seen: dict[tuple[str, str, str], int] = {}
@@ -472,7 +482,7 @@ def _child(module: str, tree: ast.Module | None) -> None:
 
     hypothesis.settings.load_profile("mutate")
     if tree is not None:
-        path = ROOT / "attention_core" / f"{module}.py"
+        path = module_path(module)
         code = compile(tree, str(path), "exec")
         sys.meta_path.insert(0, _MutantFinder(f"attention_core.{module}", path, code))
     devnull = os.open(os.devnull, os.O_WRONLY)

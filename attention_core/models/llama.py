@@ -40,8 +40,8 @@ import numpy as np
 
 from attention_core.attention import AttentionSteps
 from attention_core.chunked import KVCache, decode_step
+from attention_core.losses import kl_divergence
 from attention_core.positional import rotary_tables, rotate_half_pairs
-from attention_core.probing import kl_divergence
 from attention_core.sampling import greedy_token, sample_token, sampling_steps
 from attention_core.validation import AttentionInputError, check_int
 

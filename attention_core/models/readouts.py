@@ -3,7 +3,7 @@ by writer, head roles on probe sequences, token contributions, and losses with h
 
 The formulas live in `logit_lens`, `head_roles` and `token_attribution`; this module only takes
 the arrays they need out of a `LlamaTrace` or `BertTrace` (widening stored bfloat16 weights where
-a formula reads them) and runs the extra forward passes an ablation needs.
+a formula reads them) and runs the extra forward passes a probe or a removed head needs.
 
     decoder_parts(model, trace, position)   ResidualParts: e, every head's and MLP's write, r_l
     decoder_lens(model, parts)              the logit lens at that position (LogitLens)
@@ -11,7 +11,8 @@ a formula reads them) and runs the extra forward passes an ablation needs.
     decoder_roles / encoder_roles           the weights on a probe sequence, and head roles
     repeated_half_loss(model, ids, L, mask) mean loss on the repeated half, heads masked
     decoder_contributions / encoder_contributions    ‖Σ_h α v W_O‖ per key (Kobayashi)
-    decoder_hiding_effects / encoder_hiding_effects  the readout's change as each key is hidden
+
+The readout's change as each key is hidden in turn is ``hiding``'s.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attention_core.head_roles import HeadRoles, head_roles, token_losses
+from attention_core.head_roles import HeadRoles, head_roles
 from attention_core.logit_lens import (
     LogitAttribution,
     LogitLens,
@@ -28,9 +29,9 @@ from attention_core.logit_lens import (
     head_writes,
     logit_lens,
 )
-from attention_core.probing import kl_divergence
+from attention_core.losses import token_losses
 from attention_core.token_attribution import norm_contributions
-from attention_core.validation import AttentionInputError, check_int
+from attention_core.validation import AttentionInputError, check_int, check_position
 
 from .bert import BertModel, BertTrace, run_bert_ids
 from .llama import LlamaModel, LlamaTrace, _linear, run_llama
@@ -42,12 +43,10 @@ __all__ = [
     "ResidualParts",
     "decoder_attribution",
     "decoder_contributions",
-    "decoder_hiding_effects",
     "decoder_lens",
     "decoder_parts",
     "decoder_roles",
     "encoder_contributions",
-    "encoder_hiding_effects",
     "encoder_roles",
     "repeated_half_loss",
 ]
@@ -77,18 +76,9 @@ class ResidualParts:
     residuals: np.ndarray
 
 
-def _position(trace_length: int, position: int) -> int:
-    position = check_int(position, "the position", minimum=0)
-    if position >= trace_length:
-        raise AttentionInputError(
-            f"Token {position + 1} does not exist: the text has {trace_length} tokens."
-        )
-    return position
-
-
 def decoder_parts(model: LlamaModel, trace: LlamaTrace, position: int) -> ResidualParts:
     """Split the stream at `position` of a prompt's trace into its writers."""
-    position = _position(trace.input_ids.shape[0], position)
+    position = check_position(position, trace.input_ids.shape[0])
     heads = np.stack(
         [
             head_writes(layer.head_outputs[:, position : position + 1], widen(weights.w_o))[:, 0]
@@ -177,7 +167,7 @@ def decoder_contributions(
 ) -> np.ndarray:
     """`(query + 1,)`: ‖Σ_h α_h,ij v_h,j W_O,hᵀ‖ of layer `layer` for the keys the query sees."""
     steps = trace.layers[layer]
-    query = _position(trace.input_ids.shape[0], query)
+    query = check_position(query, trace.input_ids.shape[0])
     # Grouped-query attention: every query head of a group reads its KV head's values.
     values = np.repeat(steps.v, model.config.group_size, axis=0)  # (head, n, d_head)
     seen = slice(0, query + 1)
@@ -192,37 +182,7 @@ def decoder_contributions(
 def encoder_contributions(model: BertModel, trace: BertTrace, layer: int, query: int) -> np.ndarray:
     """`(n,)`: the same for the encoder, every key visible."""
     attention = trace.layers[layer].attention
-    query = _position(len(trace.tokens), query)
+    query = check_position(query, len(trace.tokens))
     return norm_contributions(
         attention.weights, attention.v_heads, model.weights.layers[layer].attention.w_o, query
     )
-
-
-def decoder_hiding_effects(model: LlamaModel, input_ids: np.ndarray, query: int) -> np.ndarray:
-    """`(query + 1,)`: KL(before ‖ after) of the next-token distribution at `query` when key j
-    is hidden from every query of every layer (one forward pass per key)."""
-    ids = np.asarray(input_ids, dtype=np.int64)
-    query = _position(ids.shape[0], query)
-    seen = ids[: query + 1]
-    before = run_llama(model, seen, keep=()).next_token_logits
-    effects = []
-    for j in range(query + 1):
-        attend = np.arange(query + 1) != j
-        after = run_llama(model, seen, attend=attend, keep=()).next_token_logits
-        effects.append(kl_divergence(before, after))
-    return np.array(effects)
-
-
-def encoder_hiding_effects(model: BertModel, input_ids: np.ndarray, query: int) -> np.ndarray:
-    """`(n,)`: 1 − cos(h_i before, h_i after) of query i's last hidden state when key j is
-    hidden from every query (one forward pass per key)."""
-    ids = np.asarray(input_ids, dtype=np.int64)
-    query = _position(ids.shape[0], query)
-    before = run_bert_ids(model, ids).last_hidden_state[query].astype(np.float64)
-    effects = []
-    for j in range(ids.shape[0]):
-        attend = np.arange(ids.shape[0]) != j
-        after = run_bert_ids(model, ids, attend=attend).last_hidden_state[query]
-        cosine = before @ after / (np.linalg.norm(before) * np.linalg.norm(after))
-        effects.append(1.0 - cosine)
-    return np.array(effects)

@@ -14,9 +14,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from attention_core import AttentionInputError, probing
+from attention_core import AttentionInputError
+from attention_core.models import hiding
+from attention_core.models.hiding import NextTokenChange
 from attention_core.models.llama import LlamaModel
-from attention_core.probing import NextTokenChange
 from ui.decoder.generation import Continuation
 from ui.decoder.trace import PageTrace, labels
 from ui.models import smollm
@@ -52,7 +53,7 @@ def next_token_change(
 @smollm.let_go_with_model
 @bounded_by_bytes(8 * MB, name="decoder.what_if", spinner="Running the model on the changed text…")
 def _next_token_change(ids, mode, position, layer, head, model_id, _model) -> NextTokenChange:
-    return probing.next_token_change(
+    return hiding.next_token_change(
         _model, np.asarray(ids), mode, position=position, layer=layer, head=head
     )
 

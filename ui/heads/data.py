@@ -22,6 +22,7 @@ import numpy as np
 from attention_core.head_roles import HeadRoles, repeated_tokens, strongest_heads
 from attention_core.logit_lens import LogitAttribution, LogitLens
 from attention_core.models import readouts
+from attention_core.models.hiding import decoder_hiding_effects, encoder_hiding_effects
 from attention_core.models.llama import LlamaModel, run_llama
 from attention_core.probing import attention_rollout
 from attention_core.token_attribution import rank_correlation
@@ -199,7 +200,7 @@ def _explanation(kind, ids, layer, query, model_id, _model) -> Explanation:
         trace = run_where_kept(run_llama, _model, ids_array, keep=("weights", "v"))
         weights = trace.attention_weights
         norms = readouts.decoder_contributions(_model, trace, layer, query)
-        hiding = run_where_kept(readouts.decoder_hiding_effects, _model, ids_array, query)
+        hiding = run_where_kept(decoder_hiding_effects, _model, ids_array, query)
         tokens = tuple(_model.token_text(i) for i in ids)
     else:
         from attention_core.models.bert import run_bert_ids
@@ -207,7 +208,7 @@ def _explanation(kind, ids, layer, query, model_id, _model) -> Explanation:
         trace = run_bert_ids(_model, ids_array)
         weights = trace.attention_weights
         norms = readouts.encoder_contributions(_model, trace, layer, query)
-        hiding = readouts.encoder_hiding_effects(_model, ids_array, query)
+        hiding = encoder_hiding_effects(_model, ids_array, query)
         tokens = trace.tokens
     seen = slice(0, query + 1) if kind == "smollm2" else slice(None)
     measures = {

@@ -13,12 +13,10 @@ import streamlit as st
 
 from attention_core import AttentionInputError
 from attention_core.models import BertModel
+from attention_core.models.hiding import Ablation, ablate_head, ablate_token
 from attention_core.probing import (
-    Ablation,
     QueryKeyProjection,
     Rollout,
-    ablate_head,
-    ablate_token,
     attention_rollout,
     joint_query_key_projection,
 )
