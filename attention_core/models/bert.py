@@ -34,6 +34,7 @@ import numpy as np
 from attention_core.multihead import MultiHeadParams, MultiHeadSteps, multi_head_attention
 from attention_core.validation import AttentionInputError
 
+from .layers import gelu, layer_norm
 from .loading import (
     CONFIG_FILE,
     TOKENIZER_FILE,
@@ -59,9 +60,6 @@ __all__ = [
     "BertWeights",
     "LayerNormParams",
     "TokenizedText",
-    "erf",
-    "gelu",
-    "layer_norm",
     "load_bert",
     "run_bert",
     "run_bert_ids",
@@ -272,74 +270,6 @@ class BertWeights:
                 "weights and config.json must come from the same model."
             )
         return cls(embeddings=embeddings, layers=tuple(layers))
-
-
-# ------------------------------------------------------------------------------ math pieces
-
-
-def erf(x: np.ndarray) -> np.ndarray:
-    """The error function, vectorised in NumPy. (SciPy is not a dependency, and ``math.erf``
-    over a `(128, 1536)` activation in a Python loop takes ~40 ms against ~1 ms here.)
-
-    erf(x) ≈ sign(x) · (1 - (a₁t + a₂t² + a₃t³ + a₄t⁴ + a₅t⁵) · exp(-x²)),  t = 1 / (1 + p|x|)
-
-    Abramowitz & Stegun, Handbook of Mathematical Functions, formula 7.1.26: absolute error at
-    most 1.5e-7 in exact arithmetic (about 6e-7 when evaluated in float32, i.e. a few float32
-    ulps near ±1), far below what the 1e-4 parity with torch's ``erf`` needs.
-    """
-    x = _as_float(x)
-    shape, x = x.shape, np.atleast_1d(x)  # in-place ufuncs need arrays, not NumPy scalars
-    dtype = x.dtype
-    a1, a2, a3, a4, a5, p = (
-        dtype.type(c)
-        for c in (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429, 0.3275911)
-    )
-    # In-place updates: this runs on the (q_pos, d_ff) activations of every layer, so each
-    # saved temporary array is a measurable share of the forward pass.
-    ax = np.abs(x)
-    t = p * ax
-    t += 1
-    np.reciprocal(t, out=t)
-    poly = a5 * t  # Horner's rule for a1 t + a2 t² + ... + a5 t⁵
-    for a in (a4, a3, a2, a1):
-        poly += a
-        poly *= t
-    gauss = np.square(ax, out=ax)
-    np.negative(gauss, out=gauss)
-    # exp(-x²) underflows to exactly 0 for |x| > ~9 (float32), giving erf = ±1 with no warning.
-    with np.errstate(under="ignore"):
-        np.exp(gauss, out=gauss)
-    poly *= gauss
-    np.subtract(1, poly, out=poly)
-    # erf is odd: compute it for |x| and give it x's sign.
-    return np.copysign(poly, x, out=poly).reshape(shape)
-
-
-def _as_float(x: object) -> np.ndarray:
-    """float32/float64 stay as they are; anything else becomes float64."""
-    x = np.asarray(x)
-    return x if x.dtype in (np.float32, np.float64) else x.astype(np.float64)
-
-
-def gelu(x: np.ndarray) -> np.ndarray:
-    """GELU(x) = x · Φ(x) = ½ x (1 + erf(x / √2)), the exact form BERT was trained with."""
-    x = _as_float(x)
-    out = erf(x * x.dtype.type(1.0 / np.sqrt(2.0)))
-    out += 1
-    out *= x
-    out *= 0.5
-    return out
-
-
-def layer_norm(x: np.ndarray, params: LayerNormParams, eps: float) -> np.ndarray:
-    """LayerNorm(x) = (x - mean) / sqrt(var + eps) · γ + β over the last axis (biased var,
-    like torch)."""
-    mean = x.mean(axis=-1, keepdims=True)
-    centered = x - mean
-    var = np.mean(centered * centered, axis=-1, keepdims=True)
-    # Every position gets zero mean and unit variance, so the residual stream's scale stays
-    # fixed however many layers add to it; γ and β then restore a learned scale and shift.
-    return centered / np.sqrt(var + x.dtype.type(eps)) * params.weight + params.bias
 
 
 # ------------------------------------------------------------------------------ the model
@@ -640,7 +570,7 @@ def _forward(
     # Attention itself ignores order, so the learned position vector is what tells the model
     # where each token sits; one sentence means token type 0 everywhere.
     summed = emb.word[ids] + emb.position[:n] + emb.token_type[0]  # (n, d_model)
-    hidden = layer_norm(summed, emb.layer_norm, eps)
+    hidden = _layer_norm(summed, emb.layer_norm, eps)
     embeddings = hidden
 
     key_mask = None if attend is None else np.broadcast_to(attend, (n, n))  # (q_pos, k_pos)
@@ -658,14 +588,14 @@ def _forward(
         )
         # The residual keeps the token's own vector; attention only adds what it gathered.
         attention_residual = x + attention.output
-        attention_norm = layer_norm(attention_residual, layer.attention_norm, eps)
+        attention_norm = _layer_norm(attention_residual, layer.attention_norm, eps)
         # The feed-forward network works on each position alone: widen, bend, project back.
         ffn_pre = attention_norm @ layer.intermediate_weight.T  # (n, d_ff)
         ffn_pre += layer.intermediate_bias
         ffn_act = gelu(ffn_pre)  # (n, d_ff)
         ffn_out = ffn_act @ layer.output_weight.T  # (n, d_model)
         ffn_out += layer.output_bias
-        hidden = layer_norm(attention_norm + ffn_out, layer.output_norm, eps)
+        hidden = _layer_norm(attention_norm + ffn_out, layer.output_norm, eps)
         layers.append(
             BertLayerSteps(
                 input=x,
@@ -687,3 +617,8 @@ def _forward(
         embeddings=embeddings,
         layers=tuple(layers),
     )
+
+
+def _layer_norm(x: np.ndarray, params: LayerNormParams, eps: float) -> np.ndarray:
+    """LayerNorm with one of the checkpoint's (γ, β) pairs."""
+    return layer_norm(x, params.weight, params.bias, eps)
