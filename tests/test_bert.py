@@ -1,4 +1,4 @@
-"""Tests for attention_core/models/bert.py.
+"""Tests for attention_core/models/bert/ (config, weights, tokenizer, forward, load).
 
 References, all independent of the code under test:
 - Hugging Face ``transformers.BertModel`` (eager attention) on the same files: attention weights,
