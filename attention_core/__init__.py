@@ -23,8 +23,9 @@ Contents, module by module:
     positional     sinusoidal_encoding, learned_encoding, apply_rotary (RoPE), rope_scores,
                    alibi_slopes, alibi_bias, sinusoid_wavelengths, sinusoid_shift_matrix
     chunked        chunked_attention (online softmax, FlashAttention's trick) ->
-                   ChunkedAttention; KVCache, decode_step, incremental_causal_attention;
-                   online_softmax_weights
+                   ChunkedAttention; online_softmax_weights
+    decoding       a decoder's attention, one position at a time: KVCache, decode_step,
+                   incremental_causal_attention
     summaries      attention_entropy, head_statistics (per-head averages of a pattern)
     validation     AttentionInputError, max_elements (the size cap) and the input checks
     torch_backend  torch only: to_torch / to_numpy, masks built on a device
@@ -68,13 +69,8 @@ from .attention import (
     init_additive_params,
     scaled_dot_product_attention,
 )
-from .chunked import (
-    ChunkedAttention,
-    KVCache,
-    chunked_attention,
-    decode_step,
-    incremental_causal_attention,
-)
+from .chunked import ChunkedAttention, chunked_attention
+from .decoding import KVCache, decode_step, incremental_causal_attention
 from .masks import (
     causal_mask,
     combine_masks,

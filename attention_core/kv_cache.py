@@ -2,7 +2,7 @@
 that run on SmolLM2 here (one KV head for all, fewer bits per number).
 
 A decoder keeps every past token's keys and values, so that a new token costs one row of
-attention (`chunked.decode_step`) instead of the whole prefix again. Per token, every layer
+attention (`decoding.decode_step`) instead of the whole prefix again. Per token, every layer
 stores for each KV head a key and a value of d_head numbers of b bits:
 
     MHA   2 · layers · heads · d_head · b/8      each query head has its own K and V

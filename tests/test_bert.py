@@ -1,9 +1,8 @@
-"""Tests for attention_core/models/bert.py.
+"""Tests for attention_core/models/bert/ (config, weights, tokenizer, forward, load).
 
 References, all independent of the code under test:
 - Hugging Face ``transformers.BertModel`` (eager attention) on the same files: attention weights,
   hidden states, and (through forward hooks) the attention sub-layer and GELU outputs;
-- ``torch.nn.functional`` gelu / layer_norm, and ``math.erf``;
 - one-line NumPy formulas for q/k/v and the residual sums;
 - tokenizations worked out by hand for the tiny WordPiece vocabulary, and Hugging Face's pure
   Python ``BertTokenizerLegacy`` (vocab.txt) for the real model.
@@ -15,7 +14,6 @@ fixture; the ``slow`` ones load the real all-MiniLM-L6-v2 from the offline packa
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import subprocess
 import sys
@@ -40,7 +38,8 @@ from attention_core.models import (
     run_bert,
     run_bert_ids,
 )
-from attention_core.models.bert import BertWeights, erf, gelu, layer_norm
+from attention_core.models.bert import BertWeights
+from attention_core.models.layers import gelu
 from attention_core.models.loading import read_weights
 
 REPO = Path(__file__).resolve().parents[1]
@@ -471,44 +470,6 @@ def test_tokenizer_larger_than_vocabulary_is_rejected(tmp_path):
     directory = write_tiny_checkpoint(tmp_path / "m", config=config)
     with pytest.raises(ModelFileError, match="different models"):
         load_bert(directory)
-
-
-# -------------------------------------------------------------------------- math pieces
-
-
-def test_erf_matches_math_erf_on_a_dense_grid():
-    xs = np.linspace(-12, 12, 240_001)
-    expected = np.array([math.erf(x) for x in xs])
-    assert np.abs(erf(xs) - expected).max() < 2e-7  # A&S 7.1.26 bound 1.5e-7, plus rounding
-    assert np.abs(erf(xs.astype(np.float32)) - expected).max() < 1e-6
-    assert erf(xs.astype(np.float32)).dtype == np.float32
-    assert erf(np.float32(0.0)) == 0.0
-    assert erf(np.array([-np.inf, np.inf])).tolist() == [-1.0, 1.0]
-
-
-def test_gelu_matches_torch_exact_gelu():
-    x = np.linspace(-20, 20, 40_001, dtype=np.float32)
-    expected = torch.nn.functional.gelu(torch.from_numpy(x), approximate="none").numpy()
-    np.testing.assert_allclose(gelu(x), expected, atol=2e-6, rtol=0)
-    # Hand values: GELU(1) = Φ(1) = 0.841344746..., GELU(-1) = -(1 - Φ(1)) = -0.158655254...
-    np.testing.assert_allclose(
-        gelu(np.array([1.0, -1.0, 0.0])), [0.8413447461, -0.1586552539, 0], atol=2e-7
-    )
-
-
-def test_layer_norm_matches_torch():
-    from attention_core.models.bert import LayerNormParams
-
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((5, 7, 16)).astype(np.float32) * 3 + 2
-    gamma = rng.standard_normal(16).astype(np.float32)
-    beta = rng.standard_normal(16).astype(np.float32)
-    expected = torch.nn.functional.layer_norm(
-        torch.from_numpy(x), (16,), torch.from_numpy(gamma), torch.from_numpy(beta), eps=1e-12
-    ).numpy()
-    np.testing.assert_allclose(
-        layer_norm(x, LayerNormParams(gamma, beta), 1e-12), expected, atol=1e-5
-    )
 
 
 def test_core_modules_import_neither_torch_nor_transformers(tiny_dir):

@@ -16,7 +16,7 @@ positions p .. p+n-1 after a cache holding positions 0 .. p-1 (p = 0 for a fresh
 
 Grouped-query attention (GQA) is a broadcast, not a copy: queries are shaped
 `(kv_head, group, n, d_head)` and keys `(kv_head, 1, k_pos, d_head)`, so the shared
-`chunked.decode_step` / `attention.scaled_dot_product_attention` give each group of H/KV query
+`decoding.decode_step` / `attention.scaled_dot_product_attention` give each group of H/KV query
 heads the same keys and values, exactly what ``transformers``' ``repeat_kv`` builds.
 
 Weights are stored bfloat16 (257 MiB instead of 513; the format SmolLM2 was published in) and
@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from attention_core.attention import AttentionSteps
-from attention_core.chunked import KVCache, decode_step
+from attention_core.decoding import KVCache, decode_step
 from attention_core.losses import kl_divergence
 from attention_core.positional import rotary_tables, rotate_half_pairs
 from attention_core.sampling import greedy_token, sample_token, sampling_steps
@@ -378,7 +378,7 @@ def _linear(x: np.ndarray, w: np.ndarray, scratch: np.ndarray | None = None) -> 
 
 @dataclass(frozen=True, eq=False)
 class LlamaCache:
-    """The KV cache: one ``chunked.KVCache`` per layer, keys and values `(kv_head, 1, pos,
+    """The KV cache: one ``decoding.KVCache`` per layer, keys and values `(kv_head, 1, pos,
     d_head)` (the 1 broadcasts over the query heads of a group). Immutable: ``append`` in the
     forward pass returns a new cache, so a page can keep the old one.
 
