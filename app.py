@@ -4,6 +4,7 @@ import streamlit as st
 
 from server import warmup
 from ui import pages
+from ui.widgets.byte_cache import what_caches_hold
 from ui.widgets.layout import app_frame, initial_sidebar_state
 
 st.set_page_config(
@@ -23,7 +24,16 @@ PAGES = {
     for section, records in pages.sections().items()
 }
 
-warmup.ready()
+
+def preload_model() -> None:
+    """A talk's server loads the LLM at the first visit (ATTENTION_EXPLORER_LLM_PRELOAD=1)."""
+    # Imported after the warm-up has imported the pages' packages, which import it.
+    from ui.models import smollm
+
+    smollm.preload()
+
+
+warmup.ready(pages.page_modules, what_caches_hold, preload_model)
 page = st.navigation(PAGES)
 app_frame(page)
 page.run()

@@ -1,5 +1,6 @@
 """The process that serves the pages: warm-up, memory, idle model release, session expiry, and
-several workers behind HAProxy. Beside `ui/`, not in it: nothing here draws anything.
+several workers behind HAProxy. Below `ui/`, not in it: nothing here draws anything, and nothing
+here imports `ui/` or `pages/` (the router hands the warm-up the page list and the preload step).
 
     warmup    `ready()`: every heavy import, and every page's own modules, once per process,
               before any session runs a page; starts the memory trim thread

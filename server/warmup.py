@@ -8,9 +8,10 @@ module. So the router calls `ready()` first: the first session imports and exerc
 libraries under `st.cache_resource`'s lock, and every other session waits for it to finish.
 It also caps glibc's heaps (`fewer_heaps`), starts the thread that hands memory back
 (`trim_freed_memory_forever`), shortens the GIL's switch interval (`switch_threads_often`) and,
-on a talk's server, starts loading the LLM (`ui.models.smollm.preload`).
-A viewer's "Clear caches" runs `ready()` again, so what must happen once per process checks
-that it has.
+on a talk's server, starts loading the LLM. The router hands it what only the app knows: the
+pages' own modules, what the caches hold and the preload step, so the server imports nothing
+of the app above it. A viewer's "Clear caches" runs `ready()` again, so what must happen once
+per process checks that it has.
 """
 
 from __future__ import annotations
@@ -18,13 +19,12 @@ from __future__ import annotations
 import gc
 import importlib
 import threading
+from collections.abc import Callable, Sequence
 
 import streamlit as st
 
 from server.lane import switch_threads_often
 from server.memory import TRIM_THREAD, fewer_heaps, trim_freed_memory_forever
-from ui.pages import page_modules
-from ui.widgets.byte_cache import what_caches_hold
 
 # Imported lazily by the libraries the pages call, or by several pages: once, up front.
 LIBRARIES = (
@@ -38,27 +38,45 @@ LIBRARIES = (
 )
 
 
-def modules() -> tuple[str, ...]:
-    """Every module to import before a page runs: the libraries, then every registered page's
-    own package and what it imports (ui/pages.py is the one list of pages)."""
-    return (*LIBRARIES, *page_modules())
+def modules(page_modules: Sequence[str]) -> tuple[str, ...]:
+    """Every module to import before a page runs: the libraries, then `page_modules`, every
+    registered page's own package and what it imports."""
+    return (*LIBRARIES, *page_modules)
 
 
+def ready(
+    page_modules: Callable[[], Sequence[str]],
+    holding: Callable[[], int],
+    preload: Callable[[], None],
+) -> bool:
+    """Import the heavy modules and run each lazy path once; True when done.
+
+    page_modules   the pages' own modules, listed when the warm-up runs (not at every rerun)
+    holding        the bytes the caches hold, which the trim thread leaves alone
+    preload        what a talk's server loads before its audience arrives
+    """
+    return _ready(page_modules, holding, preload)
+
+
+# The arguments are the router's own functions, the same in every session: not part of the key.
 @st.cache_resource(show_spinner=False)
-def ready() -> bool:
-    """Import the heavy modules and run each lazy path once; True when done."""
+def _ready(
+    _page_modules: Callable[[], Sequence[str]],
+    _holding: Callable[[], int],
+    _preload: Callable[[], None],
+) -> bool:
     # Once per process: this cache is emptied too when a viewer clears the caches.
     fewer_heaps()  # before the pages' threads ask glibc for heaps of their own
     trimming = any(thread.name == TRIM_THREAD for thread in threading.enumerate())
     if not trimming:
         threading.Thread(
             target=trim_freed_memory_forever,
-            kwargs={"holding": what_caches_hold},
+            kwargs={"holding": _holding},
             name=TRIM_THREAD,
             daemon=True,
         ).start()
     switch_threads_often()
-    for name in modules():
+    for name in modules(_page_modules()):
         importlib.import_module(name)
     import pandas as pd
     import plotly.graph_objects as go
@@ -74,7 +92,5 @@ def ready() -> bool:
     if gc.get_freeze_count() == 0:
         gc.collect()
         gc.freeze()
-    from ui.models import smollm  # imported above, with the pages' packages
-
-    smollm.preload()
+    _preload()
     return True

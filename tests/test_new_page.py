@@ -76,7 +76,7 @@ def test_its_id_names_its_package(new_page):
 
 
 def test_the_server_warms_up_its_package_before_any_session(new_page):
-    modules = warmup.modules()
+    modules = warmup.modules(pages.page_modules())
     assert "ui.linear_attention" in modules
     assert "ui.linear_attention.features" in modules
     # Every registered page's package is warmed up, not only the new one.
