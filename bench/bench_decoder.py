@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from server.serve import rss_mb
+from server.resident import rss_mb
 
 
 def timed(fn) -> float:

@@ -19,7 +19,8 @@ import weakref
 from contextlib import contextmanager
 from pathlib import Path
 
-from server.serve import free_port, memory_mb, wait_healthy
+from server.resident import memory_mb
+from server.serve import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts" / "screenshots"
@@ -105,7 +106,7 @@ class StreamlitServer:
         return time.monotonic() - self.started
 
     def rss_bytes(self) -> int:
-        """The server's memory now, its children's own included (server.serve.memory_mb)."""
+        """The server's memory now, its children's own included (server.resident.memory_mb)."""
         return round(memory_mb(self.process.pid) * 2**20)
 
     def cpu_seconds(self) -> float:

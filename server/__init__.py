@@ -4,6 +4,7 @@ here imports `ui/` or `pages/` (the router hands the warm-up the page list and t
 
     warmup    `ready()`: every heavy import, and every page's own modules, once per process,
               before any session runs a page; starts the memory trim thread
+    resident  what a process and its children hold in memory, read from /proc
     memory    glibc's malloc knobs (trim, keep freed memory for the next forward pass) and the
               thread that trims every TRIM_EVERY_SECONDS
     lane      two lanes of model runs, one run at a time in each, and the GIL's switch interval

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-from server.serve import children_mb, status_mb
+from server.resident import children_mb, status_mb
 
 
 def release_freed_memory() -> None:
@@ -57,10 +57,9 @@ def reuse_freed_memory(keep_mb: int = 16) -> bool:
 
     The free top of each heap is another matter: glibc keeps it while it stays under
     ``keep_mb`` and hands all of it back once it grows past, and a server has a heap per busy
-    thread. At 256 MB a forward pass's ~165 MB of steps stayed for the next one (prefill
-    256 -> 238 ms, #18), but a 20-viewer room then held ~330 MB of freed memory at its peak
-    (1,336 vs 1,005 MB at 16; bench/README.md), and a 128-token prefill timed alternately was
-    448-467 vs 479-487 ms (medians), within 7 %. The room's memory is the line that binds.
+    thread. Kept large, a forward pass's steps would stay for the next one, a little faster,
+    but a room would hold hundreds of MB of freed memory at its peak; the room's memory is the
+    line that binds (bench/README.md, "Why the constants in the code are what they are").
     Process-wide, so the app calls it where the decoder's model loads. Returns False where the
     C library is not glibc (nothing is changed there).
     """

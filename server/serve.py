@@ -28,6 +28,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from server.resident import memory_mb
+
 ROOT = Path(__file__).resolve().parent.parent
 HEALTH_TIMEOUT = 60.0
 
@@ -87,61 +89,6 @@ def wait_healthy(port: int, process: subprocess.Popen, timeout: float = HEALTH_T
         except OSError:
             time.sleep(0.1)
     raise TimeoutError(f"nothing answered on port {port} within {timeout:.0f} s")
-
-
-def rss_mb(pid: int) -> float:
-    return status_mb(pid, "VmRSS").get("VmRSS", 0.0)
-
-
-def status_mb(pid: int, *fields: str) -> dict[str, float]:
-    """The memory `fields` of /proc/<pid>/status (VmRSS, RssAnon, ...) in MB, read at once;
-    those missing (no such process, not Linux) are left out."""
-    found: dict[str, float] = {}
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            name, _, value = line.partition(":")
-            if name in fields:
-                found[name] = int(value.split()[0]) / 1024
-    except OSError:
-        pass
-    return found
-
-
-def memory_mb(pid: int) -> float:
-    """What a server holds: its resident memory, and what its children (the model's kept
-    process, server.process_load) hold on their own. The pages they share with it (the model's
-    memfd, the libraries) are counted once, in its resident memory, as a container's limit
-    counts them."""
-    return rss_mb(pid) + children_mb(pid)
-
-
-def children_mb(pid: int) -> float:
-    """What the process's children hold on their own: the pages no other process maps."""
-    return sum(_private_mb(child) for child in child_pids(pid))
-
-
-def child_pids(pid: int) -> list[int]:
-    """The process's living and unreaped children, from every thread's list in /proc."""
-    found = []
-    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
-        try:
-            found += [int(child) for child in listing.read_text().split()]
-        except OSError:
-            pass
-    return found
-
-
-def _private_mb(pid: int) -> float:
-    try:
-        lines = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
-    except OSError:
-        return 0.0
-    kb = (
-        int(line.split()[1])
-        for line in lines
-        if line.startswith(("Private_Clean:", "Private_Dirty:"))
-    )
-    return sum(kb) / 1024
 
 
 class Deployment:

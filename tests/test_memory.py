@@ -94,7 +94,9 @@ import json, numpy as np
 from server.memory import heap_mb, resident_parts_mb
 before, before_parts = heap_mb(), resident_parts_mb()
 small = [np.ones(8_000) for _ in range(1_000)]  # 64 kB each: on a heap, 61 MiB in all
-pinned = np.ones(1_000)  # after them on the heap, so their freed pages are not its free top
+# The last one stays: it lies above the others on the heap (a small array of its own could fill
+# an older hole below them), so their freed pages are not the heap's free top.
+pinned = small.pop()
 large = np.ones(4 * 1024 * 1024)  # 32 MiB: mapped on its own
 with_arrays, with_arrays_parts = heap_mb(), resident_parts_mb()
 del small

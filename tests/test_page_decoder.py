@@ -551,7 +551,7 @@ from attention_core.models.llama import run_llama
 from ui.decoder.generation import DEFAULT_PROMPT
 from ui.models import smollm
 
-from server.serve import memory_mb
+from server.resident import memory_mb
 
 def held_mb():  # this process's resident memory, and what the model's kept process holds
     return memory_mb(os.getpid())

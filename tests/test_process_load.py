@@ -25,7 +25,7 @@ from server.process_load import (
     write_frame,
     write_result,
 )
-from server.serve import child_pids
+from server.resident import child_pids
 
 
 def test_arrays_come_back_equal_read_only_and_aligned(tmp_path):
