@@ -154,10 +154,9 @@ def _share_cores() -> None:
 
 
 # A model run gives up the GIL for each large NumPy call and waits to take it back, this long
-# or more, behind the sessions drawing pages: a forward pass is thousands of such calls. At 1 ms
-# instead of Python's 5, the decoder's first visit beside nine viewers acting back to back took
-# 9.1-9.2 s instead of 10.8-12.2; at 0.2 ms 7.7 s instead of 9.7, and a 50-viewer room ran
-# more page runs, not fewer (7.39 against 6.87 a second; one run each, bench/README.md).
+# or more, behind the sessions drawing pages: a forward pass is thousands of such calls, so a
+# short interval finishes a busy server's passes sooner without costing the room its page runs
+# (bench/README.md, "Why the constants in the code are what they are").
 SWITCH_INTERVAL_S = 0.0002
 
 
