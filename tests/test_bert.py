@@ -361,10 +361,12 @@ def test_model_weights_are_read_only(tiny):
         tiny.weights.layers[0].attention.w_q[0, 0] = 1.0
 
 
-def test_model_trace_method_is_run_bert(tiny):
-    a = tiny.trace("the mat")
-    b = run_bert(tiny, "the mat")
-    np.testing.assert_array_equal(a.attention_weights, b.attention_weights)
+def test_a_models_trace_of_a_text_is_what_transformers_computes_on_its_tokens(tiny, tiny_hf):
+    trace = tiny.trace("the mat")
+    assert trace.tokens == ("[CLS]", "the", "mat", "[SEP]")
+    ref = hf_run(tiny_hf, trace.input_ids)
+    np.testing.assert_allclose(trace.attention_weights, ref["attentions"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(trace.hidden_states, ref["hidden_states"], atol=1e-5, rtol=0)
 
 
 def test_run_bert_ids_matches_run_bert_and_checks_ids(tiny):

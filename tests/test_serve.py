@@ -25,6 +25,8 @@ from server.serve import ROOT, Deployment, haproxy_config
 from ui.models.smollm import IDLE_ENV_VAR
 from ui.pages import PAGES
 
+pytestmark = pytest.mark.serving
+
 # Every registered page, as a speaker's link would open it.
 PAGE_LINKS = tuple((page.url_path, "") for page in PAGES)
 
