@@ -45,6 +45,7 @@ from attention_core.probing import kl_divergence
 from attention_core.sampling import greedy_token, sample_token, sampling_steps
 from attention_core.validation import AttentionInputError, check_int
 
+from .layers import rms_norm, silu
 from .llama_files import (
     BFLOAT16,
     LLMLocation,
@@ -329,27 +330,7 @@ def read_only(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
-# ------------------------------------------------------------------------------- math pieces
-
-
-def rms_norm(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
-    """RMSNorm(x) = x / sqrt(mean(x²) + eps) · γ over the last axis (Zhang & Sennrich 2019).
-
-    Unlike LayerNorm there is no mean to subtract and no bias: only the scale is fixed.
-    """
-    mean_square = np.mean(np.square(x), axis=-1, keepdims=True)
-    normed = x / np.sqrt(mean_square + x.dtype.type(eps))
-    normed *= gain  # in place: one (n, d_model) temporary fewer, 61 norms per forward pass
-    return normed
-
-
-def silu(x: np.ndarray) -> np.ndarray:
-    """SiLU(x) = x · σ(x) = x / (1 + e^(-x)) (also called swish)."""
-    with np.errstate(over="ignore"):  # e^(-x) = inf for x < -88 gives x / inf = -0, correctly
-        # The same numbers as x / (1 + np.exp(-x)), with one (n, d_ff) temporary instead of three.
-        denominator = np.exp(-x)
-        denominator += 1
-        return np.divide(x, denominator, out=denominator)
+# ------------------------------------------------------------------------------- products
 
 
 def _linear(x: np.ndarray, w: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
