@@ -461,7 +461,7 @@ def next_token_change(
     position or head, or a text of one token (which cannot lose it). ``position`` is needed for
     a token, ``layer`` and ``head`` for a head.
     """
-    from attention_core.models.llama import run_llama
+    from attention_core.models.llama.forward import run_llama
 
     if mode not in DECODER_ABLATIONS:
         raise AttentionInputError(

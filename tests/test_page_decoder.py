@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attention_core.models import llama_files
+from attention_core.models.llama import files as llama_files
 from attention_core.models.llama import load_llama, run_llama
 from harness.app_pages import open_model_page
 from server.idle import IdleRelease

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .loading import (
+from ..loading import (
     BFLOAT16,
     ModelFileError,
     ModelNotFoundError,
