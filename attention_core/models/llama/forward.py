@@ -196,14 +196,12 @@ def _widening_buffer(model: LlamaModel, n: int) -> np.ndarray | None:
     if model.weights.storage == "float32":
         return None
     if n < 16:
-        # A decoding step's one query row: 1 MiB, a core's L2 here, keeps a block in the cache
-        # while it is used (measured per step: 0.75 MiB blocks 40 ms, 1 MiB 34 ms, 2-4 MiB
-        # 38-49 ms).
+        # A decoding step's one query row: 1 MiB, a core's L2, keeps a block in the cache while
+        # it is used; larger and smaller blocks were both slower (bench/README.md).
         return np.empty(2**18, np.float32)
     # A prompt: a layer's largest matrix whole (gate and up side by side, 7 MB), one product
     # per matrix. Each product gives up the GIL and waits to take it back, and on a busy server
-    # that wait is the cost: beside three threads of Python a 128-token prefill took 2.9-3.2 s
-    # against 3.7-3.8 s with 512-row blocks (3 MiB); alone, 0.44-0.47 s either way.
+    # that wait is the cost: fewer, larger products wait less, and alone they cost the same.
     layer = model.weights.layers[0]
     return np.empty(max(w.size for w in (layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down)),
                     np.float32)  # fmt: skip

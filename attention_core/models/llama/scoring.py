@@ -49,9 +49,8 @@ class TextScore:
 SCORE_ROWS = 64
 # The bfloat16 head widened this many rows at a time while scoring (8192 × 576 float32, 18.9 MB):
 # six products per block of logits where the 3 MiB blocks of a pass made 36. Each product
-# gives up the GIL and waits to take it back, and on a busy server that wait is the cost: the
-# KV experiment's logits beside three threads of Python took 5.6 s instead of 9.8 (quiet, the
-# same 1.3-1.4 s).
+# gives up the GIL and waits to take it back, and on a busy server that wait is the cost, not
+# the arithmetic (bench/README.md, *A pass on a busy server waits for the GIL*).
 SCORE_HEAD_ROWS = 8192
 
 

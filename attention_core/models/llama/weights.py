@@ -119,8 +119,8 @@ class LlamaWeights:
             return None if any(p is None for p in parts) else read_only(np.concatenate(parts))
 
         def for_products(w: Any) -> Any:
-            # y = x Wᵀ reads Wᵀ: a float32 W kept column-major makes Wᵀ contiguous, and OpenBLAS
-            # runs the 120 products of a 128-token prompt ~5% faster so (234 -> 223 ms measured).
+            # y = x Wᵀ reads Wᵀ: a float32 W kept column-major makes Wᵀ contiguous, the layout
+            # OpenBLAS multiplies fastest (bench/README.md, *The decoder LLM*).
             # A bfloat16 W stays row-major: _linear widens it a block of rows at a time.
             if w is None or w.dtype != np.float32:
                 return w
