@@ -53,7 +53,7 @@ def main() -> None:
 
     import numpy as np
 
-    from attention_core.models import llama_files
+    from attention_core.models.llama import files as llama_files
     from attention_core.models.llama import generate, load_llama, run_llama
     from server.memory import reuse_freed_memory
 

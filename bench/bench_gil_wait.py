@@ -49,7 +49,6 @@ def main() -> None:
     import numpy as np
 
     from attention_core.lessons.passages import ALICE
-    from attention_core.models import llama_files
     from attention_core.models.llama import (
         compare_next_tokens,
         load_llama,
@@ -57,6 +56,7 @@ def main() -> None:
         run_llama,
         score_llama,
     )
+    from attention_core.models.llama import files as llama_files
     from server.memory import reuse_freed_memory
 
     path = llama_files.package_gguf_path()

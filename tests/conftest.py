@@ -33,7 +33,7 @@ def _no_default_views_prepared_behind_a_test(monkeypatch):
 @pytest.fixture
 def without_llm(monkeypatch, tmp_path):
     """SmolLM2 nowhere: no package file, no Hub, nothing loaded; what a model page must explain."""
-    from attention_core.models import llama_files
+    from attention_core.models.llama import files as llama_files
     from ui.models import smollm
 
     monkeypatch.setenv(llama_files.LLM_PATH_ENV_VAR, str(tmp_path / "nowhere.gguf"))

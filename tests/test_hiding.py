@@ -374,7 +374,7 @@ def test_encoder_hiding_effects_are_one_minus_the_cosine_of_one_pass_per_hidden_
 def test_hiding_a_token_matches_transformers_attention_mask(llm):
     import torch
 
-    from attention_core.models import llama_files
+    from attention_core.models.llama import files as llama_files
     from tests.hf_models import smollm2_reference
 
     reference = smollm2_reference(llama_files.package_gguf_path())[0]

@@ -14,7 +14,6 @@ import dataclasses
 import numpy as np
 import pytest
 
-from attention_core.models import llama_files
 from attention_core.models.kv_experiments import (
     KV_VARIANTS,
     kv_experiment,
@@ -29,7 +28,8 @@ from attention_core.models.llama import (
     run_llama,
     score_llama,
 )
-from attention_core.models.llama_files import widen
+from attention_core.models.llama import files as llama_files
+from attention_core.models.llama.files import widen
 from attention_core.validation import AttentionInputError
 from tests.hf_models import smollm2_reference
 

@@ -1,4 +1,4 @@
-"""The llama decoder (attention_core/models/llama.py) against independent references.
+"""The llama decoder (attention_core/models/llama/) against independent references.
 
 Fast tests check the pieces (RMSNorm, SiLU, the Q/K un-permutation, sampling, the cache) against
 torch and hand-written formulas. The ``slow`` tests load SmolLM2-135M-Instruct from the offline
@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attention_core.models import llama_files
 from attention_core.models.llama import (
     MAX_CONTEXT_TOKENS,
     MAX_PROMPT_CHARS,
@@ -38,6 +37,7 @@ from attention_core.models.llama import (
     score_llama,
     silu,
 )
+from attention_core.models.llama import files as llama_files
 from attention_core.models.loading import ModelNotFoundError
 from attention_core.validation import AttentionInputError
 from tests.hf_models import smollm2_reference
@@ -515,7 +515,7 @@ def test_community_clouds_path_reads_the_hub_cache_without_the_package(
     ids = _ids(model, 16)
     code = (
         "import sys, numpy as np\n"
-        "from attention_core.models import llama_files\n"
+        "from attention_core.models.llama import files as llama_files\n"
         "from attention_core.models.llama import load_llama, run_llama\n"
         "llama_files.package_gguf_path = lambda: None  # as on Community Cloud\n"
         "m = load_llama()\n"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from attention_core import AttentionInputError, causal_mask
-from attention_core.models import llama_files
+from attention_core.models.llama import files as llama_files
 from attention_core.models.llama import load_llama
 from attention_core.models.long_context import context_pass, perplexity, variant_mask
 from tests.hf_models import smollm2_reference

@@ -287,7 +287,7 @@ def test_bfloat16_safetensors_are_read_as_their_bits(tmp_path):
     torch = pytest.importorskip("torch")
     from safetensors.torch import save_file as save_torch_file
 
-    from attention_core.models.llama_files import widen
+    from attention_core.models.llama.files import widen
 
     path = tmp_path / "model.safetensors"
     w = torch.tensor([[1.0, -2.5, 3.140625], [1e-3, 65504.0, -0.0]]).bfloat16()

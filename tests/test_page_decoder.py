@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attention_core.models import llama_files
-from attention_core.models.llama import load_llama, run_llama
+from attention_core.models.llama import files as llama_files
+from attention_core.models.llama import generate, load_llama, run_llama
 from harness.app_pages import open_model_page
 from server.idle import IdleRelease
 from server.lane import QUICK_RUNS
@@ -150,6 +150,27 @@ def test_a_generated_text_is_shown_without_a_new_forward_pass_and_matches_one(mo
     )
     # The figures find the same trace by the ids alone.
     assert generation.page_trace(model, state.ids) is shown
+
+
+def test_the_page_and_generate_sample_the_same_tokens_from_one_seed(model):
+    """The page's continuation and the core's `generate` choose each token in the same
+    generation step, so a seed and the filters write the same text in both (sampled, not
+    greedy: the draw itself must agree)."""
+    prompt = tuple(model.encode("Once upon a time"))
+    sampling = Sampling(temperature=1.3, top_k=50, top_p=0.95, min_p=0.02, seed=11)
+    state = generation.continuation(model, prompt, 8, sampling)
+    ours = generate(
+        model, np.asarray(prompt), max_new_tokens=8, temperature=1.3, top_k=50, top_p=0.95,
+        min_p=0.02, seed=11,
+    )  # fmt: skip
+    page_tokens = list(state.ids[len(prompt) :])
+    if state.ended:  # the page shows the end-of-answer token; generate stops before it
+        assert page_tokens.pop() == model.eos_token_id and ours.stop_reason == "eos"
+    assert ours.token_ids == page_tokens
+    # Greedy decoding would pass whatever the seeds: these settings draw a token the argmax
+    # would not have taken.
+    greedy = generation.continuation(model, prompt, 8)
+    assert greedy.ids != state.ids
 
 
 def test_generation_reuses_the_decode_steps_of_the_same_tokens_and_stays_exact(model):

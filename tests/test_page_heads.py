@@ -17,7 +17,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attention_core.head_roles import head_roles, repeated_tokens
-from attention_core.models import llama_files, readouts
+from attention_core.models import readouts
+from attention_core.models.llama import files as llama_files
 from harness.app_pages import open_model_page
 from tests.hf_models import minilm_reference, smollm2_reference
 from tests.plotly_json import plotly_array

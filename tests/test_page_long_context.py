@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attention_core.models import llama_files
+from attention_core.models.llama import files as llama_files
 from harness.app_pages import open_model_page
 from tests.hf_models import smollm2_reference
 from tests.test_long_context import AUSTEN

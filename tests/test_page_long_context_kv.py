@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attention_core.models import llama_files
 from attention_core.models.kv_experiments import kv_experiment
+from attention_core.models.llama import files as llama_files
 from attention_core.models.llama import load_llama
 from server.blas import share_cores
 from tests.plotly_json import plotly_array

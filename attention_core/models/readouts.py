@@ -34,7 +34,8 @@ from attention_core.token_attribution import norm_contributions
 from attention_core.validation import AttentionInputError, check_int, check_position
 
 from .bert import BertModel, BertTrace, run_bert_ids
-from .llama import LlamaModel, LlamaTrace, _linear, run_llama
+from .llama import LlamaModel, LlamaTrace, run_llama
+from .llama.forward import _linear
 from .loading import widen
 
 __all__ = [

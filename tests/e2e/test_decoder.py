@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from attention_core.models import llama_files
+from attention_core.models.llama import files as llama_files
 from harness.browser import (
     exceptions,
     key_selector,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from attention_core.models import llama_files
+from attention_core.models.llama import files as llama_files
 from harness.browser import exceptions, key_selector, open_app, rerun_after, wait_for_link
 from tests.e2e.links import LinkState, expect_slider
 from tests.hf_models import smollm2_reference

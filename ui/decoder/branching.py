@@ -20,10 +20,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from attention_core.models.llama import LlamaCache, LlamaModel, run_llama
+from attention_core.models.llama.generation import Sampling
 from attention_core.sampling import ContinuationProbability, SamplingSteps, continuation_probability
 from server.lane import LONG_RUNS
 from ui.decoder.choosing import drawn_from
-from ui.decoder.generation import Continuation, Sampling
+from ui.decoder.generation import Continuation
 from ui.models import smollm
 from ui.widgets import lines, render, theme
 from ui.widgets.byte_cache import MB, bounded_by_bytes

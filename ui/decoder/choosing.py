@@ -21,8 +21,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from attention_core.models.llama import LlamaModel, run_llama
+from attention_core.models.llama.generation import Sampling, step_rng
 from attention_core.sampling import FilterSteps, SamplingSteps, sampling_steps
-from ui.decoder.generation import Continuation, Sampling, step_rng
+from ui.decoder.generation import Continuation
 from ui.models import smollm
 from ui.widgets import describe, render, theme
 from ui.widgets.byte_cache import MB, bounded_by_bytes

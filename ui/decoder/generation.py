@@ -1,10 +1,10 @@
 """The decoder page's generation: the prompt's pass, then one cached decode step per token.
 
-    Sampling                             how each token is drawn: greedy, or temperature,
-                                         top-k, top-p and min-p with a seed
-    continuation(model, ids, step, ...)  the prompt plus `step` generated tokens, each step one
-                                         decode from the previous one, cached by the tokens it
-                                         reads: any sampling that draws them reuses it
+    continuation(model, ids, step, ...)  the prompt plus `step` generated tokens, each chosen
+                                         by the core's generation step (``choose_next_token``,
+                                         the same tokens as ``generate``) and decoded from the
+                                         previous one, cached by the tokens it reads: any
+                                         sampling that draws them reuses it
     page_trace(model, ids, state)        weights, q/k before and after RoPE, sink shares: the
                                          prompt's pass plus each generated token's decode row
                                          (one full forward pass for any other sequence)
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attention_core.models.llama import LlamaCache, LlamaModel, run_llama
-from attention_core.sampling import SamplingSteps, greedy_token, sample_token, sampling_steps
+from attention_core.models.llama.generation import Sampling, choose_next_token
 from server.lane import QUICK_RUNS
 from ui.decoder.trace import SHOWN_STEPS, PageTrace, StepRow, from_pass, with_rows
 from ui.models import smollm
@@ -32,51 +32,7 @@ from ui.widgets.byte_cache import MB, bounded_by_bytes, waiting_turn
 DEFAULT_PROMPT = "The capital of France is"
 MAX_TEXT_CHARS = 2_000
 MAX_STEPS = 48  # generated tokens a page (or a link) may ask for
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """How the page draws each token: greedy at temperature 0, else from softmax(logits / T)
-    after top-k (0: off), top-p (1: off) and min-p (0: off), seeded by `seed` and the step."""
-
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    min_p: float = 0.0
-    seed: int = 0
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
-
-    def as_used(self) -> Sampling:
-        """The settings that change what is drawn: greedy takes the argmax, so the filters and
-        the seed change nothing, and one cache entry serves every greedy link."""
-        return Sampling() if self.greedy else self
-
-    @property
-    def filters(self) -> tuple[float, int, float, float]:
-        """(T, k, p, min_p) as used: what the stages depend on (the seed only picks the draw)."""
-        used = self.as_used()
-        return (used.temperature, used.top_k, used.top_p, used.min_p)
-
-    def steps(self, logits: np.ndarray) -> SamplingSteps:
-        """Every stage of choosing from `logits` with these settings (T = 0: the argmax)."""
-        return sampling_steps(logits, *self.filters)
-
-    def draw(self, steps: SamplingSteps, rng: np.random.Generator) -> int:
-        """The token these settings take from `steps`: the argmax, or a draw with `rng`."""
-        return greedy_token(steps.logits) if self.greedy else sample_token(steps, rng)
-
-    def choose(self, logits: np.ndarray, rng: np.random.Generator) -> int:
-        """The token these settings take after `logits` (greedy builds no stages)."""
-        return greedy_token(logits) if self.greedy else self.draw(self.steps(logits), rng)
-
-
-def step_rng(seed: int, step: int) -> np.random.Generator:
-    """One generator per generated token, seeded by (seed, step): a link replays the same draws,
-    and the page can say which token the next step will draw before it is generated."""
-    return np.random.default_rng([seed, step])
+GREEDY = Sampling()
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,7 +70,7 @@ class Decoded:
 
 
 def continuation(
-    model: LlamaModel, prompt_ids: tuple[int, ...], step: int, sampling: Sampling = Sampling()
+    model: LlamaModel, prompt_ids: tuple[int, ...], step: int, sampling: Sampling = GREEDY
 ) -> Continuation:
     """The prompt and `step` tokens chosen after it by `sampling` (greedy by default)."""
     return _continuation(prompt_ids, step, sampling.as_used(), id(model), model)
@@ -131,7 +87,7 @@ def _continuation(
     before = _continuation(prompt_ids, step - 1, sampling, model_id, _model)
     if before.ended:
         return before
-    token = sampling.choose(before.logits, step_rng(sampling.seed, step))
+    token = choose_next_token(before.logits, sampling, step)  # as the core's `generate`
     ids = (*before.ids, token)
     decoded = _decoded(ids, model_id, _model, before.cache)
     rows = (*before.rows, decoded.row)

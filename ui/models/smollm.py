@@ -34,7 +34,7 @@ import streamlit as st
 
 from attention_core import AttentionInputError
 from attention_core.models.llama import LlamaModel
-from attention_core.models.llama_files import (
+from attention_core.models.llama.files import (
     BFLOAT16,
     LLM_HUB_REPO_ID,
     LLM_PACKAGE,

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .loading import (
+from ..loading import (
     BFLOAT16,
     ModelFileError,
     ModelNotFoundError,
@@ -255,7 +255,7 @@ def _unpermute(w: np.ndarray, n_heads: int) -> np.ndarray:
 def _plain_view_reader(gguf: Any) -> type:
     """gguf's reader, reading its memory map through a plain ndarray view: the same bytes, without
     np.memmap's Python hooks on each of the ~250 000 small slices that the tokenizer's vocabulary
-    and merges are read in (1.7 s of a 3.4 s load; 0.55 s this way). The metadata's arrays are
+    and merges are read in (half of the load's time; bench/README.md). The metadata's arrays are
     cut in one go, not item by item in Python: the vocabulary's and merges' 98 000 strings as
     memoryview slices, the token types as rows of one view; the same fields, as the test against
     gguf's own reader checks."""
@@ -304,7 +304,7 @@ _BLOCK_BYTES = {"Q8_0": 34, "Q4_1": 20}
 def dequantized(data: np.ndarray, kind: Any) -> np.ndarray:
     """A GGUF tensor `(rows, bytes per row)` as float32 `(rows, cols)`: for Q8_0 and Q4_1 the
     numbers gguf.quants.dequantize gives (tested bit for bit), computed on the whole tensor at
-    once instead of gguf's Python loop over groups of rows (0.7 s of the model's 2.2 s load)."""
+    once instead of gguf's Python loop over groups of rows, which took a third of the load."""
     if kind.name not in _BLOCK_BYTES:
         from gguf.quants import dequantize
 

@@ -1,0 +1,76 @@
+"""A llama-style decoder (SmolLM2-135M-Instruct) run by our own NumPy attention code, a module
+per job, in the order a pass needs them:
+
+    files       find and read the checkpoint: a GGUF file or a Hugging Face directory
+    config      the architecture numbers (``LlamaConfig``)
+    weights     the tensors, named and shaped as ``LlamaForCausalLM``'s, stored bfloat16
+    prompt      a text tokenized, raw or in the chat template, within the prompt limits
+    model       the loaded model (config, weights, tokenizer) and ``load_llama``
+    steps       what a pass returns: the KV cache, each layer's steps, the trace
+    forward     the forward pass, its formula in the docstring: ``run_llama``, ``read_text``
+    scoring     a text's losses and next-token distributions compared; attention sinks
+    generation  choosing the next token, and generating text a cached step at a time
+
+The shared pieces (RMSNorm, SiLU) are in ``attention_core.models.layers``. Importing this
+package needs NumPy only.
+"""
+
+from ..layers import rms_norm, silu
+from .config import LlamaConfig
+from .forward import MAX_CONTEXT_TOKENS, MAX_SCORED_TOKENS, read_text, run_llama
+from .generation import (
+    Generation,
+    GenerationStep,
+    generate,
+    next_token_probabilities,
+    sample_next_token,
+)
+from .model import LlamaModel, load_llama
+from .prompt import (
+    DEFAULT_SYSTEM_PROMPT,
+    MAX_PROMPT_CHARS,
+    MAX_PROMPT_TOKENS,
+    Prompt,
+    chat_text,
+)
+from .scoring import (
+    NextTokenComparison,
+    TextScore,
+    compare_next_tokens,
+    first_token_share,
+    score_llama,
+)
+from .steps import KeptSteps, LlamaCache, LlamaLayerSteps, LlamaTrace
+from .weights import LlamaWeights
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "MAX_CONTEXT_TOKENS",
+    "MAX_PROMPT_CHARS",
+    "MAX_PROMPT_TOKENS",
+    "MAX_SCORED_TOKENS",
+    "Generation",
+    "GenerationStep",
+    "KeptSteps",
+    "LlamaCache",
+    "LlamaConfig",
+    "LlamaLayerSteps",
+    "LlamaModel",
+    "LlamaTrace",
+    "LlamaWeights",
+    "NextTokenComparison",
+    "Prompt",
+    "TextScore",
+    "chat_text",
+    "compare_next_tokens",
+    "first_token_share",
+    "generate",
+    "load_llama",
+    "next_token_probabilities",
+    "read_text",
+    "rms_norm",
+    "run_llama",
+    "sample_next_token",
+    "score_llama",
+    "silu",
+]

@@ -1,0 +1,353 @@
+"""The forward pass of a llama-style decoder (SmolLM2-135M-Instruct), our own NumPy code.
+
+Hugging Face ``LlamaForCausalLM``'s forward pass in eval mode, for `n` new tokens at
+positions p .. p+n-1 after a cache holding positions 0 .. p-1 (p = 0 for a fresh prompt):
+
+    h_0 = E[ids]                                                           (n, d_model)
+    for each layer:
+        x   = RMSNorm(h)                      RMSNorm(x) = x / sqrt(mean(x²) + eps) · γ
+        q   = x W_qᵀ  -> (head, n, d_head)     k, v = x W_kᵀ, x W_vᵀ -> (kv_head, n, d_head)
+        q,k = RoPE(q, positions), RoPE(k, positions)            rotate_half convention
+        K,V = cache.append(k, v)                                  (kv_head, p+n, d_head)
+        o_h = softmax(q_h K_gᵀ / √d_head + causal) V_g   head h reads KV head g = h // (H/KV)
+        h   = h + concat(o_h) W_oᵀ
+        h   = h + W_down (SiLU(RMSNorm(h) W_gateᵀ) ⊙ (RMSNorm(h) W_upᵀ))        SwiGLU
+    logits = RMSNorm(h) Eᵀ                      tied head: the embedding matrix read backwards
+
+Grouped-query attention (GQA) is a broadcast, not a copy: queries are shaped
+`(kv_head, group, n, d_head)` and keys `(kv_head, 1, k_pos, d_head)`, so the shared
+`decoding.decode_step` / `attention.scaled_dot_product_attention` give each group of H/KV query
+heads the same keys and values, exactly what ``transformers``' ``repeat_kv`` builds.
+
+The products read the weights as stored (``weights.py``): a bfloat16 matrix is widened to
+float32 a block of rows at a time just before its product (``_linear``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from attention_core.decoding import KVCache, decode_step
+from attention_core.positional import rotary_tables, rotate_half_pairs
+from attention_core.validation import AttentionInputError, check_int
+
+from ..layers import rms_norm, silu
+from ..loading import ModelFileError
+from .config import LlamaConfig
+from .files import widen
+from .model import LlamaModel
+from .steps import KeptSteps, LlamaCache, LlamaLayerSteps, LlamaTrace
+from .weights import LlamaLayerWeights, LlamaWeights
+
+__all__ = ["MAX_CONTEXT_TOKENS", "MAX_SCORED_TOKENS", "read_text", "run_llama"]
+
+# A trace keeps every layer's (head, n, n) steps: 30 layers x 9 heads x 4 arrays at 256 tokens
+# is ~280 MB, the most one pass should hold (a page keeps the weights alone: run_llama's keep).
+# Prompts (prompt.MAX_PROMPT_TOKENS) leave room for 64 generated tokens.
+MAX_CONTEXT_TOKENS = 256
+# A text scored in one pass keeps no steps (score_llama): its limit is time, not memory.
+MAX_SCORED_TOKENS = 1024
+
+
+def run_llama(
+    model: LlamaModel,
+    input_ids: object,
+    cache: LlamaCache | None = None,
+    *,
+    all_logits: bool = False,
+    attend: object = None,
+    head_mask: object = None,
+    keep: Sequence[str] | None = None,
+) -> LlamaTrace:
+    """Run the decoder on ``input_ids`` `(n,)`, continuing ``cache`` (None = a fresh prompt).
+
+    Every layer's steps are kept (see ``LlamaLayerSteps``); ``trace.cache`` holds all positions.
+    With a cache and one id this is one decoding step: one query row against every cached key.
+
+    ``keep`` names the steps to keep of each layer (``("weights", "q_rot")``; ``()`` for none,
+    when only the logits and the cache are wanted): ``trace.layers`` then holds ``KeptSteps``,
+    and the rest of a layer's steps is let go before the next layer runs. A pass keeping
+    everything holds its (head, n, n) scores four times over in every layer: 340 MB at its
+    peak for 192 tokens.
+
+    ``attend`` `(cache + n,)` boolean hides keys (False) from every query, like transformers'
+    ``attention_mask``; `(n, cache + n)` says for each new query which keys it may see (on top
+    of the causal mask: a sliding window, sinks). ``head_mask`` `(layer, head)` or `(head,)`
+    multiplies each query head's output before W_o (0 removes the head, as transformers 4's
+    ``head_mask`` did for BERT); the steps keep the heads' softmax patterns unmultiplied.
+    """
+    ids, past, attend, head_mask = _checked_inputs(model, input_ids, cache, attend, head_mask)
+    if past + ids.shape[0] > MAX_CONTEXT_TOKENS:
+        raise AttentionInputError(
+            f"{past + ids.shape[0]} tokens is more than this page's maximum of "
+            f"{MAX_CONTEXT_TOKENS} (prompt and generated tokens together): start again with a "
+            "shorter prompt."
+        )
+    weights = model.weights
+    embeddings, rope, scratch = _start(model, ids, past)
+    hidden = embeddings
+    layers, caches = [], []
+    for steps, layer_cache in _layer_by_layer(
+        model, embeddings, rope, scratch, cache=cache, attend=attend, head_mask=head_mask
+    ):
+        layers.append(
+            steps if keep is None else KeptSteps({name: getattr(steps, name) for name in keep})
+        )
+        caches.append(layer_cache)
+        hidden = steps.hidden
+        del steps  # what keep leaves goes now, not once the next layer has run
+    final = rms_norm(hidden, weights.final_norm, model.config.rms_norm_eps)
+    logits = _linear(final if all_logits else final[-1:], _unembedding(weights), scratch)
+    _check_logits(logits)
+    return LlamaTrace(
+        input_ids=ids.astype(np.int64),
+        positions=np.arange(past, past + ids.shape[0]),
+        embeddings=embeddings,
+        layers=tuple(layers),
+        final_hidden=final,
+        logits=logits,
+        cache=LlamaCache(tuple(caches), model.config.num_attention_heads),
+    )
+
+
+def read_text(
+    model: LlamaModel,
+    input_ids: object,
+    *,
+    attend: object = None,
+    first: int = 1,
+    kv_codec: object = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``score_llama``'s pass without its logits: the checked ids `(n,)`, the stream after the
+    final RMSNorm `(n, d_model)` and the first keys' weights `(layer, head, first)`. For
+    callers that read the logits of several passes together (``kv_experiments``)."""
+    ids, _, attend, _ = _checked_inputs(model, input_ids, None, attend, None)
+    n = ids.shape[0]
+    if n > MAX_SCORED_TOKENS:
+        raise AttentionInputError(
+            f"{n} tokens is more than the {MAX_SCORED_TOKENS} a text can have here: cut it."
+        )
+    if n < 2:
+        raise AttentionInputError("A text of one token has nothing to predict: type more.")
+    first = min(check_int(first, "the number of first keys", minimum=1), n)
+    weights = model.weights
+    hidden, rope, scratch = _start(model, ids, 0)
+    shares = []
+    for steps, _ in _layer_by_layer(model, hidden, rope, scratch, attend=attend, kv_codec=kv_codec):
+        # Queries 1..n-1: query 0 can only see itself.
+        shares.append(steps.weights[:, 1:, :first].mean(axis=-2))
+        hidden = steps.hidden
+        # Let go before the next layer runs, not when its steps replace these: one layer's
+        # (head, n, n) scores and weights at a time (~40 MB at 547 tokens), not two.
+        del steps
+    final = rms_norm(hidden, weights.final_norm, model.config.rms_norm_eps)
+    return ids, final, np.stack(shares)
+
+
+def _checked_inputs(model, input_ids, cache, attend, head_mask):
+    """ids `(n,)`, the cache's length, and attend and head_mask checked and shaped."""
+    config = model.config
+    ids = np.asarray(input_ids)
+    if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
+        raise AttentionInputError(
+            f"input_ids must be a non-empty list of token ids, got shape {ids.shape}."
+        )
+    if ids.min() < 0 or ids.max() >= config.vocab_size:
+        raise AttentionInputError(f"Token ids must lie in 0..{config.vocab_size - 1}.")
+    if cache is not None:
+        _check_cache(cache, config)
+    past = 0 if cache is None else cache.length
+    n, h_heads = ids.shape[0], config.num_attention_heads
+    if attend is not None:
+        attend = np.asarray(attend)
+        if attend.shape not in ((past + n,), (n, past + n)) or attend.dtype != bool:
+            raise AttentionInputError(
+                f"attend must be {past + n} booleans, one per position (or ({n}, {past + n}): "
+                f"one row per new query), got shape {attend.shape} and dtype {attend.dtype}."
+            )
+    if head_mask is not None:
+        head_mask = np.asarray(head_mask, dtype=np.float32)
+        if head_mask.shape not in ((h_heads,), (config.num_hidden_layers, h_heads)):
+            raise AttentionInputError(
+                f"head_mask must be shaped ({config.num_hidden_layers}, {h_heads}) or "
+                f"({h_heads},), got {head_mask.shape}."
+            )
+        head_mask = np.broadcast_to(head_mask, (config.num_hidden_layers, h_heads))
+    return ids, past, attend, head_mask
+
+
+def _start(model: LlamaModel, ids: np.ndarray, past: int):
+    """The embeddings `(n, d_model)` float32, RoPE's (cos, sin) for positions past .. past+n-1,
+    and the buffer every widened weight block is written into (None for float32 weights)."""
+    config, weights = model.config, model.weights
+    n = ids.shape[0]
+    embeddings = widen(weights.embed[ids])  # (n, d_model) float32
+    # RoPE's cos/sin depend only on the positions: one table for every layer's q and k.
+    positions = np.arange(past, past + n, dtype=np.float64)
+    rope = rotary_tables(positions, config.head_dim, config.rope_theta, like=embeddings)
+    return embeddings, rope, _widening_buffer(model, n)
+
+
+def _widening_buffer(model: LlamaModel, n: int) -> np.ndarray | None:
+    """The buffer a pass over n new tokens widens every weight block into (None for float32
+    weights)."""
+    if model.weights.storage == "float32":
+        return None
+    if n < 16:
+        # A decoding step's one query row: 1 MiB, a core's L2, keeps a block in the cache while
+        # it is used; larger and smaller blocks were both slower (bench/README.md).
+        return np.empty(2**18, np.float32)
+    # A prompt: a layer's largest matrix whole (gate and up side by side, 7 MB), one product
+    # per matrix. Each product gives up the GIL and waits to take it back, and on a busy server
+    # that wait is the cost: fewer, larger products wait less, and alone they cost the same.
+    layer = model.weights.layers[0]
+    return np.empty(max(w.size for w in (layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down)),
+                    np.float32)  # fmt: skip
+
+
+def _layer_by_layer(
+    model: LlamaModel,
+    hidden: np.ndarray,
+    rope: tuple[np.ndarray, np.ndarray],
+    scratch: np.ndarray | None,
+    *,
+    cache: LlamaCache | None = None,
+    attend: np.ndarray | None = None,
+    head_mask: np.ndarray | None = None,
+    kv_codec: object = None,
+) -> Iterator[tuple[LlamaLayerSteps, KVCache]]:
+    """Each decoder layer's steps and grown cache in turn, each layer reading the output of the
+    one before, from `hidden` `(n, d_model)` on. A caller that drops a layer's steps before
+    asking for the next has at most one layer's steps alive (the generator drops its own)."""
+    for index, layer in enumerate(model.weights.layers):
+        steps, layer_cache = _decoder_layer(
+            model, index, layer, hidden, None if cache is None else cache.layers[index], rope,
+            attend, None if head_mask is None else head_mask[index], scratch, kv_codec,
+        )  # fmt: skip
+        hidden = steps.hidden
+        yield steps, layer_cache
+        del steps, layer_cache
+
+
+def _decoder_layer(
+    model: LlamaModel,
+    index: int,
+    layer: LlamaLayerWeights,
+    hidden: np.ndarray,
+    cache: KVCache | None,
+    rope: tuple[np.ndarray, np.ndarray],
+    attend: np.ndarray | None,
+    head_mask: np.ndarray | None,
+    scratch: np.ndarray | None,
+    kv_codec: object = None,
+) -> tuple[LlamaLayerSteps, KVCache]:
+    """One decoder layer on `hidden` `(n, d_model)`: its steps, and its cache grown by n."""
+    config = model.config
+    h_heads, kv_heads, dh = config.num_attention_heads, config.num_key_value_heads, config.head_dim
+    group, eps, n = config.group_size, config.rms_norm_eps, hidden.shape[0]
+    x = rms_norm(hidden, layer.attn_norm, eps)
+    qkv = _linear(x, layer.w_qkv, scratch)  # (n, (H + 2·KV)·d_head): q, k, v side by side
+    qkv = qkv.reshape(n, h_heads + 2 * kv_heads, dh).transpose(1, 0, 2)
+    q = qkv[:h_heads]  # (head, n, d_head)
+    k = qkv[h_heads : h_heads + kv_heads]  # (kv_head, n, d_head)
+    v = qkv[h_heads + kv_heads :]  # (kv_head, n, d_head)
+    # RoPE turns each (i, i + d/2) pair by an angle ∝ position, so q·k sees only the offset.
+    qk_rot = rotate_half_pairs(qkv[: h_heads + kv_heads], *rope)  # q and k in one call
+    q_rot, k_rot = qk_rot[:h_heads], qk_rot[h_heads:]
+    cached_k, cached_v = (k_rot, v) if kv_codec is None else kv_codec(index, k_rot, v)
+    # GQA: the `group` query heads of a KV head broadcast against its one key/value set.
+    step = decode_step(
+        cache,
+        q_rot.reshape(kv_heads, group, n, dh),
+        cached_k[:, None],
+        cached_v[:, None],
+        attend=attend,
+        checked=False,  # ids and cache were checked by the caller; these arrays are our own
+    )
+    head_outputs = step.output.reshape(h_heads, n, dh)  # (head, n, d_head)
+    if head_mask is not None:
+        head_outputs = head_outputs * head_mask[:, None, None]
+    concat = head_outputs.transpose(1, 0, 2).reshape(n, h_heads * dh)
+    attn_output = _linear(concat, layer.w_o, scratch)  # (n, d_model)
+    # Pre-norm residuals: each block reads a normalised copy and adds its result back.
+    residual = hidden + attn_output
+    y = rms_norm(residual, layer.ffn_norm, eps)
+    # SwiGLU: the SiLU-gated branch decides, element by element, how much of `up` passes.
+    gate_up = _linear(y, layer.w_gate_up, scratch)  # (n, 2·d_ff): gate, up side by side
+    gate, up = gate_up[:, : config.intermediate_size], gate_up[:, config.intermediate_size :]
+    gated = silu(gate)
+    gated *= up
+    ffn_output = _linear(gated, layer.w_down, scratch)  # (n, d_model)
+    steps = LlamaLayerSteps(
+        input=hidden,
+        attn_norm=x,
+        q=q,
+        k=k,
+        v=v,
+        q_rot=q_rot,
+        k_rot=k_rot,
+        attention=step.attention,
+        attn_output=attn_output,
+        ffn_output=ffn_output,
+        hidden=residual + ffn_output,
+    )
+    return steps, step.cache
+
+
+def _unembedding(weights: LlamaWeights) -> np.ndarray:
+    return weights.lm_head if weights.lm_head is not None else weights.embed
+
+
+def _check_logits(logits: np.ndarray) -> None:
+    # The layers skip the attention functions' per-call checks; a damaged weight file still
+    # shows here, once, instead of as NaN probabilities.
+    if not np.all(np.isfinite(logits)):
+        raise ModelFileError(
+            "The model produced non-finite logits: its weight file is damaged (NaN or huge "
+            "values). Reinstall or download the model again."
+        )
+
+
+def _check_cache(cache: object, config: LlamaConfig) -> None:
+    """A cache from ``run_llama`` on a model of this architecture (run_llama's layers trust
+    it)."""
+    layers, kv = config.num_hidden_layers, config.num_key_value_heads
+    if not isinstance(cache, LlamaCache):
+        raise AttentionInputError(
+            "cache must be the LlamaCache of an earlier run_llama call (or None for a prompt)."
+        )
+    shape = cache.shape
+    if (
+        shape[0] != layers
+        or shape[2] != kv
+        or shape[4] != config.head_dim
+        or any(c.keys.dtype != np.float32 or c.values.shape != c.keys.shape for c in cache.layers)
+    ):
+        raise AttentionInputError(
+            f"The cache has shape {shape} (layer, K and V, KV head, position, d_head) but this "
+            f"model needs ({layers}, 2, {kv}, position, {config.head_dim}) in float32: it comes "
+            "from another model."
+        )
+
+
+def _linear(x: np.ndarray, w: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
+    """y = x Wᵀ `(n, out)` in float32, W stored `(out, in)`.
+
+    A bfloat16 (or float16) W is widened a block of rows at a time into ``scratch`` (a float32
+    buffer; its size over W's width sets the rows per block), just before their product: no
+    float32 copy of W is ever made (for the tied head a 113 MB temporary), and the buffer is
+    allocated once per forward pass, not once per matrix.
+    """
+    if w.dtype == np.float32:
+        return x @ w.T
+    if scratch is None:  # 512 rows at a time, as a prompt's pass does (`_start`)
+        scratch = np.empty(min(w.shape[0], 512) * w.shape[1], dtype=np.float32)
+    rows = max(1, min(w.shape[0], scratch.size // w.shape[1]))
+    out = np.empty((x.shape[0], w.shape[0]), dtype=np.float32)
+    for start in range(0, w.shape[0], rows):
+        part = w[start : start + rows]
+        wide = widen(part, out=scratch[: part.size].reshape(part.shape))
+        np.matmul(x, wide.T, out=out[:, start : start + part.shape[0]])
+    return out

@@ -1,0 +1,99 @@
+"""A loaded llama-style decoder (config, weights, tokenizer) and ``load_llama``, which reads one
+from a GGUF file or a Hugging Face directory."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import LlamaConfig
+from .files import BFLOAT16, LLMLocation, find_llm, location_of, read_gguf, read_hf_dir
+from .prompt import (
+    MAX_PROMPT_TOKENS,
+    Prompt,
+    decode_ids,
+    encode_text,
+    gguf_tokenizer,
+    token_text,
+    tokenize_prompt,
+)
+from .weights import LlamaWeights
+
+__all__ = ["LlamaModel", "load_llama"]
+
+
+@dataclass(frozen=True, eq=False)
+class LlamaModel:
+    """A loaded decoder: config, weights (bfloat16 or float32), a ``tokenizers.Tokenizer``.
+
+    Load once per process (``st.cache_resource``) and share it: nothing in it changes.
+    """
+
+    config: LlamaConfig
+    weights: LlamaWeights
+    tokenizer: Any
+    location: LLMLocation | None = None
+    load_seconds: float = 0.0
+    chat_template: str | None = field(default=None, repr=False)
+    saved_as: str = ""  # the file's number formats (files.saved_as): what the numbers are
+
+    @property
+    def eos_token_id(self) -> int:
+        return self.config.eos_token_id if self.config.eos_token_id is not None else 2
+
+    def token_text(self, token_id: int) -> str:
+        return token_text(self.tokenizer, token_id)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return decode_ids(self.tokenizer, ids)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` exactly (``prompt.encode_text``)."""
+        return encode_text(self.tokenizer, text)
+
+    def prompt(
+        self, text: str, *, chat: bool = False, max_tokens: int = MAX_PROMPT_TOKENS
+    ) -> Prompt:
+        """``tokenize_prompt`` with this model's tokenizer."""
+        return tokenize_prompt(self.tokenizer, text, chat=chat, max_tokens=max_tokens)
+
+
+def load_llama(
+    path: Path | str | None = None,
+    *,
+    allow_download: bool = False,
+    weights_dtype: np.dtype | type | str = BFLOAT16,
+    progress: Callable[[int, int], None] | None = None,
+) -> LlamaModel:
+    """Load SmolLM2 from a ``.gguf`` file or a Hugging Face directory (found by ``find_llm`` when
+    ``path`` is None). Raises ``ModelNotFoundError`` with the install command, or
+    ``ModelFileError`` for a damaged file; both are ``AttentionInputError``.
+    ``progress(done, total)`` follows the GGUF file's tensors as they are unpacked.
+    """
+    start = time.perf_counter()
+    location = find_llm(allow_download=allow_download) if path is None else location_of(path)
+    if location.layout == "gguf":
+        raw_config, state, spec, template, file_formats = read_gguf(
+            location.path, weights_dtype, progress
+        )
+        tokenizer = gguf_tokenizer(spec)
+    else:
+        raw_config, state, tokenizer, file_formats = read_hf_dir(location.path)
+        template = None
+    config = LlamaConfig.from_dict(raw_config, source=str(location.path))
+    weights = LlamaWeights.from_state_dict(state, config, weights_dtype, str(location.path))
+    del state
+    return LlamaModel(
+        config=config,
+        weights=weights,
+        tokenizer=tokenizer,
+        location=location,
+        load_seconds=time.perf_counter() - start,
+        chat_template=template,
+        saved_as=file_formats,
+    )

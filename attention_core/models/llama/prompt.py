@@ -1,0 +1,151 @@
+"""What the decoder reads: a prompt tokenized, raw or in SmolLM2's chat template, within limits.
+
+Prompt            the ids, each token's text, and what was cut
+tokenize_prompt   a text to a Prompt (``LlamaModel.prompt``), cut to MAX_PROMPT_CHARS
+                  characters and ``max_tokens`` tokens
+chat_text         SmolLM2's ChatML template for one user turn
+encode_text, decode_ids, token_text, gguf_tokenizer
+                  the tokenizer hookup: ``tokenizers.Tokenizer`` calls, and one built from
+                  a GGUF file's vocabulary
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from attention_core.validation import AttentionInputError
+
+from ..loading import ModelFileError
+from .files import TokenizerSpec, build_tokenizer
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "MAX_PROMPT_CHARS",
+    "MAX_PROMPT_TOKENS",
+    "Prompt",
+    "chat_text",
+    "decode_ids",
+    "encode_text",
+    "gguf_tokenizer",
+    "token_text",
+    "tokenize_prompt",
+]
+
+MAX_PROMPT_TOKENS = 192
+# Longer texts are cut before tokenizing, so a pasted book costs no tokenizer time.
+MAX_PROMPT_CHARS = 4000
+DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A tokenized prompt: ids `(n,)`, token strings as text pieces, and what was cut.
+
+    text               the text that was tokenized (after any character cut)
+    chat               True if wrapped in the ChatML template
+    tokens             each id decoded alone ("Ġ" shown as a space; a piece of a multi-byte
+                       character shows as "�")
+    truncated          True if the text was cut (to MAX_PROMPT_CHARS characters or
+                       MAX_PROMPT_TOKENS tokens)
+    num_input_tokens   tokens of the (character-cut) text before the token cut
+    """
+
+    text: str
+    chat: bool
+    input_ids: np.ndarray
+    tokens: tuple[str, ...]
+    truncated: bool
+    num_input_tokens: int
+    notice: str = ""
+
+
+def encode_text(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of ``text`` exactly (control-token text such as ``<|im_end|>`` becomes the
+    control token, as in transformers; no BOS is added, SmolLM2 uses none)."""
+    return list(tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def decode_ids(tokenizer: Any, ids: Sequence[int]) -> str:
+    return tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
+
+
+def token_text(tokenizer: Any, token_id: int) -> str:
+    return tokenizer.decode([int(token_id)], skip_special_tokens=False)
+
+
+def tokenize_prompt(
+    tokenizer: Any, text: str, *, chat: bool = False, max_tokens: int = MAX_PROMPT_TOKENS
+) -> Prompt:
+    """Tokenize a prompt with ``tokenizer`` (a ``tokenizers.Tokenizer``), raw or in SmolLM2's
+    ChatML chat template (see ``chat_text``).
+
+    Raises ``AttentionInputError`` for a non-string or empty text. A text longer than
+    MAX_PROMPT_CHARS characters or ``max_tokens`` tokens is cut (its beginning is kept)
+    and ``notice`` says so.
+    """
+    if not isinstance(text, str):
+        raise AttentionInputError(f"The prompt must be text, got {type(text).__name__}.")
+    if not text.strip():
+        raise AttentionInputError(
+            "The prompt is empty: type a few words for the model to continue."
+        )
+    notices = []
+    if len(text) > MAX_PROMPT_CHARS:
+        notices.append(f"the text was cut to its first {MAX_PROMPT_CHARS:,} characters")
+        text = text[:MAX_PROMPT_CHARS]
+    # The template tokens are counted against the limit; only the user's text is cut.
+    overhead = len(encode_text(tokenizer, chat_text(""))) if chat else 0
+    ids = encode_text(tokenizer, text)
+    num_input = len(ids)
+    room = max(max_tokens - overhead, 1)
+    if len(ids) > room:
+        notices.append(f"the prompt was cut to its first {room} of {len(ids)} tokens")
+        ids = ids[:room]
+        text = decode_ids(tokenizer, ids)
+    if chat:
+        ids = encode_text(tokenizer, chat_text(text))
+    arr = np.asarray(ids, dtype=np.int64)
+    arr.setflags(write=False)
+    notice = ""
+    if notices:
+        notice = (
+            "Long prompt: "
+            + " and ".join(notices)
+            + (f" (at most {max_tokens} prompt tokens, so every step fits in memory).")
+        )
+    return Prompt(
+        text=text,
+        chat=chat,
+        input_ids=arr,
+        tokens=tuple(token_text(tokenizer, i) for i in ids),
+        truncated=bool(notices),
+        num_input_tokens=num_input,
+        notice=notice,
+    )
+
+
+def chat_text(user: str, system: str = DEFAULT_SYSTEM_PROMPT) -> str:
+    """SmolLM2's ChatML chat template for one user turn, ending with the assistant's header:
+
+    <|im_start|>system\\n{system}<|im_end|>\\n<|im_start|>user\\n{user}<|im_end|>\\n
+    <|im_start|>assistant\\n
+
+    (the GGUF's Jinja template with its default system prompt and add_generation_prompt=True).
+    """
+    return (
+        f"<|im_start|>system\n{system}<|im_end|>\n"
+        f"<|im_start|>user\n{user}<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+
+
+def gguf_tokenizer(spec: TokenizerSpec) -> Any:
+    """A ``tokenizers.Tokenizer`` built from a GGUF file's vocabulary and merges."""
+    try:
+        return build_tokenizer(spec)
+    except ImportError:
+        raise ModelFileError("Reading the tokenizer needs the package tokenizers.") from None

@@ -1,0 +1,169 @@
+"""What the forward pass returns: the KV cache it grows, every layer's steps, the trace.
+
+LlamaCache       one ``decoding.KVCache`` per layer, immutable: a pass returns a new one
+LlamaLayerSteps  every intermediate of one decoder layer, in the order they happen
+KeptSteps        the steps of a layer that ``run_llama(keep=...)`` kept
+LlamaTrace       a pass over n new tokens: embeddings, layers, final stream, logits, cache
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from attention_core.attention import AttentionSteps
+from attention_core.decoding import KVCache
+
+__all__ = ["KeptSteps", "LlamaCache", "LlamaLayerSteps", "LlamaTrace"]
+
+
+@dataclass(frozen=True, eq=False)
+class LlamaCache:
+    """The KV cache: one ``decoding.KVCache`` per layer, keys and values `(kv_head, 1, pos,
+    d_head)` (the 1 broadcasts over the query heads of a group). Immutable: ``append`` in the
+    forward pass returns a new cache, so a page can keep the old one.
+
+    ``bytes_used`` counts K and V of every layer; ``mha_bytes`` is what the same cache would take
+    if every query head had its own K and V (multi-head attention): H/KV times more.
+    ``bytes_reserved`` is what is allocated: each layer's rows sit in a buffer with room to grow
+    (up to twice ``bytes_used``), shared with the caches of earlier steps, so a step writes only
+    its new K and V rows instead of copying the whole cache.
+    """
+
+    layers: tuple[KVCache, ...]
+    num_query_heads: int
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length if self.layers else 0
+
+    @property
+    def num_kv_heads(self) -> int:
+        return int(self.layers[0].keys.shape[0])
+
+    @property
+    def head_dim(self) -> int:
+        return int(self.layers[0].keys.shape[-1])
+
+    @property
+    def shape(self) -> tuple[int, int, int, int, int]:
+        """(layer, K and V, kv_head, pos, d_head)."""
+        return (len(self.layers), 2, self.num_kv_heads, self.length, self.head_dim)
+
+    @property
+    def bytes_used(self) -> int:
+        return sum(c.keys.nbytes + c.values.nbytes for c in self.layers)
+
+    @property
+    def bytes_reserved(self) -> int:
+        return sum(c.reserved_bytes for c in self.layers)
+
+    @property
+    def mha_bytes(self) -> int:
+        return self.bytes_used * self.num_query_heads // self.num_kv_heads
+
+    def keys(self, layer: int) -> np.ndarray:
+        """`(kv_head, pos, d_head)` cached (rotated) keys of one layer."""
+        return self.layers[layer].keys[:, 0]
+
+    def values(self, layer: int) -> np.ndarray:
+        """`(kv_head, pos, d_head)` cached values of one layer."""
+        return self.layers[layer].values[:, 0]
+
+
+@dataclass(frozen=True, eq=False)
+class LlamaLayerSteps:
+    """Every intermediate of one decoder layer for `n` new positions; k_pos = cache + n.
+
+    input           `(n, d_model)`            residual stream entering the layer
+    attn_norm       `(n, d_model)`            RMSNorm(input)
+    q               `(head, n, d_head)`       queries before RoPE
+    k, v            `(kv_head, n, d_head)`    new keys (before RoPE) and values
+    q_rot, k_rot    same shapes, after RoPE
+    attention       ``AttentionSteps`` shaped `(kv_head, group, n, k_pos)`: scores, scaled,
+                    masked, weights, output `(kv_head, group, n, d_head)`
+    attn_output     `(n, d_model)`            concat(heads) W_oᵀ
+    ffn_output      `(n, d_model)`            SwiGLU feed-forward output
+    hidden          `(n, d_model)`            the layer's output (after both residuals)
+    """
+
+    input: np.ndarray
+    attn_norm: np.ndarray
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    q_rot: np.ndarray
+    k_rot: np.ndarray
+    attention: AttentionSteps
+    attn_output: np.ndarray
+    ffn_output: np.ndarray
+    hidden: np.ndarray
+
+    def _heads(self, x: np.ndarray) -> np.ndarray:
+        # (kv_head, group, ...) -> (head, ...): head h = kv_head·group + g, transformers' order.
+        return x.reshape(-1, *x.shape[2:])
+
+    @property
+    def weights(self) -> np.ndarray:
+        """`(head, n, k_pos)` softmax weights (transformers' ``output_attentions``)."""
+        return self._heads(self.attention.weights)
+
+    @property
+    def scores(self) -> np.ndarray:
+        """`(head, n, k_pos)` scaled scores q·k/√d_head before the mask."""
+        return self._heads(self.attention.scaled)
+
+    @property
+    def head_outputs(self) -> np.ndarray:
+        """`(head, n, d_head)` each head's weighted sum of values."""
+        return self._heads(self.attention.output)
+
+
+@dataclass(frozen=True, eq=False)
+class KeptSteps:
+    """The steps of one layer that ``run_llama(keep=…)`` kept, read by their ``LlamaLayerSteps``
+    names (``kept.weights``, ``kept.q_rot``…); asking for another is an AttributeError."""
+
+    steps: dict[str, np.ndarray]
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        # Only for names that are not attributes; through __dict__, as unpickling asks before
+        # `steps` is set.
+        try:
+            return self.__dict__["steps"][name]
+        except KeyError:
+            raise AttributeError(f"{name!r} was not among the steps run_llama kept") from None
+
+
+@dataclass(frozen=True, eq=False)
+class LlamaTrace:
+    """A forward pass over `n` new tokens, every step kept.
+
+    input_ids `(n,)`, positions `(n,)` (cache length + 0..n-1), embeddings `(n, d_model)`,
+    layers (one ``LlamaLayerSteps`` each, or ``KeptSteps`` with ``run_llama(keep=…)``),
+    final_hidden `(n, d_model)` (after the last RMSNorm),
+    logits `(n_logits, vocab)` for the last position (or all, with ``all_logits=True``), and the
+    ``cache`` after this pass (holding every position so far).
+    """
+
+    input_ids: np.ndarray
+    positions: np.ndarray
+    embeddings: np.ndarray
+    layers: tuple[LlamaLayerSteps | KeptSteps, ...]
+    final_hidden: np.ndarray
+    logits: np.ndarray
+    cache: LlamaCache
+
+    @property
+    def next_token_logits(self) -> np.ndarray:
+        """`(vocab,)` the logits that predict the token after the last position."""
+        return self.logits[-1]
+
+    @cached_property
+    def attention_weights(self) -> np.ndarray:
+        """`(layer, head, n, k_pos)` every layer's weights, stacked once on first use."""
+        stacked = np.stack([layer.weights for layer in self.layers])
+        stacked.setflags(write=False)
+        return stacked
