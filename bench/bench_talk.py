@@ -30,8 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_live_audience import percentile  # noqa: E402
 from harness.stream import Viewer  # noqa: E402
+from server.model_host import PREPARE_ENV_VAR  # noqa: E402
 from server.serve import Deployment  # noqa: E402
-from ui.models.smollm import PRELOAD_ENV_VAR, PREPARE_ENV_VAR  # noqa: E402
+from ui.models.smollm import PRELOAD_ENV_VAR  # noqa: E402
 
 
 async def first_page(url: str, page: str, seed: int, delay: float) -> tuple[float, list[str]]:

@@ -19,6 +19,6 @@ def summary(values: list[float]) -> dict[str, float]:
 def only_what_viewers_ask_for() -> None:
     """Time what a viewer's run computes, not the default views the server prepares behind it
     once SmolLM2 is loaded (ui.models.smollm.default_view), which would share the cores."""
-    from ui.models.smollm import PREPARE_ENV_VAR
+    from server.model_host import PREPARE_ENV_VAR
 
     os.environ[PREPARE_ENV_VAR] = "0"

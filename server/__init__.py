@@ -2,6 +2,9 @@
 several workers behind HAProxy. Below `ui/`, not in it: nothing here draws anything, and nothing
 here imports `ui/` or `pages/` (the router hands the warm-up the page list and the preload step).
 
+    model_host
+              `ModelHost`: each real model loaded once per process and shared, let go when
+              idle together with the caches of what it computed, default views prepared
     warmup    `ready()`: every heavy import, and every page's own modules, once per process,
               before any session runs a page; starts the memory trim thread
     resident  what a process and its children hold in memory, read from /proc

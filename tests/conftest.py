@@ -25,9 +25,9 @@ def _no_default_views_prepared_behind_a_test(monkeypatch):
     """A model loaded in one test would prepare the pages' default views in a thread of its own
     and fill the next tests' caches: the tests that want it turn it on. (A server a test starts
     inherits this; the browser tests' shared server, started before any test, prepares them.)"""
-    from ui.models import smollm
+    from server.model_host import PREPARE_ENV_VAR
 
-    monkeypatch.setenv(smollm.PREPARE_ENV_VAR, "0")
+    monkeypatch.setenv(PREPARE_ENV_VAR, "0")
 
 
 @pytest.fixture

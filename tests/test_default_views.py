@@ -5,10 +5,8 @@ opening it finds it ready; a viewer who then opens it computes nothing more. A t
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
-import weakref
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from attention_core.lessons.passages import ALICE
 from harness.app_pages import open_model_page
+from server.model_host import PREPARE_ENV_VAR
 from tests.test_long_context import AUSTEN
 from ui.long_context import data, inputs
 from ui.long_context import default_view as long_context_view
@@ -34,14 +33,14 @@ def held() -> dict[str, tuple[int, int]]:
 
 
 def test_after_a_load_the_default_link_is_prepared_and_its_viewer_computes_nothing(monkeypatch):
-    monkeypatch.setenv(smollm.PREPARE_ENV_VAR, "1")
+    monkeypatch.setenv(PREPARE_ENV_VAR, "1")
     smollm.forget_decoder()
     # A viewer of another text loads the model; the server then prepares the default link.
     open_model_page("pages/long_context.py", {"text": AUSTEN}, timeout=600)
     (preparing,) = [t for t in threading.enumerate() if t.name == smollm.PREPARING_THREAD]
     preparing.join(timeout=600)
     assert not preparing.is_alive()
-    assert long_context_view.prepare in smollm._DEFAULT_VIEWS
+    assert long_context_view.prepare in smollm.HOST.default_views
     prepared = held()
     # The viewer's passes over AUSTEN and its experiment, then the default passage's.
     assert prepared["long_context.passes"][0] == 6
@@ -57,30 +56,8 @@ def test_after_a_load_the_default_link_is_prepared_and_its_viewer_computes_nothi
     smollm.forget_decoder()
 
 
-def test_preparing_stops_with_the_model_and_goes_on_past_a_failure(monkeypatch, caplog):
-    class Model:
-        pass
-
-    prepared = []
-
-    def fails(model):
-        raise ValueError("no such text")
-
-    monkeypatch.setattr(smollm, "_DEFAULT_VIEWS", [fails, prepared.append])
-    monkeypatch.setattr(smollm, "QUIET_BEFORE_PREPARING_S", 0.05)
-    model = Model()
-    with caplog.at_level(logging.ERROR):
-        smollm.prepare_default_views(weakref.ref(model))
-    assert prepared == [model]
-    assert "no such text" in caplog.text and "fails" in caplog.text
-    # The model let go: nothing is prepared, and the wait ends at once.
-    prepared.clear()
-    smollm.prepare_default_views(weakref.ref(Model()))
-    assert prepared == []
-
-
 def test_a_server_told_not_to_prepares_nothing(monkeypatch):
-    monkeypatch.setenv(smollm.PREPARE_ENV_VAR, "0")
+    monkeypatch.setenv(PREPARE_ENV_VAR, "0")
     smollm.forget_decoder()
     open_model_page("pages/long_context.py", {"text": AUSTEN, "sinks": "0"}, timeout=600)
     assert not [t for t in threading.enumerate() if t.name == smollm.PREPARING_THREAD]
@@ -94,23 +71,23 @@ def test_a_talks_server_loads_the_model_at_the_first_visit_of_any_page_and_keeps
     # A server without the switch: the first page has no model, and nothing loads one.
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
     assert not at.exception and at.title[0].value == "Why attention?"
-    assert not smollm._loading.wait(1.0) and smollm._loading.value() is None
+    assert not smollm.HOST.wait(1.0) and smollm.HOST.value() is None
 
     monkeypatch.setenv(smollm.PRELOAD_ENV_VAR, "1")
     st.cache_resource.clear()  # a fresh server: its first visit runs the warm-up
     AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
-    assert smollm._loading.wait(120)  # a load takes a few seconds
+    assert smollm.HOST.wait(120)  # a load takes a few seconds
     # Used, then left alone for longer than the idle minutes: kept. (What the idle timer does
     # when it fires, called here: a timer armed by an earlier test may be minutes away.)
     assert smollm.load_decoder().model is not None
     time.sleep(1.0)
-    smollm._idle_release.release_if_idle()
-    assert smollm._loading.value().model is not None and smollm.idle_minutes() == 0
+    smollm.HOST.release_if_idle()
+    assert smollm.HOST.value().model is not None and smollm.idle_minutes() == 0
 
     # The same use without the switch: let go once idle.
     monkeypatch.delenv(smollm.PRELOAD_ENV_VAR)
     assert smollm.load_decoder().model is not None
     time.sleep(1.0)
-    smollm._idle_release.release_if_idle()
-    assert smollm._loading.value() is None
+    smollm.HOST.release_if_idle()
+    assert smollm.HOST.value() is None
     smollm.forget_decoder()

@@ -1,8 +1,9 @@
 """MiniLM, the encoder the model pages share: loaded once per process, and its traces, cached.
 
-    load_model()                  the pretrained BERT, loaded once per server (cache_resource),
-                                  with a spinner while it loads; a `LoadResult` that holds the
-                                  model or the message saying why there is none
+    load_model()                  the pretrained BERT, loaded once per server through the model
+                                  host (server.model_host) and kept, with a spinner while it
+                                  loads; a `LoadResult` that holds the model or the message
+                                  saying why there is none
     page_trace(model, text)       one forward pass per distinct text (cached), kept as a
                                   `PageTrace`: tokens, weights `(layer, head, q_pos, k_pos)`,
                                   q/k/v per head and the head patterns; `trace_of(text)` finds
@@ -38,6 +39,7 @@ from attention_core.models import (
     ModelNotFoundError,
     load_bert,
 )
+from server.model_host import ModelHost
 from ui.widgets.layout import model_missing
 from ui.widgets.state import PageState
 
@@ -93,6 +95,8 @@ class LoadResult:
     model: BertModel | None
     error: str | None = None
     source: str = ""
+    # The model-directory variable it was read under: another value reads the model again.
+    source_key: str = ""
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -131,12 +135,24 @@ def _source_key() -> str:
 def load_model() -> LoadResult:
     """The model, loaded once per server process (and per value of the model-directory
     variable); a spinner shows while it loads."""
-    return _load(_source_key())
+    loaded = HOST.value()
+    if loaded is not None and loaded.source_key != _source_key():
+        forget_model()
+        loaded = None
+    return loaded or _wait_for_the_load()
 
 
 def forget_model() -> None:
-    """Drop the cached model (or the cached failure), so the next run looks again."""
-    _load.clear()
+    """Drop the model (or the failure), so the next run looks again."""
+    HOST.forget()
+
+
+def _wait_for_the_load() -> LoadResult:
+    HOST.start()
+    with st.spinner(f"Loading the pretrained model {MODEL_NAME} (once per server start)…"):
+        while not HOST.wait(0.25):
+            HOST.start()  # again, in case a forget let go of the load this one awaited
+    return HOST.value()
 
 
 def sentence_view_keys(
@@ -182,12 +198,8 @@ def traced_text(view: PageState, text_key: str, trace_of: Callable[[str], T]) ->
         st.stop()
 
 
-@st.cache_resource(
-    max_entries=2,
-    show_spinner=f"Loading the pretrained model {MODEL_NAME} (once per server start)…",
-)
-def _load(source_key: str) -> LoadResult:
-    # source_key (the model-directory variable) is only part of the cache key.
+def _read(progress: Callable[[int, int], None]) -> LoadResult:
+    source_key = _source_key()
     try:
         model = load_bert(allow_download=False)
     except ModelNotFoundError as not_found:
@@ -198,15 +210,19 @@ def _load(source_key: str) -> LoadResult:
                 else f" The Hugging Face Hub ({HUB_HOST}) cannot be reached from this server "
                 "either, so the model cannot be downloaded here."
             )
-            return LoadResult(None, str(not_found) + hub_note)
+            return LoadResult(None, str(not_found) + hub_note, source_key=source_key)
         try:
             model = load_bert(allow_download=True)
         except AttentionInputError as error:
-            return LoadResult(None, str(error))
+            return LoadResult(None, str(error), source_key=source_key)
     except AttentionInputError as error:  # a damaged or inconsistent model file
-        return LoadResult(None, str(error))
+        return LoadResult(None, str(error), source_key=source_key)
     location = model.location.describe() if model.location else "an explicit directory"
-    return LoadResult(model, None, location)
+    return LoadResult(model, None, location, source_key=source_key)
+
+
+# Small (90 MB) and on most model pages: kept for the server's life.
+HOST = ModelHost(_read, name="minilm")
 
 
 # -- one text through the model -------------------------------------------------------------------
@@ -270,6 +286,7 @@ def trace_of(text: str) -> PageTrace:
     return page_trace(load_model().model, text)
 
 
+@HOST.holds
 @st.cache_resource(max_entries=2, show_spinner="Running the model on the text…")
 def _trace(text: str, model_id: int, _model: BertModel) -> PageTrace:
     # cache_resource, not cache_data: at 512 tokens the kept arrays are ~95 MB, and

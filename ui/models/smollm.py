@@ -1,11 +1,12 @@
-"""SmolLM2, the decoder every LLM page shares: loaded once per process, let go when idle.
+"""SmolLM2, the decoder every LLM page shares, through the model host (server.model_host):
+loaded once per process, let go when idle.
 
     load_decoder()          the model, once per server process, read in a child process
                             (server.process_load) while every waiting viewer sees its progress,
                             which stays to run the long runs (server.process_load.run_where_kept);
                             a `LoadResult` with the model or the message saying why there is
                             none (and how to fix it); let go after IDLE_ENV_VAR minutes without
-                            a viewer (server.idle)
+                            a viewer
     let_go_with_model(f)    marks a page's cached function whose entries hold what the model
                             computed: `release_decoder` empties it with the model
     default_view(f)         marks a page's `f(model)` that computes what its default link shows:
@@ -20,12 +21,9 @@ Nothing here computes a formula: the numbers come from attention_core.models.lla
 from __future__ import annotations
 
 import dataclasses
-import gc
 import logging
 import os
-import threading
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -41,10 +39,8 @@ from attention_core.models.llama.files import (
     LLM_PATH_ENV_VAR,
 )
 from attention_core.models.loading import ModelNotFoundError
-from server.idle import IdleRelease
-from server.lane import wait_until_quiet
-from server.memory import release_freed_memory, reuse_freed_memory, stop_reusing_freed_memory
-from server.process_load import LoadedOnce, keep_with, load_and_keep
+from server.model_host import ModelHost
+from server.process_load import keep_with, load_and_keep
 from ui.models.minilm import hub_reachable
 from ui.widgets.layout import model_missing
 from ui.widgets.state import PageState
@@ -68,51 +64,16 @@ DEFAULT_IDLE_MINUTES = 10.0
 PRELOAD_ENV_VAR = "ATTENTION_EXPLORER_LLM_PRELOAD"
 
 
-# The pages' cached functions whose entries hold arrays the model computed (registered once, at
-# import): they go with the model.
-_HELD_WITH_MODEL: list = []
-
-
 def let_go_with_model(cached: Callable) -> Callable:
-    """Register a cached function (`bounded_by_bytes` or `st.cache_resource`) whose entries
-    `release_decoder` empties too."""
-    _HELD_WITH_MODEL.append(cached)
-    return cached
-
-
-# What the pages' default links show, prepared after every load (registered once, at import): a
-# talk's audience opening a model page finds it computed. Nobody asked for it, so it waits until
-# no viewer's model run has been going or in line for QUIET_BEFORE_PREPARING_S; in a busy room it
-# waits, and the viewers compute as they would without it.
-_DEFAULT_VIEWS: list = []
-QUIET_BEFORE_PREPARING_S = 1.0
-PREPARING_THREAD = "smollm-default-views"
-# "0" leaves the default views to the first viewer who asks (a server that must not compute what
-# nobody asked for; the in-process tests, whose every test starts from empty caches).
-PREPARE_ENV_VAR = "ATTENTION_EXPLORER_PREPARE_DEFAULT_VIEWS"
+    """Register a cached function (`bounded_by_bytes`) whose entries `release_decoder` empties
+    too: they hold arrays the model computed."""
+    return HOST.holds(cached)
 
 
 def default_view(prepare: Callable[[LlamaModel], object]) -> Callable:
-    """Register `prepare(model)`, which fills a page's caches with what its default link shows."""
-    _DEFAULT_VIEWS.append(prepare)
-    return prepare
-
-
-def prepare_default_views(model: weakref.ref) -> None:
-    """Each registered default view in turn, each once the lanes are quiet; stops if the model
-    (a weak reference: preparing does not keep it from an idle release) is let go."""
-    for prepare in _DEFAULT_VIEWS:
-        if not wait_until_quiet(QUIET_BEFORE_PREPARING_S, lambda: model() is not None):
-            return
-        loaded = model()
-        if loaded is None:
-            return
-        try:
-            prepare(loaded)
-        except Exception as error:  # a viewer opening the page meets it, with the page's message
-            logging.getLogger(__name__).error("Preparing %s failed: %s", prepare.__qualname__,
-                                              error)  # fmt: skip
-        del loaded
+    """Register `prepare(model)`, which fills a page's caches with what its default link shows,
+    after every load once the lanes are quiet: a talk's audience finds it computed."""
+    return HOST.after_load(prepare)
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,9 +84,9 @@ class LoadResult:
 
 
 def load_decoder() -> LoadResult:
-    loaded = _loading.value() or _wait_for_the_load()
+    loaded = HOST.value() or _wait_for_the_load()
     if loaded.model is not None:
-        _idle_release.used()
+        HOST.used()
     return loaded
 
 
@@ -141,19 +102,12 @@ def model_or_stop(view: PageState, loaded: LoadResult) -> LlamaModel:
 
 def forget_decoder() -> None:
     """Read the model files again on the next load (after a failed load, or a new file)."""
-    global _last_model
-    _last_model = _no_model
-    release_decoder()
+    HOST.forget()
 
 
 def release_decoder() -> None:
     """Let the model and everything computed with it go, and hand their memory back."""
-    _loading.forget()
-    for cache in _HELD_WITH_MODEL:
-        cache.clear()
-    gc.collect()
-    stop_reusing_freed_memory()
-    release_freed_memory()
+    HOST.release()
 
 
 def preloading() -> bool:
@@ -164,7 +118,7 @@ def preload() -> None:
     """Start loading the model in the background, if the server was asked to (PRELOAD_ENV_VAR);
     called by the router's warm-up (server.warmup.ready), so at the first visit of any page."""
     if preloading():
-        _loading.start()
+        HOST.start()
 
 
 def idle_minutes() -> float:
@@ -177,11 +131,8 @@ def idle_minutes() -> float:
     return minutes if np.isfinite(minutes) and minutes > 0 else 0.0
 
 
-_idle_release = IdleRelease(release_decoder, idle_minutes)
-
-
 def _read(progress: Callable[[int, int], None]) -> LoadResult:
-    model = _last_model()
+    model = HOST.last_model()
     if model is None:
         dtype = np.float32 if os.environ.get(DTYPE_ENV_VAR, "").strip() == "float32" else BFLOAT16
         try:
@@ -202,11 +153,6 @@ def _read(progress: Callable[[int, int], None]) -> LoadResult:
                 f"{MODEL_NAME} could not be loaded: the process that reads it failed ({failed}); "
                 "the server's log says why.",
             )
-        _remember(model)
-    reuse_freed_memory()  # a forward pass frees ~165 MB of steps; the next one takes them again
-    if os.environ.get(PREPARE_ENV_VAR, "").strip() != "0":
-        threading.Thread(target=prepare_default_views, args=(weakref.ref(model),),
-                         name=PREPARING_THREAD, daemon=True).start()  # fmt: skip
     source = model.location.describe() if model.location else ""
     return LoadResult(model, None, source)
 
@@ -225,16 +171,18 @@ def _read_in_a_process(progress: Callable[[int, int], None], **options) -> Llama
     return model
 
 
-_loading = LoadedOnce(_read)
+# A forward pass frees ~165 MB of steps: the next one takes them again (reuse_memory).
+HOST = ModelHost(_read, name="smollm", idle_minutes=idle_minutes, reuse_memory=True)
+PREPARING_THREAD = HOST.preparing_thread
 
 
 def _wait_for_the_load() -> LoadResult:
     """Start the load if no session has, and show its progress until it ends."""
-    _loading.start()
+    HOST.start()
     bar = st.progress(0.0, text=f"Loading {MODEL_NAME}…")
-    while not _loading.wait(0.25):
-        _loading.start()  # again, in case an idle release let go of the load this one awaited
-        done, total = _loading.progress
+    while not HOST.wait(0.25):
+        HOST.start()  # again, in case an idle release let go of the load this one awaited
+        done, total = HOST.progress
         if total:
             bar.progress(
                 done / total,
@@ -242,26 +190,4 @@ def _wait_for_the_load() -> LoadResult:
                 "tensors unpacked (a few seconds; it then stays loaded while viewers use it)…",
             )
     bar.empty()
-    return _loading.value()
-
-
-def _no_model() -> LlamaModel | None:
-    return None
-
-
-_last_model: Callable[[], LlamaModel | None] = _no_model
-
-
-def _remember(model: LlamaModel) -> None:
-    """A viewer still on the page keeps the model after an idle release: the next load takes
-    that copy instead of reading a second one, and its memory goes back once the last holder
-    lets go (glibc keeps freed pages until trimmed; the arrays go just after the model)."""
-    global _last_model
-    _last_model = weakref.ref(model)
-    weakref.finalize(model, _trim_soon)
-
-
-def _trim_soon() -> None:
-    timer = threading.Timer(1.0, release_freed_memory)
-    timer.daemon = True
-    timer.start()
+    return HOST.value()
