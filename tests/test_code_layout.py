@@ -214,7 +214,6 @@ STREAMLIT_CACHE_USES = {
     ("server/warmup.py", "_ready"),
     ("ui/cost/measurements.py", "torch_backend_statuses"),
     ("ui/models/minilm.py", "_load"),
-    ("ui/models/minilm.py", "_trace"),
     ("ui/multi_head/torch_parity.py", "load_torch"),
     ("ui/widgets/byte_cache.py", "_cleared_with_streamlit"),
     ("ui/widgets/render.py", "_built_figure"),

@@ -3,7 +3,8 @@
     load_model()                  the pretrained BERT, loaded once per server (cache_resource),
                                   with a spinner while it loads; a `LoadResult` that holds the
                                   model or the message saying why there is none
-    page_trace(model, text)       one forward pass per distinct text (cached), kept as a
+    page_trace(model, text)       one forward pass per distinct text (cached in the byte-bounded
+                                  cache, read-only, in the lane of quick runs), kept as a
                                   `PageTrace`: tokens, weights `(layer, head, q_pos, k_pos)`,
                                   q/k/v per head and the head patterns; `trace_of(text)` finds
                                   it again (figure builders use it)
@@ -38,6 +39,7 @@ from attention_core.models import (
     ModelNotFoundError,
     load_bert,
 )
+from ui.widgets.byte_cache import MB, bounded_by_bytes
 from ui.widgets.layout import model_missing
 from ui.widgets.state import PageState
 
@@ -270,10 +272,9 @@ def trace_of(text: str) -> PageTrace:
     return page_trace(load_model().model, text)
 
 
-@st.cache_resource(max_entries=2, show_spinner="Running the model on the text…")
+# At 512 tokens the kept arrays are ~95 MB (the weights alone 75 MB): two texts.
+@bounded_by_bytes(192 * MB, name="minilm.trace", spinner="Running the model on the text…")
 def _trace(text: str, model_id: int, _model: BertModel) -> PageTrace:
-    # cache_resource, not cache_data: at 512 tokens the kept arrays are ~95 MB, and
-    # cache_data would unpickle a copy of them on every rerun (hence also only 2 entries).
     _forward_passes["count"] += 1
     trace = _model.trace(text)
     weights = _frozen(trace.attention_weights)
