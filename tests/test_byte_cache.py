@@ -5,6 +5,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from attention_core.models.llama import KeptSteps
 from ui.widgets.byte_cache import bounded_by_bytes, every_cache, nbytes
@@ -136,3 +137,78 @@ def test_clearing_streamlits_caches_clears_these_too():
     block(3)
     st.cache_resource.clear()
     assert block.holding() == (0, 0)
+
+
+def test_cheap_work_without_a_lane_is_computed_once_while_both_lanes_are_taken():
+    from server.lane import LANES, in_a_turn
+
+    calls, turns = [], []
+
+    @bounded_by_bytes(KB * KB, name="test.no_lane", lane=None)
+    def cheap(key: int) -> np.ndarray:
+        calls.append(key)
+        turns.append(in_a_turn())
+        time.sleep(0.2)  # long enough for every thread to ask while the first computes
+        return np.arange(key)
+
+    # Another viewer's long runs hold both lanes for the whole test: work that needed a turn
+    # would wait for them and never finish.
+    holding, done = threading.Event(), threading.Event()
+
+    def hold(lane) -> None:
+        with lane.turn():
+            holding.set()
+            done.wait(10)
+
+    holders = [threading.Thread(target=hold, args=(lane,)) for lane in LANES]
+    for holder in holders:
+        holder.start()
+        assert holding.wait(5)
+        holding.clear()
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(cheap(7))) for _ in range(8)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(5)
+        assert all(lane.busy() for lane in LANES)
+    finally:
+        done.set()
+        for holder in holders:
+            holder.join()
+    assert calls == [7] and turns == [False]
+    assert len(results) == 8 and all(r is results[0] for r in results)
+    assert results[0].tolist() == list(range(7))
+    assert cheap.holding() == (1, 7 * 8)
+
+
+def test_results_holding_no_array_still_count_against_the_bound():
+    from ui.widgets.byte_cache import SMALL_ENTRY_BYTES
+
+    calls = []
+
+    @bounded_by_bytes(3 * SMALL_ENTRY_BYTES, name="test.numbers", lane=None)
+    def numbers(x: int) -> tuple[float, str]:
+        calls.append(x)
+        return float(x) / 2, f"{x}"
+
+    for x in range(5):
+        assert numbers(x) == (x / 2, str(x))
+    assert numbers.holding() == (3, 3 * SMALL_ENTRY_BYTES)
+    numbers(4), numbers(3)
+    numbers(0)  # let go of, so computed again
+    assert calls == [0, 1, 2, 3, 4, 0]
+
+
+def test_read_only_freezes_every_array_a_result_holds_and_their_buffers():
+    from ui.widgets.byte_cache import read_only
+
+    base = np.zeros(6)
+    view = base[:3]
+    kept = read_only({"pair": (view, np.ones(2))})
+    for array in (base, view, kept["pair"][1]):
+        assert not array.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        view[0] = 1.0
+    assert base.tolist() == [0.0] * 6

@@ -201,3 +201,89 @@ def test_streamlit_internals_are_touched_in_one_module_outside_ui():
         if STREAMLIT_INTERNALS.search(path.read_text())
     )
     assert touching == ["server/sessions.py"]
+
+
+# -- one cache for the pages' data ----------------------------------------------------------------
+
+STREAMLIT_CACHES = {"cache_data", "cache_resource"}
+# The only Streamlit caches left: the byte cache's own hook into "Clear caches", the figures
+# (kept as objects, by entries), the process's warm-up, the torch imports done once under a
+# lock. Everything a page computes goes through
+# ui.widgets.byte_cache.bounded_by_bytes. This set may shrink; nothing may join it.
+STREAMLIT_CACHE_USES = {
+    ("server/warmup.py", "_ready"),
+    ("ui/cost/measurements.py", "torch_backend_statuses"),
+    ("ui/multi_head/torch_parity.py", "load_torch"),
+    ("ui/widgets/byte_cache.py", "_cleared_with_streamlit"),
+    ("ui/widgets/render.py", "_built_figure"),
+}
+
+
+def streamlit_cache_uses(path: Path) -> Iterator[tuple[str, int]]:
+    """(the function it caches, or the one it is called in; line) for each `st.cache_data` or
+    `st.cache_resource` in `path`, as a decorator or a call (not `.clear()`), and each import of
+    either name from streamlit."""
+    tree = ast.parse(path.read_text())
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+    def where(node: ast.AST) -> str:
+        while node in parents:
+            node = parents[node]
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                return node.name
+        return "<module>"
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("streamlit"):
+            for alias in node.names:
+                if alias.name in STREAMLIT_CACHES:
+                    yield f"import {alias.name}", node.lineno
+        if not (isinstance(node, ast.Attribute) and node.attr in STREAMLIT_CACHES):
+            continue
+        parent = parents.get(node)
+        if isinstance(parent, ast.Attribute):  # st.cache_data.clear(): no new cache
+            continue
+        decorated = parent if isinstance(parent, ast.Call) and parent.func is node else node
+        holder = parents.get(decorated)
+        if isinstance(holder, ast.FunctionDef) and decorated in holder.decorator_list:
+            yield holder.name, node.lineno
+        else:
+            yield where(node), node.lineno
+
+
+def test_the_pages_data_is_cached_by_the_one_byte_bounded_helper():
+    found = {
+        (str(path.relative_to(ROOT)), name): line
+        for path in python_files("app.py", "pages", "ui", "server")
+        for name, line in streamlit_cache_uses(path)
+    }
+    unexpected = {f"{path}:{line} ({name})" for (path, name), line in found.items()
+                  if (path, name) not in STREAMLIT_CACHE_USES}  # fmt: skip
+    assert not unexpected, (
+        "Cache a page's data with ui.widgets.byte_cache.bounded_by_bytes (lane=None for cheap "
+        f"work), not a Streamlit cache: {sorted(unexpected)}"
+    )
+    assert set(found) == STREAMLIT_CACHE_USES  # one gone: take it off the list
+
+
+def test_the_cache_rule_reads_decorators_and_calls_not_comments(tmp_path):
+    module = tmp_path / "page.py"
+    module.write_text(
+        '"""Once cached with st.cache_data."""\n'
+        "import streamlit as st\n"
+        "from streamlit import cache_resource\n"
+        "# @st.cache_data would copy\n"
+        "@st.cache_data\n"
+        "def bare(): ...\n"
+        "@st.cache_resource(max_entries=2)\n"
+        "def called(): ...\n"
+        "def wrapped():\n"
+        "    st.cache_data.clear()\n"
+        "    return st.cache_data(show_spinner=False)(bare)\n"
+    )
+    assert sorted(streamlit_cache_uses(module)) == [
+        ("bare", 5),
+        ("called", 7),
+        ("import cache_resource", 3),
+        ("wrapped", 11),
+    ]

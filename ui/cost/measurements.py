@@ -1,9 +1,12 @@
 """The cost page's measurements: the backends, the Measure buttons' jobs, their caches, the table.
 
 Measurements are slow and noisy, so they run only when the learner presses a button (with a
-progress bar), never on a plain rerun. Each result is cached per backend, method and size with
-`st.cache_data`, so measuring again (or a bigger range) reuses what was already measured, and
-the results of the last click are kept in the session so reruns can show them.
+progress bar), never on a plain rerun. Each result is cached per backend, method and size in
+the byte-bounded cache, shared by every session, so measuring again (or a bigger range) reuses
+what was already measured, and the results of the last click are kept in the session so reruns
+can show them. Each measurement takes its turn in the lane of long runs (server.lane): a timing
+with another run beside it on two cores would measure the other run too, and the peak-memory
+section's largest n×n matrices are as large as a model run's steps.
 
 torch is imported only when the viewer asks to compare with it (`backend_statuses(True)`):
 importing it costs about 190 MB and seconds, which a plain visit must not pay.
@@ -26,6 +29,8 @@ from attention_core.measurement import (
     measure_attention,
     speedup,
 )
+from server.lane import LONG_RUNS
+from ui.widgets.byte_cache import SMALL_ENTRY_BYTES, bounded_by_bytes
 from ui.widgets.formulas import BACKEND_LABELS, METHOD_LABELS
 from ui.widgets.state import PageState
 
@@ -102,7 +107,8 @@ def backend_badges(statuses: Sequence[BackendStatus]) -> str:
 # -- measuring on a click -------------------------------------------------------------------------
 
 
-@st.cache_data(show_spinner=False, max_entries=512)
+# A measurement is a dozen numbers and no array, so it counts SMALL_ENTRY_BYTES: 512 of them.
+@bounded_by_bytes(512 * SMALL_ENTRY_BYTES, name="cost.measurements", lane=LONG_RUNS)
 def cached_measurement(job: Job) -> Measurement:
     """The measurement of `job`, made once per backend, method and size."""
     return measure_attention(

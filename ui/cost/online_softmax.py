@@ -2,7 +2,7 @@
 FlashAttention) reads the keys, with the running max m, sum l and output o after each block.
 
     demo(n_keys, block, seed)            the blocks (`ChunkedAttention`) and the full softmax's
-                                         output, cached per choice
+                                         output, cached per choice (read-only: shared)
     block_table, output_table            the running numbers per block; both outputs side by side
     weights_figure(n_keys, block, seed)  the weights each block's running state implies, then
                                          the full softmax's, as a heatmap
@@ -17,6 +17,7 @@ import streamlit as st
 from attention_core import chunked_attention, scaled_dot_product_attention
 from attention_core.chunked import ChunkedAttention, online_softmax_weights
 from attention_core.lessons.mask_experiments import example_qkv
+from ui.widgets.byte_cache import MB, bounded_by_bytes, read_only
 from ui.widgets.describe import format_number
 from ui.widgets.heatmaps import color_scale
 from ui.widgets.state import is_presenting
@@ -32,7 +33,8 @@ OUTPUT_COLUMNS = {name: st.column_config.NumberColumn(format="%.8f") for name in
 UNREAD_COLOR = "#eeeeee"
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+# One query against at most 12 keys, read in at most 12 blocks: under 2 KB a choice, 64 of them.
+@bounded_by_bytes(MB // 8, name="cost.online_softmax", lane=None)
 def demo(n_keys: int, block: int, seed: int) -> tuple[ChunkedAttention, np.ndarray]:
     """One query of the seeded example read block by block, and the full softmax output `(1, 2)`.
 
@@ -40,7 +42,7 @@ def demo(n_keys: int, block: int, seed: int) -> tuple[ChunkedAttention, np.ndarr
     q_all, k, v = example_qkv(n_keys, WIDTH, seed)
     q = q_all[:1]  # one query keeps every running number readable
     online = chunked_attention(q, k, v, block_size=block, return_blocks=True)
-    return online, scaled_dot_product_attention(q, k, v).output
+    return read_only((online, scaled_dot_product_attention(q, k, v).output))
 
 
 def block_table(online: ChunkedAttention) -> list[dict]:

@@ -4,7 +4,10 @@
                                   host (server.model_host) and kept, with a spinner while it
                                   loads; a `LoadResult` that holds the model or the message
                                   saying why there is none
-    page_trace(model, text)       one forward pass per distinct text (cached), kept as a
+    let_go_with_model(f)          marks a page's cached function whose entries hold what the
+                                  model computed: emptied when the model is let go
+    page_trace(model, text)       one forward pass per distinct text (cached in the byte-bounded
+                                  cache, read-only, in the lane of quick runs), kept as a
                                   `PageTrace`: tokens, weights `(layer, head, q_pos, k_pos)`,
                                   q/k/v per head and the head patterns; `trace_of(text)` finds
                                   it again (figure builders use it)
@@ -40,6 +43,7 @@ from attention_core.models import (
     load_bert,
 )
 from server.model_host import ModelHost
+from ui.widgets.byte_cache import MB, bounded_by_bytes
 from ui.widgets.layout import model_missing
 from ui.widgets.state import PageState
 
@@ -225,6 +229,13 @@ def _read(progress: Callable[[int, int], None]) -> LoadResult:
 HOST = ModelHost(_read, name="minilm")
 
 
+def let_go_with_model(cached: Callable) -> Callable:
+    """Register a cached function (`bounded_by_bytes`) whose entries hold what the model
+    computed: `forget_model` empties it with the model, so a model loaded later (which may get
+    a freed model's id) never finds them."""
+    return HOST.holds(cached)
+
+
 # -- one text through the model -------------------------------------------------------------------
 
 
@@ -286,11 +297,10 @@ def trace_of(text: str) -> PageTrace:
     return page_trace(load_model().model, text)
 
 
-@HOST.holds
-@st.cache_resource(max_entries=2, show_spinner="Running the model on the text…")
+# At 512 tokens the kept arrays are ~95 MB (the weights alone 75 MB): two texts.
+@let_go_with_model
+@bounded_by_bytes(192 * MB, name="minilm.trace", spinner="Running the model on the text…")
 def _trace(text: str, model_id: int, _model: BertModel) -> PageTrace:
-    # cache_resource, not cache_data: at 512 tokens the kept arrays are ~95 MB, and
-    # cache_data would unpickle a copy of them on every rerun (hence also only 2 entries).
     _forward_passes["count"] += 1
     trace = _model.trace(text)
     weights = _frozen(trace.attention_weights)

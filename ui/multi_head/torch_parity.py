@@ -19,6 +19,7 @@ from attention_core.reference import (
     TorchNotInstalledError,
     compare_with_torch,
 )
+from ui.widgets.byte_cache import MB, bounded_by_bytes
 from ui.widgets.state import PageState
 
 
@@ -38,7 +39,8 @@ def load_torch() -> ModuleType:
     return torch
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+# Two differences and two strings, no array, so SMALL_ENTRY_BYTES (1 KiB) each: 64 examples.
+@bounded_by_bytes(MB // 16, name="multi_head.torch_parity", lane=None)
 def torch_comparison(
     x_q: np.ndarray,
     x_kv: np.ndarray | None,

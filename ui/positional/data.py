@@ -1,9 +1,11 @@
 """The positional page's derived arrays, cached by the settings that define them.
 
 Tables reach 2048 positions × 1024 dimensions (16 MB each), and the similarity matrix 2048²:
-each is computed once per distinct setting with `st.cache_data`, bounded, so a rerun after an
-unrelated control change recomputes nothing and every viewer of one link shares one entry.
-Nothing here computes a formula: the numbers come from `attention_core`.
+each is computed once per distinct setting in the byte-bounded cache (ui.widgets.byte_cache),
+so a rerun after an unrelated control change recomputes nothing and every viewer of one link
+shares one entry. It is toy arithmetic, computed at once (no lane: no waiting behind a model
+run), and read-only, as every session reads the same arrays. Nothing here computes a formula:
+the numbers come from `attention_core`.
 """
 
 from __future__ import annotations
@@ -32,10 +34,7 @@ from attention_core.lessons.position_experiments import (
     toeplitz_deviation,
     unseen_angle_share,
 )
-
-# Big tables: only needed when a figure is built, and a cache hit unpickles a copy.
-_BIG = {"max_entries": 2, "show_spinner": False}
-_SMALL = {"max_entries": 64, "show_spinner": False}
+from ui.widgets.byte_cache import MB, bounded_by_bytes, read_only
 
 # The breakdown table's number formats, next to the frame whose column names they follow.
 BREAKDOWN_COLUMNS = {
@@ -49,16 +48,23 @@ BREAKDOWN_COLUMNS = {
 # -- the sinusoidal table, one position, similarity and the rotation ------------------------------
 
 
-@st.cache_data(**_BIG)
+# The largest table, 2048 × 1024 float64, is 16 MB: two of them, as the page shows one at a time.
+@bounded_by_bytes(32 * MB, name="positional.table", lane=None)
 def pe_table(num_positions: int, d_model: int, base: float) -> np.ndarray:
     """PE, `(position, dimension)`."""
-    return sinusoidal_encoding(num_positions, d_model, base)
+    return read_only(sinusoidal_encoding(num_positions, d_model, base))
 
 
-@st.cache_data(**_SMALL)
+# Six columns of up to 1024 numbers, 48 KB a position: the last sixty-four positions looked at.
+@bounded_by_bytes(3 * MB, name="positional.breakdown", lane=None)
+def _breakdown(position: int, d_model: int, base: float) -> PositionBreakdown:
+    return read_only(position_breakdown(position, d_model, base))
+
+
 def breakdown_frame(position: int, d_model: int, base: float) -> pd.DataFrame:
-    """One row per dimension: what is computed, from which angle, and the value."""
-    b: PositionBreakdown = position_breakdown(position, d_model, base)
+    """One row per dimension: what is computed, from which angle, and the value (a frame of
+    its own at each call, built from the cached numbers)."""
+    b = _breakdown(position, d_model, base)
     return pd.DataFrame(
         {
             "dimension": b.dimension,
@@ -72,32 +78,36 @@ def breakdown_frame(position: int, d_model: int, base: float) -> pd.DataFrame:
     )
 
 
-@st.cache_data(**_SMALL)
+# Four lines over up to 2048 offsets, 64 KB: sixty-four settings.
+@bounded_by_bytes(4 * MB, name="positional.similarity", lane=None)
 def similarity_profile(num_positions: int, d_model: int, base: float) -> OffsetProfile:
     # The n×n matrix is not kept: at 2048 positions it is 32 MB for a few KB of profile.
     table = pe_table(num_positions, d_model, base)
-    return offset_profile(similarity_matrix(table), nonnegative=True)
+    return read_only(offset_profile(similarity_matrix(table), nonnegative=True))
 
 
-@st.cache_data(**_SMALL)
+# One error per position, up to 2048 × 8 bytes: sixty-four settings.
+@bounded_by_bytes(MB, name="positional.shift", lane=None)
 def shift(num_positions: int, d_model: int, offset: int, base: float) -> ShiftCheck:
-    return shift_check(num_positions, d_model, offset, base)
+    return read_only(shift_check(num_positions, d_model, offset, base))
 
 
-@st.cache_data(**_SMALL)
+# A 2×2 rotation and three 2-vectors, under 100 bytes: a thousand settings and more.
+@bounded_by_bytes(MB, name="positional.rotation", lane=None)
 def rotation(position: int, offset: int, pair: int, d_model: int, base: float) -> RotationExample:
-    return rotation_example(position, offset, pair, d_model, base)
+    return read_only(rotation_example(position, offset, pair, d_model, base))
 
 
 # -- a sentence: embeddings, positions and order blindness ----------------------------------------
 
 
-@st.cache_data(**_SMALL)
+# At most 8 words of width 16: a dozen arrays of 8 × 16 numbers, ~10 KB a sentence.
+@bounded_by_bytes(MB, name="positional.blindness", lane=None)
 def blindness(
     tokens: tuple[str, ...], order_kind: str, width: int, encoding: str, seed: int, base: float
 ) -> OrderBlindness:
     order = permutation(order_kind, len(tokens))
-    return order_blindness(tokens, order, width, encoding=encoding, seed=seed, base=base)
+    return read_only(order_blindness(tokens, order, width, encoding=encoding, seed=seed, base=base))
 
 
 # -- the families and the training length ---------------------------------------------------------
@@ -115,12 +125,16 @@ class FamilySetting(NamedTuple):
     head: int = 0
 
 
-@st.cache_data(**_SMALL)
+# The beyond-training section's four families at up to 512 positions hold 2 MB each (64², 32 KB,
+# in the comparison above): two screens of them.
+@bounded_by_bytes(16 * MB, name="positional.families", lane=None)
 def family_scores(setting: FamilySetting) -> np.ndarray:
     """Same-content scores, `(query position, key position)`."""
     family, num_positions, d_model, seed, base, num_heads, head = setting
-    return same_content_scores(
-        family, num_positions, d_model, seed=seed, base=base, num_heads=num_heads, head=head
+    return read_only(
+        same_content_scores(
+            family, num_positions, d_model, seed=seed, base=base, num_heads=num_heads, head=head
+        )
     )
 
 
@@ -130,8 +144,8 @@ def family_spread(setting: FamilySetting) -> float:
     return toeplitz_deviation(family_scores(setting))
 
 
-@st.cache_data(**_SMALL)
 def slopes_frame(num_heads: int) -> pd.DataFrame:
+    """Up to 16 heads' slopes: computed at each call, in less time than a cache lookup takes."""
     slopes = alibi_slopes(num_heads)
     return pd.DataFrame(
         {
@@ -142,7 +156,8 @@ def slopes_frame(num_heads: int) -> pd.DataFrame:
     )
 
 
-@st.cache_data(**_SMALL)
+# One share per position, up to 2048 × 8 bytes: sixty-four settings.
+@bounded_by_bytes(MB, name="positional.unseen", lane=None)
 def unseen_share(train_length: int, num_positions: int, d_model: int, base: float) -> np.ndarray:
     """Share of (sin, cos) pairs at an angle unseen in training, `(position,)`."""
-    return unseen_angle_share(train_length, num_positions, d_model, base)
+    return read_only(unseen_angle_share(train_length, num_positions, d_model, base))

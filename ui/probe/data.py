@@ -1,6 +1,7 @@
 """The probe page's numbers: the model's trace, rollout, the joint query-key map and the
-ablations, each computed once per distinct input and shared by every session (bounded
-`st.cache_resource`), and what the page reads off an ablation.
+ablations, each computed once per distinct input and model and shared by every session (the
+byte-bounded cache, ui.widgets.byte_cache: read-only, in the lane of quick runs, as what it
+computes may need the model's forward pass), and what the page reads off an ablation.
 
 Nothing here computes attention: the numbers come from `attention_core.probing` and the model's
 own forward pass (`ui.models.minilm`).
@@ -9,7 +10,6 @@ own forward pass (`ui.models.minilm`).
 from __future__ import annotations
 
 import numpy as np
-import streamlit as st
 
 from attention_core import AttentionInputError
 from attention_core.models import BertModel
@@ -21,6 +21,7 @@ from attention_core.probing import (
     joint_query_key_projection,
 )
 from ui.models import minilm
+from ui.widgets.byte_cache import MB, bounded_by_bytes, read_only
 
 # Rollout, the map's lines and the ablation's second forward pass all grow with n²; a sentence
 # or two is what a learner probes, and it keeps every picture readable.
@@ -42,23 +43,33 @@ def probe_trace(model: BertModel, text: str) -> minilm.PageTrace:
 
 def rollout_of(text: str) -> Rollout:
     """Attention rollout of `text` through every layer (residual ½, as the paper)."""
-    return _rollout(text)
+    model = minilm.load_model().model
+    return _rollout(text, id(model), model)
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
-def _rollout(text: str) -> Rollout:
-    return attention_rollout(minilm.trace_of(text).weights)
+# Three (layer, n, n) float64 stacks, 0.6 MB at 64 tokens: four texts.
+@minilm.let_go_with_model
+@bounded_by_bytes(3 * MB, name="probe.rollout")
+def _rollout(text: str, model_id: int, _model: BertModel) -> Rollout:
+    return read_only(attention_rollout(minilm.page_trace(_model, text).weights))
 
 
 def projection_of(text: str, layer: int, head: int) -> QueryKeyProjection:
     """The joint query-key map of head (`layer`, `head`), both from 0."""
-    return _projection(text, layer, head)
+    model = minilm.load_model().model
+    return _projection(text, layer, head, id(model), model)
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
-def _projection(text: str, layer: int, head: int) -> QueryKeyProjection:
-    trace = minilm.trace_of(text)
-    return joint_query_key_projection(trace.q_heads[layer, head], trace.k_heads[layer, head])
+# A head's projected queries and keys, (64, d_head) each at most, ~40 KB: sixteen heads.
+@minilm.let_go_with_model
+@bounded_by_bytes(MB, name="probe.projection")
+def _projection(
+    text: str, layer: int, head: int, model_id: int, _model: BertModel
+) -> QueryKeyProjection:
+    trace = minilm.page_trace(_model, text)
+    return read_only(
+        joint_query_key_projection(trace.q_heads[layer, head], trace.k_heads[layer, head])
+    )
 
 
 def ablation_of(
@@ -80,7 +91,10 @@ def ablation_of(
     return _ablation(text, position, mode, replacement, ablated, id(model), model)
 
 
-@st.cache_resource(max_entries=4, show_spinner="Running the model on the changed text…")
+# Weights before, after and their difference, three (6, 12, 64, 64) float64 maps at 64 tokens,
+# 7 MB: four choices.
+@minilm.let_go_with_model
+@bounded_by_bytes(32 * MB, name="probe.ablation", spinner="Running the model on the changed text…")
 def _ablation(
     text: str,
     position: int,
@@ -91,8 +105,10 @@ def _ablation(
     _model: BertModel,
 ) -> Ablation:
     if mode == "head":
-        return ablate_head(_model, text, *ablated)
-    return ablate_token(_model, text, position, mode, replacement=replacement or "[MASK]")
+        return read_only(ablate_head(_model, text, *ablated))
+    return read_only(
+        ablate_token(_model, text, position, mode, replacement=replacement or "[MASK]")
+    )
 
 
 def largest_change(ablation: Ablation, layer: int, head: int) -> tuple[float, tuple[int, int]]:

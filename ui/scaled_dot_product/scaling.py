@@ -19,6 +19,7 @@ from attention_core.lessons.presets import (
 )
 from attention_core.lessons.scaling import scaling_experiment
 from ui.widgets import compare, heatmaps, lines, render
+from ui.widgets.byte_cache import MB, bounded_by_bytes, read_only
 from ui.widgets.state import PageState, write_url_after_fragment
 
 
@@ -57,10 +58,14 @@ def show_sharp_vs_flat(
 SCALING_D_K = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
+# Nine lines of ten numbers, 720 bytes a setting: twenty settings. No lane: random vectors, no
+# model, so no waiting behind another viewer's forward pass.
+@bounded_by_bytes(MB // 64, name="scaled_dot_product.scaling", lane=None)
 def scaling_results(num_keys: int = 16, num_samples: int = 2000, seed: int = 0):
     """`attention_core.scaling_experiment` over SCALING_D_K, cached (it takes ~0.2 s)."""
-    return scaling_experiment(SCALING_D_K, num_samples=num_samples, num_keys=num_keys, seed=seed)
+    return read_only(
+        scaling_experiment(SCALING_D_K, num_samples=num_samples, num_keys=num_keys, seed=seed)
+    )
 
 
 def scaling_figure(field: str, num_keys: int, seed: int) -> go.Figure:

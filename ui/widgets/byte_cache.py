@@ -9,13 +9,23 @@ it, and for nothing else (fifty viewers of one link cost one forward pass), skip
 whose name starts with "_" when it makes the key (a model is passed as `_model` with its
 `model_id`), and is emptied by the menu's "Clear caches". What it computes takes its turn in
 one of the process's two lanes (server.lane), so a room holds two runs' steps at most, not one
-per viewer; a session in line whose viewer has moved a widget since leaves the line.
+per viewer; a session in line whose viewer has moved a widget since leaves the line. Cheap
+work (a toy page's arithmetic, milliseconds) is cached with `lane=None`: computed in the
+caller's thread at once, never behind another viewer's forward pass, still once per key. Such
+a computation must not call a cache with a lane: it would wait for a turn while holding its
+key. A result holding no array (a few numbers: a timing, a comparison's largest difference)
+counts as SMALL_ENTRY_BYTES, so a cache of them is bounded too.
 
     @bounded_by_bytes(64 * MB, name="heads.lens")
     def lens_of(prompt_ids: tuple[int, ...], model_id: int, _model) -> LogitLens: ...
 
+    @bounded_by_bytes(MB, name="cost.decoding", lane=None)
+    def step_by_step(n_decode: int, seed: int) -> tuple[np.ndarray, float]: ...
+
     lens_of.clear()           empty it (a model let go: see ui.models.smollm.let_go_with_model)
     lens_of.holding()         (entries, bytes) now: what the cache holds, for the benchmarks
+    read_only(value)          `value`, its arrays made read-only: one result is every
+                              session's, so no caller may change it in place
     every_cache()             each cache's name and holding (what_caches_hold: in MB, for
                               server.memory's report)
 """
@@ -41,34 +51,46 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from server.lane import QUICK_RUNS, WAIT_CHECK_S, Lane
 
 MB = 2**20
+# What a result holding no array counts against its cache's bound: a few numbers and their
+# Python objects take a few hundred bytes, and without a size a cache of them would never shrink.
+SMALL_ENTRY_BYTES = 1024
 
 _CACHES: dict[str, _ByteCache] = {}
 _spinning = threading.local()
 
 
+def arrays(value: Any) -> Iterator[np.ndarray]:
+    """The NumPy arrays `value` holds, in dataclass fields, tuples, lists and dicts."""
+    if isinstance(value, np.ndarray):
+        yield value
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            yield from arrays(getattr(value, field.name))
+    elif isinstance(value, tuple | list):
+        for part in value:
+            yield from arrays(part)
+    elif isinstance(value, dict):
+        for part in value.values():
+            yield from arrays(part)
+
+
+def _owner(array: np.ndarray) -> np.ndarray:
+    return array if not isinstance(array.base, np.ndarray) else array.base
+
+
 def buffers(value: Any) -> dict[int, np.ndarray]:
     """The arrays that own the memory of the NumPy arrays `value` holds (in dataclass fields,
     tuples, lists, dicts), by id: each buffer once however many views of it there are."""
-    owners: dict[int, np.ndarray] = {}
+    return {id(owner): owner for owner in map(_owner, arrays(value))}
 
-    def walk(item: Any) -> None:
-        if isinstance(item, np.ndarray):
-            owner = (
-                item if item.base is None or not isinstance(item.base, np.ndarray) else item.base
-            )
-            owners[id(owner)] = owner
-        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
-            for field in dataclasses.fields(item):
-                walk(getattr(item, field.name))
-        elif isinstance(item, tuple | list):
-            for part in item:
-                walk(part)
-        elif isinstance(item, dict):
-            for part in item.values():
-                walk(part)
 
-    walk(value)
-    return owners
+def read_only(value: Any) -> Any:
+    """`value`, with every array it holds (and the buffer under it) made read-only: a cached
+    result is every session's, and a caller writing into it would change what others see."""
+    for array in arrays(value):
+        array.setflags(write=False)
+        _owner(array).setflags(write=False)
+    return value
 
 
 def nbytes(value: Any) -> int:
@@ -159,9 +181,10 @@ class _ByteCache:
     share buffers (the KV caches of a generation's steps are views of one growing buffer), so
     the bound counts each buffer once across the whole cache, however many entries hold it."""
 
-    def __init__(self, name: str, max_bytes: int, lane: Lane):
+    def __init__(self, name: str, max_bytes: int, lane: Lane | None):
         self.name, self.max_bytes, self.lane = name, max_bytes, lane
-        self._entries: OrderedDict[str, tuple[Any, tuple[int, ...]]] = OrderedDict()
+        # key → (value, ids of the buffers it holds, bytes of its own: SMALL_ENTRY_BYTES or 0)
+        self._entries: OrderedDict[str, tuple[Any, tuple[int, ...], int]] = OrderedDict()
         # id → [entries holding it, the buffer]; holding the buffer keeps its id its own.
         self._held: dict[int, list] = {}
         self._bytes = 0
@@ -187,9 +210,10 @@ class _ByteCache:
                 kept = self._kept(key)
             if kept is not _MISSING:
                 return kept
-        # The lane before the key's lock: a thread holding a key's lock is always in its turn,
-        # so one in line never holds a lock that the one running needs.
-        with waiting_turn(self.lane):
+        # The lane before the key's lock: a thread holding a key's lock is always in its turn
+        # (or needs none, lane=None, and takes none while it holds it), so one in line never
+        # holds a lock that the one running needs.
+        with nullcontext() if self.lane is None else waiting_turn(self.lane):
             with self._lock:
                 # One lock per key: a session asking for a key another computes waits for it.
                 computing = self._computing.setdefault(key, threading.Lock())
@@ -226,10 +250,13 @@ class _ByteCache:
             if held[0] == 0:
                 self._bytes += owner.nbytes
             held[0] += 1
-        self._entries[key] = (value, tuple(owners))
+        own = 0 if owners else SMALL_ENTRY_BYTES
+        self._bytes += own
+        self._entries[key] = (value, tuple(owners), own)
 
     def _drop(self, key: str) -> None:
-        _, idents = self._entries.pop(key)
+        _, idents, own = self._entries.pop(key)
+        self._bytes -= own
         for ident in idents:
             held = self._held[ident]
             held[0] -= 1
@@ -255,11 +282,12 @@ class _ByteCache:
 
 
 def bounded_by_bytes(
-    max_bytes: int, *, name: str, spinner: str | None = None, lane: Lane = QUICK_RUNS
+    max_bytes: int, *, name: str, spinner: str | None = None, lane: Lane | None = QUICK_RUNS
 ) -> Callable[[Callable], Callable]:
     """Cache a function's results process-wide, at most `max_bytes` of arrays (see module);
     `spinner`, if given, is shown to the session that computes a result, which waits for its
-    turn in `lane` (server.lane.LONG_RUNS for work of many passes)."""
+    turn in `lane` (server.lane.LONG_RUNS for work of many passes; None for cheap work that
+    needs no turn: computed at once in the caller's thread, still once per key)."""
 
     def wrap(function: Callable) -> Callable:
         signature = inspect.signature(function)

@@ -26,6 +26,7 @@ import streamlit as st
 from attention_core import AttentionInputError
 from attention_core.compare import PatternComparison, compare_patterns
 from ui.widgets import describe, heatmaps, render
+from ui.widgets.byte_cache import MB, bounded_by_bytes, read_only
 from ui.widgets.layout import plain
 from ui.widgets.state import PageState
 
@@ -107,9 +108,14 @@ def compared(
     return _compared(np.asarray(a), np.asarray(b), query_labels, key_labels, tuple(names))
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+# A toy page's comparison holds a few KB; the real-model page's at 512 tokens holds three 512²
+# float64 maps, 6 MB: two of those beside many small ones. No lane: elementwise arithmetic.
+@bounded_by_bytes(16 * MB, name="compare.patterns", lane=None)
 def _compared(a, b, query_labels, key_labels, names) -> PatternComparison:
-    return compare_patterns(a, b, query_labels, key_labels, names=names)
+    # Copies: the comparison keeps its patterns, and the caller's arrays stay the caller's
+    # (writable if they were, and not changed under the cache by a later write).
+    a, b = np.array(a), np.array(b)
+    return read_only(compare_patterns(a, b, query_labels, key_labels, names=names))
 
 
 def difference_figure(comparison: PatternComparison) -> go.Figure:
