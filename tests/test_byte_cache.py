@@ -86,6 +86,9 @@ def test_many_sessions_asking_at_once_wait_for_one_computation():
         thread.join()
     assert calls == [7]
     assert len(results) == 8 and all(r is results[0] for r in results)
+    assert slow.computed() == 1  # what the tests count a model page's passes with
+    slow(8)
+    assert slow.computed() == 2 and calls == [7, 8]
 
 
 def test_a_failed_computation_is_not_kept():
@@ -103,6 +106,7 @@ def test_a_failed_computation_is_not_kept():
     except ValueError:
         pass
     assert flaky(1) == 1 and attempts == [1, 1]
+    assert flaky.computed() == 1  # the failure kept nothing and counts for nothing
 
 
 def test_a_buffer_several_results_share_is_counted_once_against_the_bound():

@@ -86,9 +86,6 @@ PRESETS: dict[str, tuple[str, str, str]] = {
 DEFAULT_TEXT = PRESETS["tired"][1]
 
 
-_forward_passes = {"count": 0}
-
-
 # -- the model ------------------------------------------------------------------------------------
 
 
@@ -280,7 +277,7 @@ class PageTrace:
 
 def forward_passes() -> int:
     """How many forward passes this process has run for the page (a cache miss each)."""
-    return _forward_passes["count"]
+    return _trace.computed()
 
 
 def page_trace(model: BertModel, text: str) -> PageTrace:
@@ -301,7 +298,6 @@ def trace_of(text: str) -> PageTrace:
 @let_go_with_model
 @bounded_by_bytes(192 * MB, name="minilm.trace", spinner="Running the model on the text…")
 def _trace(text: str, model_id: int, _model: BertModel) -> PageTrace:
-    _forward_passes["count"] += 1
     trace = _model.trace(text)
     weights = _frozen(trace.attention_weights)
     tokens = trace.tokens

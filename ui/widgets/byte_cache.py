@@ -24,6 +24,7 @@ counts as SMALL_ENTRY_BYTES, so a cache of them is bounded too.
 
     lens_of.clear()           empty it (a model let go: see ui.models.smollm.let_go_with_model)
     lens_of.holding()         (entries, bytes) now: what the cache holds, for the benchmarks
+    lens_of.computed()        how many results it has computed (a miss each), for the tests
     read_only(value)          `value`, its arrays made read-only: one result is every
                               session's, so no caller may change it in place
     every_cache()             each cache's name and holding (what_caches_hold: in MB, for
@@ -188,6 +189,7 @@ class _ByteCache:
         # id → [entries holding it, the buffer]; holding the buffer keeps its id its own.
         self._held: dict[int, list] = {}
         self._bytes = 0
+        self._computed = 0
         self._lock = threading.Lock()
         self._computing: dict[str, threading.Lock] = {}
 
@@ -230,6 +232,7 @@ class _ByteCache:
                     with self._lock:
                         self._add(key, value, owners)
                         self._shrink()
+                        self._computed += 1
                 finally:
                     with self._lock:
                         self._computing.pop(key, None)
@@ -280,6 +283,11 @@ class _ByteCache:
         with self._lock:
             return len(self._entries), self._bytes
 
+    def computed(self) -> int:
+        """How many results this process has computed for the cache (a miss each)."""
+        with self._lock:
+            return self._computed
+
 
 def bounded_by_bytes(
     max_bytes: int, *, name: str, spinner: str | None = None, lane: Lane | None = QUICK_RUNS
@@ -304,6 +312,7 @@ def bounded_by_bytes(
 
         cached.clear = cache.clear
         cached.holding = cache.holding
+        cached.computed = cache.computed
         cached.max_bytes = max_bytes
         return cached
 
