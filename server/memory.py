@@ -26,7 +26,7 @@ def release_freed_memory() -> None:
 
     Unpacking and stacking the matrices frees ~150 MB of same-sized pieces that glibc keeps on
     its heap, scattered between the kept weights, so the process would stay that much larger
-    (measured: 437 -> 290 MiB resident for bfloat16). malloc_trim(0) returns those free pages.
+    (bench/README.md). malloc_trim(0) returns those free pages.
     Other C libraries (musl, macOS) have no malloc_trim, and there is nothing to do here.
     """
     try:

@@ -19,7 +19,7 @@ __all__ = ["erf", "gelu", "layer_norm", "rms_norm", "silu"]
 
 def erf(x: np.ndarray) -> np.ndarray:
     """The error function, vectorised in NumPy. (SciPy is not a dependency, and ``math.erf``
-    over a `(128, 1536)` activation in a Python loop takes ~40 ms against ~1 ms here.)
+    in a Python loop over every activation of every layer would cost more than the layer.)
 
     erf(x) ≈ sign(x) · (1 - (a₁t + a₂t² + a₃t³ + a₄t⁴ + a₅t⁵) · exp(-x²)),  t = 1 / (1 + p|x|)
 

@@ -20,8 +20,8 @@ from ui.widgets.layout import plain
 
 # The per-layer arrays a trace keeps besides the weights (`LlamaLayerSteps` names them so).
 QK_NAMES = ("q", "q_rot", "k", "k_rot")
-# What a pass keeps of each layer for the page (run_llama's keep): a 192-token prompt's pass
-# and its PageTrace hold 166 MB at their peak (88 MB after), against 343 MB keeping every step.
+# What a pass keeps of each layer for the page (run_llama's keep): about half of what keeping
+# every step holds at a long prompt's peak (bench/README.md).
 SHOWN_STEPS = ("weights", *QK_NAMES)
 
 

@@ -40,8 +40,8 @@ from ui.widgets.state import PageState, write_url_after_fragment
 CONTEXTS = (1_024, 4_096, 8_192, 32_768, 131_072)
 DEFAULT_CONTEXT = 32_768
 # The experiments read the text four times (full cache and three smaller ones), its first this
-# many tokens: past it the means barely move, and each pass of 512 tokens took ~15 s here
-# against ~6 s for 256.
+# many tokens: past it the means barely move, while each pass takes twice as long or more
+# (bench/README.md, "Why the constants in the code are what they are").
 MAX_EXPERIMENT_TOKENS = 256
 # SmolLM2 as this app runs it: float32 keys and values, twice the bytes of its bfloat16 release.
 SMOLLM2_HERE = dataclasses.replace(SMOLLM2_135M, name="SmolLM2-135M here (float32)", bits=32)
@@ -217,7 +217,7 @@ def experiment(model: LlamaModel, text_ids: tuple[int, ...]) -> KVExperiment:
 def _experiment(text_ids, model_id, _model: LlamaModel) -> KVExperiment:
     ids = np.asarray(text_ids[:MAX_EXPERIMENT_TOKENS])
     # The full cache's read is the page's full pass over the whole text, made above this
-    # section, at these first positions: one read of the text fewer (~0.8 s at 256 tokens).
+    # section, at these first positions: one read of the text fewer.
     full = data.full_pass(_model, text_ids).final[: ids.shape[0]]
     return run_where_kept(kv_experiment, _model, ids, full=full)
 
