@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from attention_core.models import points
 from attention_core.models.llama import (
     MAX_CONTEXT_TOKENS,
     MAX_PROMPT_CHARS,
@@ -351,6 +352,206 @@ def test_attend_and_head_mask_are_checked(model):
         run_llama(model, ids, head_mask=row).next_token_logits,
         run_llama(model, ids, head_mask=np.tile(row, (30, 1))).next_token_logits,
     )
+
+
+# ------------------------------------------------------------ the named points (models.points)
+
+OTHER_TEXT = (
+    "The weather in the mountains changes quickly: snow can fall in the morning and melt by "
+    "noon, so climbers carry warm clothes and leave early."
+)
+
+
+def _other_ids(model, n):
+    ids = model.encode(OTHER_TEXT)
+    assert len(ids) >= n
+    return np.asarray(ids[:n])
+
+
+@pytest.mark.slow
+def test_no_edits_and_identity_edits_leave_every_number_as_it_was(model):
+    ids = _ids(model, 24)
+    plain = run_llama(model, ids, all_logits=True)
+    np.testing.assert_array_equal(
+        run_llama(model, ids, edits={}, all_logits=True).logits, plain.logits
+    )
+    # head_mask's ones are no edit at all; its zeros an edit of that layer's heads.
+    np.testing.assert_array_equal(
+        run_llama(model, ids, head_mask=np.ones((30, 9)), all_logits=True).logits, plain.logits
+    )
+    seen = []
+
+    def identity(x):
+        seen.append(x.shape)
+        return x
+
+    names = points.names(30)
+    every = run_llama(model, ids, edits=dict.fromkeys(names, identity), all_logits=True)
+    assert len(seen) == len(names) == 121
+    assert seen[:5] == [(24, 576), (9, 24, 64), (24, 576), (24, 576), (24, 576)]
+    np.testing.assert_array_equal(every.logits, plain.logits)
+    for name in names:
+        np.testing.assert_array_equal(every.point(name), plain.point(name))
+
+
+@pytest.mark.slow
+def test_each_point_reads_the_step_the_forward_computed(model):
+    ids = _ids(model, 8)
+    trace = run_llama(model, ids)
+    assert trace.point(points.resid(0)) is trace.embeddings
+    assert trace.point(points.resid(30)) is trace.layers[29].hidden
+    np.testing.assert_array_equal(trace.point(points.resid(4)), trace.layers[4].input)
+    assert trace.point(points.attn_out(2)) is trace.layers[2].attn_output
+    assert trace.point(points.mlp_out(2)) is trace.layers[2].ffn_output
+    heads = trace.point(points.heads(2))
+    assert heads.shape == (9, 8, 64)
+    np.testing.assert_array_equal(heads, trace.layers[2].attention.output.reshape(9, 8, 64))
+    # resid.{l+1} = resid.{l} + attn_out + mlp_out (pre-norm residuals)
+    np.testing.assert_allclose(
+        trace.point(points.resid(3)),
+        trace.point(points.resid(2))
+        + trace.point(points.attn_out(2))
+        + trace.point(points.mlp_out(2)),
+        atol=1e-4,
+    )
+    kept = run_llama(model, ids, keep=("hidden",))
+    np.testing.assert_array_equal(kept.point(points.resid(5)), trace.point(points.resid(5)))
+    with pytest.raises(AttentionInputError, match=r"did not keep 'ffn_output', which layer\.2"):
+        kept.point(points.mlp_out(2))
+
+
+@pytest.mark.slow
+def test_an_edit_changes_what_follows_it_and_nothing_before(model):
+    ids = _ids(model, 8)
+    plain = run_llama(model, ids)
+    zero_head = {points.heads(6): lambda z: np.concatenate([z[:3], 0 * z[3:4], z[4:]])}
+    edited = run_llama(model, ids, edits=zero_head)
+    masked = np.ones((30, 9))
+    masked[6, 3] = 0.0
+    # The same edit as transformers' head_mask: the numbers of the head_mask pass.
+    np.testing.assert_array_equal(edited.logits, run_llama(model, ids, head_mask=masked).logits)
+    np.testing.assert_array_equal(edited.point(points.heads(6))[3], 0.0)
+    # The softmax steps are kept as computed, and head_outputs is what W_o read.
+    np.testing.assert_array_equal(
+        edited.layers[6].attention.output, plain.layers[6].attention.output
+    )
+    np.testing.assert_array_equal(edited.point(points.resid(6)), plain.point(points.resid(6)))
+    assert not np.array_equal(edited.point(points.attn_out(6)), plain.point(points.attn_out(6)))
+    # An edit of the last boundary is what the final norm reads: the stream doubled reads the
+    # same (RMSNorm divides the scale out); position 2's stream at the end predicts as at 2.
+    scaled = run_llama(model, ids, edits={points.resid(30): lambda h: 2 * h})
+    np.testing.assert_array_equal(scaled.point(points.resid(30)), 2 * plain.point(points.resid(30)))
+    np.testing.assert_allclose(scaled.logits, plain.logits, atol=1e-5)
+    every = run_llama(model, ids, all_logits=True)
+    moved = run_llama(
+        model, ids, edits={points.resid(30): lambda h: np.concatenate([h[:-1], h[2:3]])}
+    )
+    # (to float32 rounding: the head's product over 1 row or 8 sums in other orders)
+    np.testing.assert_allclose(moved.next_token_logits, every.logits[2], atol=1e-4)
+
+
+@pytest.mark.slow
+def test_bad_edits_are_clear_errors(model):
+    ids = _ids(model, 4)
+    with pytest.raises(AttentionInputError, match=r"'layer\.30\.heads' is not a point"):
+        run_llama(model, ids, edits={"layer.30.heads": np.negative})
+    with pytest.raises(AttentionInputError, match=r"Did you mean layer\.3\.mlp_out\?"):
+        run_llama(model, ids, edits={"layer.3.mlp": np.negative})
+    with pytest.raises(
+        AttentionInputError,
+        match=r"edit of layer\.3\.heads returned an array shaped \(9, 3, 64\), but the point is "
+        r"shaped \(9, 4, 64\) \(head, n, d_head\)",
+    ):
+        run_llama(model, ids, edits={points.heads(3): lambda z: z[:, 1:]})
+    with pytest.raises(AttentionInputError, match=r"head_mask and edits both change layer\.7"):
+        run_llama(model, ids, head_mask=np.zeros((30, 9)), edits={points.heads(7): np.negative})
+
+
+@pytest.mark.slow
+def test_patched_points_match_transformers_hooks_on_the_same_modules(model, reference):
+    """Another prompt's residual at one boundary and position, one of its heads' outputs, and
+    one MLP's output swapped into a run, here by edits and in transformers by hooks on the
+    decoder layer, ``self_attn.o_proj``'s input and ``mlp``: the same next-token logits."""
+    hf, _ = reference
+    a, b = _ids(model, 12), _other_ids(model, 12)
+    boundary, position, layer, head, mlp_layer = 10, 5, 7, 4, 20
+    d = model.config.head_dim
+    blocks = hf.model.layers
+    other = run_llama(model, b)
+
+    def patch_resid(x):
+        y = x.copy()
+        y[position] = other.point(points.resid(boundary))[position]
+        return y
+
+    def swap_head(z):
+        y = z.copy()
+        y[head] = other.point(points.heads(layer))[head]
+        return y
+
+    ours = {
+        "resid": {points.resid(boundary): patch_resid},
+        "heads": {points.heads(layer): swap_head},
+        "mlp": {points.mlp_out(mlp_layer): lambda m: other.point(points.mlp_out(mlp_layer))},
+    }
+    # transformers on b: the same three activations, read by hooks.
+    taken = {}
+    handles = [
+        blocks[boundary - 1].register_forward_hook(
+            lambda mod, args, out: taken.update(resid=out.detach().clone())
+        ),
+        blocks[layer].self_attn.o_proj.register_forward_pre_hook(
+            lambda mod, args: taken.update(heads=args[0].detach().clone())
+        ),
+        blocks[mlp_layer].mlp.register_forward_hook(
+            lambda mod, args, out: taken.update(mlp=out.detach().clone())
+        ),
+    ]
+    try:
+        with torch.no_grad():
+            hf(torch.from_numpy(b)[None], use_cache=False)
+    finally:
+        for handle in handles:
+            handle.remove()
+    # Both read the same activations of b (the points are transformers' modules' outputs).
+    np.testing.assert_allclose(
+        other.point(points.resid(boundary)), taken["resid"][0].numpy(), atol=1e-3, rtol=1e-4
+    )
+    np.testing.assert_allclose(
+        other.point(points.heads(layer)).transpose(1, 0, 2).reshape(12, -1),
+        taken["heads"][0].numpy(),
+        atol=1e-4,
+    )
+
+    def put_resid(mod, args, out):
+        out = out.clone()
+        out[0, position] = taken["resid"][0, position]
+        return out
+
+    def put_head(mod, args):
+        x = args[0].clone()
+        x[..., head * d : (head + 1) * d] = taken["heads"][..., head * d : (head + 1) * d]
+        return (x,)
+
+    hooks = {
+        "resid": lambda: blocks[boundary - 1].register_forward_hook(put_resid),
+        "heads": lambda: blocks[layer].self_attn.o_proj.register_forward_pre_hook(put_head),
+        "mlp": lambda: blocks[mlp_layer].mlp.register_forward_hook(
+            lambda mod, args, out: taken["mlp"]
+        ),
+    }
+    plain = run_llama(model, a).next_token_logits
+    for case, edits in ours.items():
+        patched = run_llama(model, a, edits=edits).next_token_logits
+        handle = hooks[case]()
+        try:
+            with torch.no_grad():
+                expected = hf(torch.from_numpy(a)[None], use_cache=False).logits[0, -1].numpy()
+        finally:
+            handle.remove()
+        print(case, "largest |ours - transformers|", np.abs(patched - expected).max())
+        np.testing.assert_allclose(patched, expected, atol=1e-4, rtol=0)
+        assert np.abs(patched - plain).max() > 1e-2  # each patch moves the prediction
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ import pytest
 
 from attention_core.head_roles import head_roles, repeated_tokens, strongest_heads
 from attention_core.losses import token_losses
-from attention_core.models import readouts
+from attention_core.models import points, readouts
 from attention_core.models.llama import files as llama_files
 from attention_core.models.llama import load_llama, run_llama
 from tests.hf_models import minilm_reference, smollm2_reference
@@ -124,6 +124,21 @@ def test_each_heads_write_adds_up_to_transformers_attention_output(model, refere
     parts = readouts.decoder_parts(model, trace, at)
     np.testing.assert_allclose(parts.heads[layer].sum(0), captured["out"], atol=1e-4)
     # And every writer together is the stream after the last layer.
+    total = parts.embedding + parts.heads.sum((0, 1)) + parts.mlps.sum(0)
+    np.testing.assert_allclose(total, parts.residuals[-1], atol=1e-3)
+
+
+def test_the_split_reads_the_named_points_as_an_edited_pass_went_on_with_them(model, prompt):
+    ids, trace, _ = prompt
+    at = len(ids) - 1
+    mask = np.ones((LAYERS, HEADS))
+    mask[12, 3] = 0.0
+    edited = run_llama(model, ids, edits=points.head_scaling(mask))
+    parts, plain = (readouts.decoder_parts(model, t, at) for t in (edited, trace))
+    assert np.all(parts.heads[12, 3] == 0.0)  # the removed head writes nothing
+    np.testing.assert_array_equal(parts.heads[:12], plain.heads[:12])  # nothing before it moved
+    np.testing.assert_array_equal(parts.residuals[:13], plain.residuals[:13])
+    assert not np.array_equal(parts.residuals[13], plain.residuals[13])
     total = parts.embedding + parts.heads.sum((0, 1)) + parts.mlps.sum(0)
     np.testing.assert_allclose(total, parts.residuals[-1], atol=1e-3)
 

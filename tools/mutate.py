@@ -56,6 +56,7 @@ MODULES = (
     "probing",
     "losses",
     "models.hiding",
+    "models.points",
     "head_roles",
     "logit_lens",
     "token_attribution",
@@ -79,6 +80,8 @@ OWN_TESTS = {
     "losses": ("test_losses.py",),
     # Ablations run the real models; test_readouts holds the hiding effects' own checks.
     "models.hiding": ("test_hiding.py", "test_readouts.py"),
+    # The forward's named points: names, checks and edits by hand (the model's own in test_llama).
+    "models.points": ("test_points.py",),
     # What heads do: their formulas are tested on built inputs, the real models in test_readouts.
     "head_roles": ("test_head_roles.py",),
     "logit_lens": ("test_logit_lens.py",),

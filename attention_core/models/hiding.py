@@ -30,6 +30,7 @@ from attention_core.losses import kl_divergence, log_softmax
 from attention_core.probing import sentence_embedding
 from attention_core.validation import AttentionInputError, check_position
 
+from . import points
 from .bert import BertModel, run_bert, run_bert_ids
 from .llama import LlamaModel, run_llama
 
@@ -276,7 +277,8 @@ def next_token_change(
         remove    ids without position p: n - 1 tokens (later tokens move one position back)
         mask      the same ids; attend_p = False: no query of any layer may attend to token p
                   (p's own query still runs but nobody reads its result)
-        head      head ``head`` of layer ``layer`` multiplied by 0 before W_o (all from 0)
+        head      head ``head`` of layer ``layer`` multiplied by 0 before W_o (all from 0):
+                  an edit of the point layer.{l}.heads
 
     Both passes are plain ``run_llama`` forwards. Raises ``AttentionInputError`` for a bad mode,
     position or head, or a text of one token (which cannot lose it). ``position`` is needed for
@@ -289,11 +291,12 @@ def next_token_change(
     ids = np.asarray(input_ids, dtype=np.int64)
     n = ids.shape[0]
     config = model.config
-    ids_after, attend, mask, where = ids, None, None, None
+    ids_after, attend, edits, where = ids, None, None, None
     if mode == "head":
         if layer is None or head is None:
             raise AttentionInputError("Say which head to remove: give its layer and head.")
         mask = remove_head_mask(config.num_hidden_layers, config.num_attention_heads, layer, head)
+        edits = points.head_scaling(mask)
         where = (layer, head)
     else:
         if position is None:
@@ -312,7 +315,7 @@ def next_token_change(
         else:
             attend = keep
     before = _next_token_logits(model, ids)
-    after_logits = _next_token_logits(model, ids_after, attend=attend, head_mask=mask)
+    after_logits = _next_token_logits(model, ids_after, attend=attend, edits=edits)
     return NextTokenChange(
         mode=mode,
         position=None if mode == "head" else position,
@@ -332,10 +335,11 @@ def _next_token_logits(
     ids: np.ndarray,
     *,
     attend: np.ndarray | None = None,
-    head_mask: np.ndarray | None = None,
+    edits: dict[str, points.Edit] | None = None,
 ) -> np.ndarray:
-    """`(V,)` float64: the logits after the last of ``ids``, with what ``attend`` hides."""
-    trace = run_llama(model, ids, attend=attend, head_mask=head_mask, keep=())
+    """`(V,)` float64: the logits after the last of ``ids``, with what ``attend`` hides and
+    ``edits`` (named points -> replacements) changes."""
+    trace = run_llama(model, ids, attend=attend, edits=edits, keep=())
     return trace.next_token_logits.astype(np.float64)
 
 

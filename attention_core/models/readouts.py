@@ -3,7 +3,9 @@ by writer, head roles on probe sequences, token contributions, and losses with h
 
 The formulas live in `logit_lens`, `head_roles` and `token_attribution`; this module only takes
 the arrays they need out of a `LlamaTrace` or `BertTrace` (widening stored bfloat16 weights where
-a formula reads them) and runs the extra forward passes a probe or a removed head needs.
+a formula reads them) and runs the extra forward passes a probe or a removed head needs. The
+decoder's stream is read at its named points (``points``: resid.l, layer.l.heads through W_o,
+layer.l.mlp_out), and heads are removed by edits of layer.l.heads, never by a copy of the forward.
 
     decoder_parts(model, trace, position)   ResidualParts: e, every head's and MLP's write, r_l
     decoder_lens(model, parts)              the logit lens at that position (LogitLens)
@@ -33,6 +35,7 @@ from attention_core.losses import token_losses
 from attention_core.token_attribution import norm_contributions
 from attention_core.validation import AttentionInputError, check_int, check_position
 
+from . import points
 from .bert import BertModel, BertTrace, run_bert_ids
 from .llama import LlamaModel, LlamaTrace, run_llama
 from .llama.forward import _linear
@@ -78,22 +81,28 @@ class ResidualParts:
 
 
 def decoder_parts(model: LlamaModel, trace: LlamaTrace, position: int) -> ResidualParts:
-    """Split the stream at `position` of a prompt's trace into its writers."""
+    """Split the stream at `position` of a prompt's trace into its writers, read from the named
+    points resid.*, layer.*.heads (through W_o) and layer.*.mlp_out."""
     position = check_position(position, trace.input_ids.shape[0])
+    layers = range(len(trace.layers))
     heads = np.stack(
         [
-            head_writes(layer.head_outputs[:, position : position + 1], widen(weights.w_o))[:, 0]
-            for layer, weights in zip(trace.layers, model.weights.layers, strict=True)
+            head_writes(
+                trace.point(points.heads(layer))[:, position : position + 1],
+                widen(model.weights.layers[layer].w_o),
+            )[:, 0]
+            for layer in layers
         ]
     )  # (layer, head, d_model)
     residuals = np.stack(
-        [trace.embeddings[position], *(layer.hidden[position] for layer in trace.layers)]
-    )
+        [trace.point(points.resid(boundary))[position] for boundary in range(len(layers) + 1)]
+    )  # (layer + 1, d_model)
+    mlps = np.stack([trace.point(points.mlp_out(layer))[position] for layer in layers])
     return ResidualParts(
         position=position,
-        embedding=trace.embeddings[position].astype(np.float64),
+        embedding=residuals[0].astype(np.float64),
         heads=heads,
-        mlps=np.stack([layer.ffn_output[position] for layer in trace.layers]).astype(np.float64),
+        mlps=mlps.astype(np.float64),
         residuals=residuals.astype(np.float64),
     )
 
@@ -158,7 +167,8 @@ def repeated_half_loss(
     """Mean loss of predicting tokens L+1 .. 2L-1 (the repeated half after its first token,
     which only the repetition makes predictable), with `head_mask` `(layer, head)` applied."""
     period = check_int(period, "the period", minimum=2)
-    trace = run_llama(model, probe_ids, all_logits=True, head_mask=head_mask, keep=())
+    edits = None if head_mask is None else points.head_scaling(head_mask)
+    trace = run_llama(model, probe_ids, all_logits=True, edits=edits, keep=())
     losses = token_losses(trace.logits, probe_ids)  # losses[i] predicts token i + 1
     return float(losses[period : 2 * period - 1].mean())
 

@@ -25,7 +25,7 @@ float32 a block of rows at a time just before its product (``_linear``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from attention_core.decoding import KVCache, decode_step
 from attention_core.positional import rotary_tables, rotate_half_pairs
 from attention_core.validation import AttentionInputError, check_int
 
+from .. import points
 from ..layers import rms_norm, silu
 from ..loading import ModelFileError
 from .config import LlamaConfig
@@ -59,6 +60,7 @@ def run_llama(
     all_logits: bool = False,
     attend: object = None,
     head_mask: object = None,
+    edits: Mapping[str, points.Edit] | None = None,
     keep: Sequence[str] | None = None,
 ) -> LlamaTrace:
     """Run the decoder on ``input_ids`` `(n,)`, continuing ``cache`` (None = a fresh prompt).
@@ -76,9 +78,16 @@ def run_llama(
     ``attention_mask``; `(n, cache + n)` says for each new query which keys it may see (on top
     of the causal mask: a sliding window, sinks). ``head_mask`` `(layer, head)` or `(head,)`
     multiplies each query head's output before W_o (0 removes the head, as transformers 4's
-    ``head_mask`` did for BERT); the steps keep the heads' softmax patterns unmultiplied.
+    ``head_mask`` did for BERT): an edit of each ``layer.{l}.heads`` (``points.head_scaling``).
+
+    ``edits`` maps the names of ``attention_core.models.points`` (``points.resid(3)``,
+    ``points.heads(7)``…) to functions of the activation there (the n new positions: resid
+    `(n, d_model)`, heads `(head, n, d_head)`, attn_out and mlp_out `(n, d_model)`) that return
+    its replacement, of the same shape; the pass goes on with the replacement, and the trace
+    keeps it (``trace.point(name)`` reads what the pass went on with). The softmax steps (and
+    ``attention.output``) are kept as computed, before an edit of the heads.
     """
-    ids, past, attend, head_mask = _checked_inputs(model, input_ids, cache, attend, head_mask)
+    ids, past, attend, edits = _checked_inputs(model, input_ids, cache, attend, head_mask, edits)
     if past + ids.shape[0] > MAX_CONTEXT_TOKENS:
         raise AttentionInputError(
             f"{past + ids.shape[0]} tokens is more than this page's maximum of "
@@ -87,10 +96,12 @@ def run_llama(
         )
     weights = model.weights
     embeddings, rope, scratch = _start(model, ids, past)
+    if edits:
+        embeddings = points.edit(edits, points.resid(0), embeddings)
     hidden = embeddings
     layers, caches = [], []
     for steps, layer_cache in _layer_by_layer(
-        model, embeddings, rope, scratch, cache=cache, attend=attend, head_mask=head_mask
+        model, embeddings, rope, scratch, cache=cache, attend=attend, edits=edits
     ):
         layers.append(
             steps if keep is None else KeptSteps({name: getattr(steps, name) for name in keep})
@@ -123,7 +134,7 @@ def read_text(
     """``score_llama``'s pass without its logits: the checked ids `(n,)`, the stream after the
     final RMSNorm `(n, d_model)` and the first keys' weights `(layer, head, first)`. For
     callers that read the logits of several passes together (``kv_experiments``)."""
-    ids, _, attend, _ = _checked_inputs(model, input_ids, None, attend, None)
+    ids, _, attend, _ = _checked_inputs(model, input_ids, None, attend, None, None)
     n = ids.shape[0]
     if n > MAX_SCORED_TOKENS:
         raise AttentionInputError(
@@ -146,8 +157,9 @@ def read_text(
     return ids, final, np.stack(shares)
 
 
-def _checked_inputs(model, input_ids, cache, attend, head_mask):
-    """ids `(n,)`, the cache's length, and attend and head_mask checked and shaped."""
+def _checked_inputs(model, input_ids, cache, attend, head_mask, edits):
+    """ids `(n,)`, the cache's length, attend checked and shaped, and the edits checked, with
+    head_mask's among them (None when there are none)."""
     config = model.config
     ids = np.asarray(input_ids)
     if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
@@ -175,7 +187,17 @@ def _checked_inputs(model, input_ids, cache, attend, head_mask):
                 f"({h_heads},), got {head_mask.shape}."
             )
         head_mask = np.broadcast_to(head_mask, (config.num_hidden_layers, h_heads))
-    return ids, past, attend, head_mask
+    edits = points.check_edits(edits, config.num_hidden_layers)
+    if head_mask is not None:
+        scaling = points.head_scaling(head_mask)
+        both = sorted(set(scaling) & set(edits or {}))
+        if both:
+            raise AttentionInputError(
+                f"head_mask and edits both change {', '.join(both)}: give that layer's head "
+                "multipliers in the edit instead."
+            )
+        edits = {**scaling, **(edits or {})} or None
+    return ids, past, attend, edits
 
 
 def _start(model: LlamaModel, ids: np.ndarray, past: int):
@@ -215,7 +237,7 @@ def _layer_by_layer(
     *,
     cache: LlamaCache | None = None,
     attend: np.ndarray | None = None,
-    head_mask: np.ndarray | None = None,
+    edits: Mapping[str, points.Edit] | None = None,
     kv_codec: object = None,
 ) -> Iterator[tuple[LlamaLayerSteps, KVCache]]:
     """Each decoder layer's steps and grown cache in turn, each layer reading the output of the
@@ -224,7 +246,7 @@ def _layer_by_layer(
     for index, layer in enumerate(model.weights.layers):
         steps, layer_cache = _decoder_layer(
             model, index, layer, hidden, None if cache is None else cache.layers[index], rope,
-            attend, None if head_mask is None else head_mask[index], scratch, kv_codec,
+            attend, edits, scratch, kv_codec,
         )  # fmt: skip
         hidden = steps.hidden
         yield steps, layer_cache
@@ -239,11 +261,12 @@ def _decoder_layer(
     cache: KVCache | None,
     rope: tuple[np.ndarray, np.ndarray],
     attend: np.ndarray | None,
-    head_mask: np.ndarray | None,
+    edits: Mapping[str, points.Edit] | None,
     scratch: np.ndarray | None,
     kv_codec: object = None,
 ) -> tuple[LlamaLayerSteps, KVCache]:
-    """One decoder layer on `hidden` `(n, d_model)`: its steps, and its cache grown by n."""
+    """One decoder layer on `hidden` `(n, d_model)`: its steps, and its cache grown by n. The
+    layer's points go through ``edits`` (None: none, and not one lookup)."""
     config = model.config
     h_heads, kv_heads, dh = config.num_attention_heads, config.num_key_value_heads, config.head_dim
     group, eps, n = config.group_size, config.rms_norm_eps, hidden.shape[0]
@@ -267,10 +290,15 @@ def _decoder_layer(
         checked=False,  # ids and cache were checked by the caller; these arrays are our own
     )
     head_outputs = step.output.reshape(h_heads, n, dh)  # (head, n, d_head)
-    if head_mask is not None:
-        head_outputs = head_outputs * head_mask[:, None, None]
+    edited_heads = None  # the steps keep an edited copy only: unedited, it is attention.output
+    if edits:
+        edited = points.edit(edits, points.heads(index), head_outputs)
+        if edited is not head_outputs:
+            head_outputs = edited_heads = edited
     concat = head_outputs.transpose(1, 0, 2).reshape(n, h_heads * dh)
     attn_output = _linear(concat, layer.w_o, scratch)  # (n, d_model)
+    if edits:
+        attn_output = points.edit(edits, points.attn_out(index), attn_output)
     # Pre-norm residuals: each block reads a normalised copy and adds its result back.
     residual = hidden + attn_output
     y = rms_norm(residual, layer.ffn_norm, eps)
@@ -280,6 +308,11 @@ def _decoder_layer(
     gated = silu(gate)
     gated *= up
     ffn_output = _linear(gated, layer.w_down, scratch)  # (n, d_model)
+    if edits:
+        ffn_output = points.edit(edits, points.mlp_out(index), ffn_output)
+    output = residual + ffn_output
+    if edits:
+        output = points.edit(edits, points.resid(index + 1), output)
     steps = LlamaLayerSteps(
         input=hidden,
         attn_norm=x,
@@ -291,7 +324,8 @@ def _decoder_layer(
         attention=step.attention,
         attn_output=attn_output,
         ffn_output=ffn_output,
-        hidden=residual + ffn_output,
+        hidden=output,
+        edited_heads=edited_heads,
     )
     return steps, step.cache
 

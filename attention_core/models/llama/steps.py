@@ -3,7 +3,8 @@
 LlamaCache       one ``decoding.KVCache`` per layer, immutable: a pass returns a new one
 LlamaLayerSteps  every intermediate of one decoder layer, in the order they happen
 KeptSteps        the steps of a layer that ``run_llama(keep=...)`` kept
-LlamaTrace       a pass over n new tokens: embeddings, layers, final stream, logits, cache
+LlamaTrace       a pass over n new tokens: embeddings, layers, final stream, logits, cache;
+                 ``trace.point(name)`` reads a named point (``attention_core.models.points``)
 """
 
 from __future__ import annotations
@@ -15,8 +16,20 @@ import numpy as np
 
 from attention_core.attention import AttentionSteps
 from attention_core.decoding import KVCache
+from attention_core.validation import AttentionInputError
 
-__all__ = ["KeptSteps", "LlamaCache", "LlamaLayerSteps", "LlamaTrace"]
+from ..points import parse
+
+__all__ = ["POINT_STEPS", "KeptSteps", "LlamaCache", "LlamaLayerSteps", "LlamaTrace"]
+
+# The layer step each kind of named point is read from (resid.{l+1} is layer l's `hidden`,
+# resid.0 the trace's `embeddings`): what `run_llama(keep=...)` must keep to read it.
+POINT_STEPS = {
+    "resid": "hidden",
+    "heads": "head_outputs",
+    "attn_out": "attn_output",
+    "mlp_out": "ffn_output",
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,6 +100,12 @@ class LlamaLayerSteps:
     attn_output     `(n, d_model)`            concat(heads) W_oᵀ
     ffn_output      `(n, d_model)`            SwiGLU feed-forward output
     hidden          `(n, d_model)`            the layer's output (after both residuals)
+    edited_heads    `(head, n, d_head)` or None   the heads' outputs as an edit of
+                    layer.{l}.heads replaced them (None: not edited)
+
+    With ``run_llama(edits=...)`` each of the layer's points holds what the pass went on
+    with: attn_output, ffn_output and hidden as edited, ``head_outputs`` the edited heads,
+    while ``attention`` keeps the softmax steps as computed.
     """
 
     input: np.ndarray
@@ -100,6 +119,7 @@ class LlamaLayerSteps:
     attn_output: np.ndarray
     ffn_output: np.ndarray
     hidden: np.ndarray
+    edited_heads: np.ndarray | None = None
 
     def _heads(self, x: np.ndarray) -> np.ndarray:
         # (kv_head, group, ...) -> (head, ...): head h = kv_head·group + g, transformers' order.
@@ -117,7 +137,10 @@ class LlamaLayerSteps:
 
     @property
     def head_outputs(self) -> np.ndarray:
-        """`(head, n, d_head)` each head's weighted sum of values."""
+        """`(head, n, d_head)` each head's weighted sum of values, as W_o read it (after an
+        edit of the heads)."""
+        if self.edited_heads is not None:
+            return self.edited_heads
         return self._heads(self.attention.output)
 
 
@@ -141,7 +164,8 @@ class KeptSteps:
 class LlamaTrace:
     """A forward pass over `n` new tokens, every step kept.
 
-    input_ids `(n,)`, positions `(n,)` (cache length + 0..n-1), embeddings `(n, d_model)`,
+    input_ids `(n,)`, positions `(n,)` (cache length + 0..n-1), embeddings `(n, d_model)` (the
+    stream entering layer 0: resid.0, as edited),
     layers (one ``LlamaLayerSteps`` each, or ``KeptSteps`` with ``run_llama(keep=…)``),
     final_hidden `(n, d_model)` (after the last RMSNorm),
     logits `(n_logits, vocab)` for the last position (or all, with ``all_logits=True``), and the
@@ -160,6 +184,23 @@ class LlamaTrace:
     def next_token_logits(self) -> np.ndarray:
         """`(vocab,)` the logits that predict the token after the last position."""
         return self.logits[-1]
+
+    def point(self, name: str) -> np.ndarray:
+        """The activation at the named point (``points.resid(3)``, ``points.heads(7)``…) for
+        this pass's n positions, as the pass went on with it (after its edit, if any):
+        resid `(n, d_model)`, heads `(head, n, d_head)`, attn_out and mlp_out `(n, d_model)`."""
+        kind, index = parse(name, len(self.layers))
+        if kind == "resid" and index == 0:
+            return self.embeddings
+        layer = index - 1 if kind == "resid" else index
+        step = POINT_STEPS[kind]
+        try:
+            return getattr(self.layers[layer], step)
+        except AttributeError:
+            raise AttentionInputError(
+                f"This pass did not keep {step!r}, which {name} is read from: add it to "
+                "run_llama's keep."
+            ) from None
 
     @cached_property
     def attention_weights(self) -> np.ndarray:
