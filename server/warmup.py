@@ -5,13 +5,13 @@ one process. Python's import lock makes a plain `import` wait for a module that 
 is still importing, but libraries that import lazily look in `sys.modules` without that lock
 (plotly reaches for pandas that way, array-api-compat for torch) and then find a half-built
 module. So the router calls `ready()` first: the first session imports and exercises the heavy
-libraries under `st.cache_resource`'s lock, and every other session waits for it to finish.
+libraries under a lock, and every other session waits for it to finish.
 It also caps glibc's heaps (`fewer_heaps`), starts the thread that hands memory back
 (`trim_freed_memory_forever`), shortens the GIL's switch interval (`switch_threads_often`) and,
 on a talk's server, starts loading the LLM. The router hands it what only the app knows: the
 pages' own modules, what the caches hold and the preload step, so the server imports nothing
-of the app above it. A viewer's "Clear caches" runs `ready()` again, so what must happen once
-per process checks that it has.
+of the app above it. Once per process, whatever a viewer clears: a cache cleared leaves every
+module imported and the trim thread running.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ import gc
 import importlib
 import threading
 from collections.abc import Callable, Sequence
-
-import streamlit as st
 
 from server.lane import switch_threads_often
 from server.memory import TRIM_THREAD, fewer_heaps, trim_freed_memory_forever
@@ -55,28 +53,28 @@ def ready(
     holding        the bytes the caches hold, which the trim thread leaves alone
     preload        what a talk's server loads before its audience arrives
     """
-    return _ready(page_modules, holding, preload)
+    with _WARMING:
+        if not _WARMED.is_set():
+            _warm_up(page_modules, holding)
+            _WARMED.set()
+    # At every visit, not once: it only starts a load that is not held or running already.
+    preload()
+    return True
 
 
-# The arguments are the router's own functions, the same in every session: not part of the key.
-@st.cache_resource(show_spinner=False)
-def _ready(
-    _page_modules: Callable[[], Sequence[str]],
-    _holding: Callable[[], int],
-    _preload: Callable[[], None],
-) -> bool:
-    # Once per process: this cache is emptied too when a viewer clears the caches.
+# The first session warms the process up; the others wait for it here, then pass at once.
+_WARMING = threading.Lock()
+_WARMED = threading.Event()
+
+
+def _warm_up(page_modules: Callable[[], Sequence[str]], holding: Callable[[], int]) -> None:
     fewer_heaps()  # before the pages' threads ask glibc for heaps of their own
-    trimming = any(thread.name == TRIM_THREAD for thread in threading.enumerate())
-    if not trimming:
-        threading.Thread(
-            target=trim_freed_memory_forever,
-            kwargs={"holding": _holding},
-            name=TRIM_THREAD,
-            daemon=True,
-        ).start()
+    threading.Thread(
+        target=trim_freed_memory_forever, kwargs={"holding": holding}, name=TRIM_THREAD,
+        daemon=True,
+    ).start()  # fmt: skip
     switch_threads_often()
-    for name in modules(_page_modules()):
+    for name in modules(page_modules()):
         importlib.import_module(name)
     import pandas as pd
     import plotly.graph_objects as go
@@ -88,9 +86,7 @@ def _ready(
     # What was built up to here lives as long as the process: keep it out of every later
     # garbage collection, which then only walks what the page runs allocate. The first session's
     # own objects are frozen with it; the trim thread collects them once that session is gone.
-    # Only the first time: after a cache clear, every live session's pages would be frozen too.
+    # Not over a process that froze its objects already (a test runner's own).
     if gc.get_freeze_count() == 0:
         gc.collect()
         gc.freeze()
-    _preload()
-    return True

@@ -133,6 +133,9 @@ def test_imports_run_one_way():
                 wrong.append(f"{where}: the math knows nothing of the app")
             if top in {"ui", "server", "harness"} and target in {"pages", "bench"}:
                 wrong.append(f"{where}: {top} never imports pages or benchmarks")
+            if top == "server" and target == "streamlit" and place != "server/sessions.py":
+                wrong.append(f"{where}: the server draws nothing (its one touch of Streamlit "
+                             "is server/sessions.py)")  # fmt: skip
             if top == "server" and target == "ui":
                 wrong.append(f"{where}: the server stands below the views (app.py hands it "
                              "what it needs)")  # fmt: skip
@@ -206,14 +209,10 @@ def test_streamlit_internals_are_touched_in_one_module_outside_ui():
 # -- one cache for the pages' data ----------------------------------------------------------------
 
 STREAMLIT_CACHES = {"cache_data", "cache_resource"}
-# The only Streamlit caches left: the byte cache's own hook into "Clear caches", the figures
-# (kept as objects, by entries), the process's warm-up, the torch imports done once under a
-# lock. Everything a page computes goes through
+# The only Streamlit caches left: the byte cache's own hook into "Clear caches" and the figures
+# (kept as objects, by entries). Everything a page computes goes through
 # ui.widgets.byte_cache.bounded_by_bytes. This set may shrink; nothing may join it.
 STREAMLIT_CACHE_USES = {
-    ("server/warmup.py", "_ready"),
-    ("ui/cost/measurements.py", "torch_backend_statuses"),
-    ("ui/multi_head/torch_parity.py", "load_torch"),
     ("ui/widgets/byte_cache.py", "_cleared_with_streamlit"),
     ("ui/widgets/render.py", "_built_figure"),
 }

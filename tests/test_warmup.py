@@ -19,7 +19,7 @@ def test_warm_up_trims_from_one_thread_and_freezes_once_even_after_the_caches_ar
     assert trimmers() == 1
     frozen = gc.get_freeze_count()
     assert frozen > 0
-    st.cache_resource.clear()  # what a viewer's "Clear caches" does; warm-up runs again
+    st.cache_resource.clear()  # what a viewer's "Clear caches" does
     at.run()
     assert not at.exception
     assert trimmers() == 1

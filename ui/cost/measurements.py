@@ -85,10 +85,12 @@ def use_torch_backends(view: PageState) -> None:
     view.set("backends", [status.name for status in statuses if status.available])
 
 
-@st.cache_resource(show_spinner="Importing torch (once per server)…")
+# Three statuses, no array: SMALL_ENTRY_BYTES.
+@bounded_by_bytes(16 * SMALL_ENTRY_BYTES, name="cost.torch_backends", lane=None,
+                  spinner="Importing torch (once per server)…")  # fmt: skip
 def torch_backend_statuses() -> tuple[BackendStatus, ...]:
-    """Every backend, torch's included: imports torch, once per process, under the cache's
-    lock, so no session can see a half-imported torch."""
+    """Every backend, torch's included: imports torch, once per process, while other sessions
+    asking wait for it, so no session can see a half-imported torch."""
     return backend_status()
 
 

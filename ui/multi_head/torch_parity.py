@@ -19,7 +19,7 @@ from attention_core.reference import (
     TorchNotInstalledError,
     compare_with_torch,
 )
-from ui.widgets.byte_cache import MB, bounded_by_bytes
+from ui.widgets.byte_cache import MB, SMALL_ENTRY_BYTES, bounded_by_bytes
 from ui.widgets.state import PageState
 
 
@@ -28,10 +28,12 @@ def torch_installed() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
-@st.cache_resource(show_spinner="Importing torch, once for the whole server…")
+# A module, no array: SMALL_ENTRY_BYTES.
+@bounded_by_bytes(16 * SMALL_ENTRY_BYTES, name="multi_head.torch", lane=None,
+                  spinner="Importing torch, once for the whole server…")  # fmt: skip
 def load_torch() -> ModuleType:
-    """torch, imported once per process under the cache's lock: no session can meet it half
-    imported, and a plain visit to the page never pays for it."""
+    """torch, imported once per process while other sessions asking wait for it: no session can
+    meet it half imported, and a plain visit to the page never pays for it."""
     try:
         import torch
     except ImportError:
