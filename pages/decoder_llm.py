@@ -149,13 +149,14 @@ st.header(":material/change_history: Attention on the causal triangle")
 layer_col, head_col = st.columns(2)
 layer = layer_col.select_slider("Layer", list(range(1, num_layers + 1)), key=layer_key) - 1
 head = head_col.select_slider("Head", list(range(1, num_heads + 1)), key=head_key) - 1
-head_fig = render.cached(figures.head_figure, state.ids, layer, head)
+drawn = render.digested(shown.digest, shown)  # the trace, keyed by its digest
+head_fig = render.cached(figures.head_figure, drawn, layer, head)
 one_col, grid_col = st.columns(2)
 with one_col:
     render.show(head_fig, filename=f"decoder-l{layer + 1}-h{head + 1}")
 with grid_col:
     render.show(
-        render.cached(figures.layer_grid_figure, state.ids, layer, head),
+        render.cached(figures.layer_grid_figure, drawn, layer, head),
         filename=f"decoder-l{layer + 1}-heads",
     )
 st.caption(
@@ -186,7 +187,7 @@ branching.branch_view(view, model, state, sampling)
 st.header(":material/anchor: Attention sinks")
 sink_col, sink_text = st.columns([3, 2])
 with sink_col:
-    render.show(render.cached(figures.sink_figure, state.ids), filename="decoder-sinks")
+    render.show(render.cached(figures.sink_figure, drawn), filename="decoder-sinks")
 sink_text.metric(
     f"Layer {layer + 1}: mean share on the first token", f"{shown.sink[layer].mean():.0%}"
 )
@@ -198,7 +199,7 @@ sink_text.caption(
 
 st.header(":material/rotate_right: RoPE inside the model")
 if len(state.ids) > 1:
-    render.show(render.cached(figures.rope_figure, state.ids, layer, head), filename="decoder-rope")
+    render.show(render.cached(figures.rope_figure, drawn, layer, head), filename="decoder-rope")
     st.caption(
         "The last token's query against each earlier key. Without the rotation the scores "
         "ignore distance; with it the same vectors score differently by how far back a key is."

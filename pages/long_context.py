@@ -68,9 +68,10 @@ st.caption(
     "better: the exponent of the mean loss, the number of equally likely tokens it amounts to."
 )
 setting = f"W{window}-S{sinks}"
-render.show(render.cached(figures.loss_figure, ids, window, sinks),
+drawn = render.digested(passes.digest, passes)  # the three passes, keyed by their digest
+render.show(render.cached(figures.loss_figure, drawn),
             filename=f"long-context-loss-{setting}", key="long_context.loss")  # fmt: skip
-render.show(render.cached(figures.share_figure, ids, window, sinks),
+render.show(render.cached(figures.share_figure, drawn),
             filename=f"long-context-sinks-{setting}", key="long_context.share")  # fmt: skip
 st.caption(
     "With full attention many heads put much of their weight on the first token, whatever it "

@@ -1,11 +1,14 @@
 """Probe a real model: attention rollout, a joint query-key map, and what-if token ablation."""
 
+import functools
+
 import streamlit as st
 
 from attention_core import AttentionInputError
 from ui.models import minilm
 from ui.probe import data, figures, inputs
 from ui.widgets import layout, render
+from ui.widgets.byte_cache import digest_of
 from ui.widgets.layout import labelled_radio, page_intro, what_to_try
 from ui.widgets.state import PageState, write_url_after_fragment
 from ui.widgets.tokens import fit_token, token_options
@@ -37,6 +40,8 @@ cut_head_key = view.int_key("cut_head", inputs.DEFAULT_ABLATED_HEAD, lo=1, hi=nu
 
 model = minilm.model_or_stop(view, loaded)
 text, trace = minilm.traced_text(view, text_key, lambda text: data.probe_trace(model, text))
+# What the trace decides (the trace itself, its rollout) goes to a figure keyed by its digest.
+of_trace = functools.partial(render.digested, trace.digest)
 
 tokens = trace.labels()
 n = trace.num_tokens
@@ -68,15 +73,16 @@ def rollout_section() -> None:
     if moved:
         st.warning(moved, icon=":material/link_off:")
     token = st.selectbox("Token to follow", positions, format_func=token_label, key=token_key) - 1
+    rollout = data.rollout_of(text)
+    drawn = (of_trace(trace), of_trace(rollout))
     whole_col, one_col = st.columns(2)
     with whole_col:
-        render.show(render.cached(figures.rollout_figure, text), filename="probe-rollout")
+        render.show(render.cached(figures.rollout_figure, *drawn), filename="probe-rollout")
     with one_col:
         render.show(
-            render.cached(figures.token_rollout_figure, text, token),
+            render.cached(figures.token_rollout_figure, *drawn, token),
             filename=f"probe-rollout-token-{token + 1}",
         )
-    rollout = data.rollout_of(text)
     top = int(rollout.rollout[token].argmax())
     st.caption(
         f"Token {token + 1} “{layout.plain(tokens[token])}” traces most to token {top + 1} "
@@ -123,11 +129,12 @@ st.markdown(
 @st.fragment
 def query_key_section(layer: int, head: int) -> None:
     pairs = st.slider("Lines for the heaviest weights", 0, data.MAX_PROBE_TOKENS, key=pairs_key)
+    projection = data.projection_of(text, layer, head)
+    drawn = render.digested(digest_of(trace.digest, layer, head), projection)
     render.show(
-        render.cached(figures.query_key_map_figure, text, layer, head, pairs),
+        render.cached(figures.query_key_map_figure, of_trace(trace), drawn, layer, head, pairs),
         filename=f"probe-query-key-map-l{layer + 1}-h{head + 1}",
     )
-    projection = data.projection_of(text, layer, head)
     kept = projection.explained.sum()
     st.caption(
         f"Circles are queries, diamonds keys; a line joins a query to a key it gives much "
@@ -189,7 +196,9 @@ def ablation_section(layer: int, head: int) -> None:
         with_col.error(str(error), icon=":material/edit_off:")
         write_url_after_fragment(view)
         return
-    args = (text, position, mode, replacement, ablated, layer, head)
+    digest = data.ablation_digest(trace, position, mode, replacement, ablated)
+    drawn = render.digested(digest, ablation)  # the ablation, keyed by its digest
+    args = (drawn, layer, head)
     change, (i, j) = data.largest_change(ablation, layer, head)
     sim_col, weight_col = st.columns(2)
     sim_col.metric("Sentence embeddings, cosine similarity", f"{ablation.cosine:.4f}")
@@ -228,7 +237,7 @@ def ablation_section(layer: int, head: int) -> None:
         )
     )
     render.show(
-        render.cached(figures.token_change_figure, text, position, mode, replacement, ablated),
+        render.cached(figures.token_change_figure, drawn),
         filename="probe-token-change",
     )
     write_url_after_fragment(view)

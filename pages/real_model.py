@@ -62,6 +62,7 @@ for column, (name, (title, _, _)) in zip(
         width="stretch",
     )
 text, trace = minilm.traced_text(view, text_key, lambda text: minilm.page_trace(model, text))
+drawn = render.digested(trace.digest, trace)  # the trace for a figure, keyed by its digest
 
 tokens = trace.labels()
 n = trace.num_tokens
@@ -97,7 +98,7 @@ head_link.send_link(model, text, layer, head)
 @st.fragment
 def picture(layer: int, head: int, query: int) -> None:
     shown_view = labelled_radio("Picture", inputs.VIEWS, view_key)
-    zoom = render.cached(figures.zoom_figure, text, layer, head, query)
+    zoom = render.cached(figures.zoom_figure, drawn, layer, head, query)
     if shown_view == "head":
         st.header(f":material/linear_scale: Layer {layer + 1}, head {head + 1}: who looks at whom")
         too_long = n > head_view.MAX_HEAD_VIEW_TOKENS
@@ -118,7 +119,7 @@ def picture(layer: int, head: int, query: int) -> None:
             else:
                 only_lines = only or n > head_view.MAX_ALL_LINES_TOKENS
                 lines = render.cached(
-                    head_view.head_view_figure, text, layer, head, query, only_lines
+                    head_view.head_view_figure, drawn, layer, head, query, only_lines
                 )
                 render.show(lines, filename=f"bert-head-view-l{layer + 1}-h{head + 1}")
                 st.caption(
@@ -147,7 +148,7 @@ def picture(layer: int, head: int, query: int) -> None:
         render.show(zoom, filename=f"bert-weights-l{layer + 1}-h{head + 1}")
     else:
         st.header(":material/layers: Each layer, averaged over its heads")
-        averages = render.cached(figures.averages_figure, text, layer)
+        averages = render.cached(figures.averages_figure, drawn, layer)
         render.show(averages, filename="bert-layer-averages")
         st.caption(
             "The mean of the 12 heads of each layer. Averages blur heads with different jobs into "
@@ -170,7 +171,7 @@ st.markdown(
     f"{trace.patterns.threshold:.0%}, *broad* when its weight is spread almost evenly "
     f"(normalised entropy ≥ {trace.patterns.broad_threshold:.0%}), otherwise *mixed*."
 )
-render.show(render.cached(figures.roles_figure, text), filename="bert-head-roles")
+render.show(render.cached(figures.roles_figure, drawn), filename="bert-head-roles")
 counts = tables.label_counts(trace)
 st.caption("Heads per label: " + ", ".join(f"{name} {count}" for name, count in counts.items()))
 scores_col, sink_col = st.columns([3, 2])

@@ -286,3 +286,63 @@ def test_the_cache_rule_reads_decorators_and_calls_not_comments(tmp_path):
         ("import cache_resource", 3),
         ("wrapped", 11),
     ]
+
+
+# -- a figure builder draws what it is given ------------------------------------------------------
+
+# What finds or computes a model's data: a figure module calling one could turn a drawing into a
+# forward pass when a bounded cache has dropped the entry it meant to find.
+MODEL_LOOKUPS = frozenset({"load_decoder", "load_model", "page_trace", "run_llama", "run_bert"})
+
+
+def model_reaches(path: Path, name: str | None = None) -> Iterator[str]:
+    """Where `path` (module `name`) imports ui.models (or a lookup by name) or calls a lookup,
+    as "line: what"."""
+    for line, module in imports(path, name):
+        if module == "ui.models" or module.startswith("ui.models."):
+            yield f"{line}: import {module}"
+        elif module.rsplit(".", 1)[-1] in MODEL_LOOKUPS:
+            yield f"{line}: import {module}"
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            if name in MODEL_LOOKUPS:
+                yield f"{node.lineno}: {name}()"
+
+
+def test_figure_modules_take_their_data_and_never_reach_a_model():
+    figure_modules = sorted((ROOT / "ui").rglob("figures.py"))
+    assert len(figure_modules) >= 10  # the rule reads every page's figures, new ones too
+    reached = {
+        str(path.relative_to(ROOT)): found
+        for path in figure_modules
+        if (found := list(model_reaches(path)))
+    }
+    assert not reached, (
+        "A figure builder takes the arrays it draws, passed with render.digested(digest, value), "
+        f"never a model or what to look its data up with: {reached}"
+    )
+
+
+def test_the_figure_rule_reads_imports_and_calls_not_comments(tmp_path):
+    module = tmp_path / "figures.py"
+    module.write_text(
+        '"""Never calls load_decoder() nor imports ui.models."""\n'
+        "from ui.models import smollm\n"
+        "from ui.decoder.generation import page_trace\n"
+        "import ui.models.minilm as minilm\n"
+        "# data = run_llama(model, ids)\n"
+        "def figure(ids):\n"
+        "    model = smollm.load_decoder().model\n"
+        "    return page_trace(model, ids), run_bert(model, ids)\n"
+    )
+    assert sorted(model_reaches(module, "ui.new_page.figures")) == [
+        "2: import ui.models",
+        "2: import ui.models.smollm",
+        "3: import ui.decoder.generation.page_trace",
+        "4: import ui.models.minilm",
+        "7: load_decoder()",
+        "8: page_trace()",
+        "8: run_bert()",
+    ]

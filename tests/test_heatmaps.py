@@ -169,3 +169,45 @@ def test_every_figure_has_streamlits_template_with_tick_labels_left_to_overflow(
     assert len(template.layout.colorway) == 10
     # A default named "a+b" is merged anew for every figure made; one name is looked up.
     assert "+" not in pio.templates.default
+
+
+def test_a_digested_argument_is_keyed_by_its_digest_and_reaches_the_builder_plain():
+    built = []
+
+    def weights_map(values, title):
+        built.append((values, title))
+        return heatmaps.heatmap(values, row_labels=["a", "b"], col_labels=["c", "d"], title=title)
+
+    weights = np.array([[0.25, 0.75], [0.5, 0.5]])
+    other_weights = np.array([[1.0, 0.0], [0.5, 0.5]])
+    first = render.cached(weights_map, render.digested("trace-1", weights), "one")
+    # The same digest stands for the same data: one build, whatever object carries it.
+    again = render.cached(weights_map, render.digested("trace-1", weights.copy()), "one")
+    other = render.cached(weights_map, render.digested("trace-2", other_weights), "one")
+    as_option = render.cached(weights_map, values=render.digested("trace-1", weights), title="one")
+    assert first is again and other is not first and as_option is not first
+    assert len(built) == 3
+    # The builder receives the plain value, never the wrapper.
+    assert built[0][0] is weights and built[1][0] is other_weights
+    assert built[2][0] is weights and built[2][1] == "one"
+    np.testing.assert_allclose(np.asarray(other.data[0].z, dtype=np.float64), other_weights)
+
+
+def test_a_digested_argument_never_pickles_its_value():
+    class Unpicklable:
+        def __reduce__(self):
+            raise AssertionError("the value was pickled for the key")
+
+    built = []
+
+    def builder(value, title):
+        built.append(value)
+        return heatmaps.heatmap(np.eye(2), row_labels="ab", col_labels="ab", title=title)
+
+    value = Unpicklable()
+    render.cached(builder, render.digested("only-the-digest", value), "t")
+    render.cached(builder, render.digested("only-the-digest", value), "t")
+    assert built == [value]
+    # A plain argument that looks like the digest is another key.
+    plain = render.cached(builder, "only-the-digest", "t")
+    assert len(built) == 2 and built[1] == "only-the-digest" and plain is not None

@@ -1,8 +1,9 @@
 """The decoder page's figures: one head's causal triangle, a layer's heads grouped by KV head, the
 first-token (sink) shares, and RoPE's effect on the last token's scores.
 
-Each builder takes the token ids (a small, cheap cache key for `render.cached`) and finds the
-trace in the `page_trace` cache, so a figure is built once per distinct view for every viewer.
+Each builder takes the page's trace (`ui.decoder.generation.page_trace`), passed to
+`render.cached` with its digest for the key (`render.digested`), and the view's layer and head:
+a figure is built once per distinct view for every viewer, and never runs the model.
 """
 
 from __future__ import annotations
@@ -10,20 +11,12 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from ui.decoder.generation import page_trace
 from ui.decoder.trace import PageTrace, labels
-from ui.models.smollm import load_decoder
 from ui.widgets import heatmaps, lines
 
 
-def _trace_of(ids: tuple[int, ...]) -> PageTrace:
-    # The page asked for this trace first (with its generation state): this finds that entry.
-    return page_trace(load_decoder().model, ids)
-
-
-def head_figure(ids: tuple[int, ...], layer: int, head: int) -> go.Figure:
+def head_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
     """One head's weights `(n, n)`: the causal triangle, the future masked grey."""
-    trace = _trace_of(ids)
     n = trace.weights.shape[-1]
     names = labels(trace.tokens)
     return heatmaps.heatmap(
@@ -36,9 +29,8 @@ def head_figure(ids: tuple[int, ...], layer: int, head: int) -> go.Figure:
     )
 
 
-def layer_grid_figure(ids: tuple[int, ...], layer: int, head: int) -> go.Figure:
+def layer_grid_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
     """Every head of `layer`, one row per KV head, with `head` framed."""
-    trace = _trace_of(ids)
     names = labels(trace.tokens)
     g = trace.group_size
     titles = [f"KV {h // g + 1} · head {h + 1}" for h in range(trace.weights.shape[1])]
@@ -52,9 +44,8 @@ def layer_grid_figure(ids: tuple[int, ...], layer: int, head: int) -> go.Figure:
     )
 
 
-def sink_figure(ids: tuple[int, ...]) -> go.Figure:
+def sink_figure(trace: PageTrace) -> go.Figure:
     """The first token's share of attention `(layer, head)`, every layer and head at once."""
-    trace = _trace_of(ids)
     layers, heads = trace.sink.shape
     return heatmaps.heatmap(
         trace.sink,
@@ -68,9 +59,8 @@ def sink_figure(ids: tuple[int, ...]) -> go.Figure:
     )
 
 
-def rope_figure(ids: tuple[int, ...], layer: int, head: int) -> go.Figure:
+def rope_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
     """The last token's q·k/√d with every earlier key, by offset, with and without RoPE."""
-    trace = _trace_of(ids)
     kv = head // trace.group_size
     d = trace.q.shape[-1]
     q, q_rot = trace.q[layer, head, -1], trace.q_rot[layer, head, -1]

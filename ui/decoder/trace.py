@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attention_core.models.llama import LlamaModel, LlamaTrace, first_token_share
+from ui.widgets.byte_cache import digest_of
 from ui.widgets.layout import plain
 
 # The per-layer arrays a trace keeps besides the weights (`LlamaLayerSteps` names them so).
@@ -31,7 +32,8 @@ class PageTrace:
 
     weights `(layer, head, n, n)`, q / q_rot `(layer, head, n, d_head)`, k / k_rot
     `(layer, kv_head, n, d_head)`, sink `(layer, head)` first-token shares; `group_size` query
-    heads share each KV head.
+    heads share each KV head. `digest` stands for it in a figure's key: made from the model and
+    the ids, which decide every number here.
     """
 
     tokens: tuple[str, ...]
@@ -42,6 +44,7 @@ class PageTrace:
     k_rot: np.ndarray
     sink: np.ndarray
     group_size: int
+    digest: str
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,6 +109,7 @@ def _page_trace(model: LlamaModel, ids: tuple[int, ...], weights, q, q_rot, k, k
         # A lone token has no later query to average (it can only see itself): its share is 1.
         sink=first_token_share(weights) if len(ids) > 1 else np.ones(weights.shape[:2]),
         group_size=model.config.group_size,
+        digest=digest_of(id(model), ids),
     )
 
 

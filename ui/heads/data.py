@@ -29,7 +29,7 @@ from attention_core.token_attribution import rank_correlation
 from server.lane import LONG_RUNS
 from server.process_load import run_where_kept
 from ui.models import minilm, smollm
-from ui.widgets.byte_cache import MB, bounded_by_bytes
+from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
 
 # The page's prompt is cut to this many tokens: a pass keeps every head's pattern, and a longer
 # prompt would show nothing the lens needs that a shorter one does not.
@@ -56,7 +56,8 @@ class PromptReadout:
 
     ids `(n,)`, tokens, weights `(layer, head, n, n)`, values `(layer, kv_head, n, d_head)`,
     next_logits `(vocab,)` at `position`, parts (the stream at `position` split by writer),
-    lens (that stream read after every layer) and its TOP_TOKENS likeliest tokens by stage.
+    lens (that stream read after every layer) and its TOP_TOKENS likeliest tokens by stage;
+    digest (of the model and the inputs) stands for it in a figure's key.
     """
 
     ids: tuple[int, ...]
@@ -68,6 +69,7 @@ class PromptReadout:
     parts: readouts.ResidualParts
     lens: LogitLens
     top_tokens: np.ndarray
+    digest: str
 
 
 def prompt_readout(model: LlamaModel, ids: tuple[int, ...], position: int) -> PromptReadout:
@@ -91,6 +93,7 @@ def _prompt_readout(ids, position, model_id, _model: LlamaModel) -> PromptReadou
         parts=parts,
         lens=lens,
         top_tokens=lens.top(TOP_TOKENS),
+        digest=digest_of(model_id, ids, position),
     )
 
 
@@ -109,12 +112,14 @@ def _attribution(ids, position, token, versus, model_id, _model, _readout) -> Lo
 @dataclass(frozen=True, eq=False)
 class ProbeRoles:
     """A probe: `(2L,)` ids, the tokens the model read (the encoder's with [CLS] and [SEP]
-    around them), the weights `(layer, head, n, n)` on them, and the roles found there."""
+    around them), the weights `(layer, head, n, n)` on them, and the roles found there;
+    digest (of the model and the inputs) stands for it in a figure's key."""
 
     ids: np.ndarray
     tokens: tuple[str, ...]
     weights: np.ndarray
     roles: HeadRoles
+    digest: str
 
 
 def probe_roles(kind: str, seed: int, length: int) -> ProbeRoles:
@@ -136,17 +141,20 @@ def _probe_roles(kind, seed, length, model_id, _model) -> ProbeRoles:
         weights, roles = readouts.encoder_roles(_model, ids)
         words = (_model.tokenizer.id_to_token(int(i)) for i in ids)
         tokens = ("[CLS]", *words, "[SEP]")
-    return ProbeRoles(ids=ids, tokens=tokens, weights=weights, roles=roles)
+    digest = digest_of(kind, seed, length, model_id)
+    return ProbeRoles(ids=ids, tokens=tokens, weights=weights, roles=roles, digest=digest)
 
 
 @dataclass(frozen=True, eq=False)
 class CausalCheck:
     """Loss on the repeated half (nats) with the top-k induction heads removed and with k
-    random heads removed, `(MAX_ABLATED + 1,)` each for k = 0 .. MAX_ABLATED."""
+    random heads removed, `(MAX_ABLATED + 1,)` each for k = 0 .. MAX_ABLATED; digest (of the
+    model and the inputs) stands for it in a figure's key."""
 
     ablated: np.ndarray
     random: np.ndarray
     heads: tuple[tuple[int, int], ...]
+    digest: str
 
 
 def causal_check(seed: int, length: int) -> CausalCheck:
@@ -173,18 +181,21 @@ def _causal_check(seed, length, model_id, _model: LlamaModel) -> CausalCheck:
             losses.append(
                 run_where_kept(readouts.repeated_half_loss, _model, probe.ids, length, mask)
             )
-    return CausalCheck(np.array(ablated), np.array(random), tuple(top))
+    digest = digest_of(seed, length, model_id)
+    return CausalCheck(np.array(ablated), np.array(random), tuple(top), digest)
 
 
 @dataclass(frozen=True, eq=False)
 class Explanation:
     """Four measures `(k,)` over the keys the query sees, their tokens, and their rank
-    correlations `(4, 4)` (Spearman's ρ), for one query of one layer."""
+    correlations `(4, 4)` (Spearman's ρ), for one query of one layer; digest (of the model and
+    the inputs) stands for it in a figure's key."""
 
     tokens: tuple[str, ...]
     query: int
     measures: dict[str, np.ndarray]
     correlations: np.ndarray
+    digest: str
 
 
 def explanation(kind: str, ids: tuple[int, ...], layer: int, query: int) -> Explanation:
@@ -221,7 +232,8 @@ def _explanation(kind, ids, layer, query, model_id, _model) -> Explanation:
     correlations = np.array(
         [[rank_correlation(measures[a], measures[b]) for b in names] for a in names]
     )
-    return Explanation(tokens[seen], query, measures, correlations)
+    digest = digest_of(kind, ids, layer, query, model_id)
+    return Explanation(tokens[seen], query, measures, correlations, digest)
 
 
 def _model(kind: str):

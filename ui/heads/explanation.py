@@ -58,7 +58,8 @@ def section(view: PageState, kind: str, query_key: str, text: str) -> None:
     with st.spinner("Hiding each token in turn (one forward pass each)…"):
         found = data.explanation(kind, ids, layers - 1, at)
     questions.ask_questions(view, found)
-    render.show(render.cached(figures.explanation_figure, kind, ids, layers - 1, at),
+    drawn = render.digested(found.digest, found)  # the four measures, keyed by their digest
+    render.show(render.cached(figures.explanation_figure, drawn, layers - 1),
                 filename=f"heads-explanation-{kind}", key="heads.explanation")  # fmt: skip
     names = list(data.MEASURES.values())
     st.markdown("**Rank correlations** (Spearman's ρ; 1 = the same order of tokens):")

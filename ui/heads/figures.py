@@ -1,6 +1,8 @@
-"""The heads page's figures. Each builder takes small, hashable inputs (token ids, positions, a
-seed: cheap keys for `render.cached`) and finds the arrays in `ui.heads.data`'s caches, so a
-figure is built once per distinct view for every viewer.
+"""The heads page's figures. Each builder takes what it draws (a prompt's readout, a logit's
+split by writer, a probe's roles, the causal check, the four measures: `ui.heads.data`'s
+results, passed to `render.cached` with their digest for the key, `render.digested`) and the
+view's plain settings, so a figure is built once per distinct view for every viewer and never
+runs the model.
 """
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from attention_core.logit_lens import LogitAttribution
 from ui.heads import data
-from ui.models import smollm
 from ui.widgets import describe, heatmaps, lines
 
 
@@ -29,15 +31,11 @@ def stage_labels(count: int) -> list[str]:
     return ["embedding", *(f"layer {i}" for i in range(1, count))]
 
 
-def _readout(ids: tuple[int, ...], position: int) -> data.PromptReadout:
-    return data.prompt_readout(smollm.load_decoder().model, ids, position)
-
-
 def lens_figure(
-    ids: tuple[int, ...], position: int, token: int, versus: int | None, names: tuple[str, ...]
+    readout: data.PromptReadout, token: int, versus: int | None, names: tuple[str, ...]
 ) -> go.Figure:
     """P(token) (and P(versus)) read from the stream after the embedding and each layer."""
-    lens = _readout(ids, position).lens
+    lens, position = readout.lens, readout.position
     stages = np.arange(lens.logits.shape[0])
     series = {f"P({names[0]})": lens.probability(token)}
     if versus is not None:
@@ -52,12 +50,8 @@ def lens_figure(
     )
 
 
-def attribution_figure(
-    ids: tuple[int, ...], position: int, token: int, versus: int | None, title: str
-) -> go.Figure:
+def attribution_figure(split: LogitAttribution, title: str) -> go.Figure:
     """Each head's and each MLP's share of the logit (difference): layers × (heads, MLP)."""
-    readout = _readout(ids, position)
-    split = data.attribution(smollm.load_decoder().model, readout, token, versus)
     layers, heads = split.heads.shape
     values = np.column_stack([split.heads, split.mlps])  # (layer, head + 1)
     return heatmaps.heatmap(
@@ -74,9 +68,8 @@ def attribution_figure(
     )
 
 
-def head_pattern_figure(ids: tuple[int, ...], position: int, layer: int, head: int) -> go.Figure:
+def head_pattern_figure(readout: data.PromptReadout, layer: int, head: int) -> go.Figure:
     """Head (layer, head)'s weights over the prompt: the causal triangle."""
-    readout = _readout(ids, position)
     names = labels(readout.tokens)
     n = len(names)
     return heatmaps.heatmap(
@@ -97,9 +90,9 @@ ROLE_TITLES = {
 }
 
 
-def roles_figure(kind: str, seed: int, length: int) -> go.Figure:
+def roles_figure(probe: data.ProbeRoles) -> go.Figure:
     """Every head's score for each role on the probe: one layers × heads map per role."""
-    roles = data.probe_roles(kind, seed, length).roles
+    roles = probe.roles
     layers, heads = roles.previous.shape
     return heatmaps.heatmap_grid(
         np.stack([roles.score(role) for role in ROLE_TITLES]),
@@ -112,10 +105,9 @@ def roles_figure(kind: str, seed: int, length: int) -> go.Figure:
     )
 
 
-def probe_head_figure(kind: str, seed: int, length: int, layer: int, head: int) -> go.Figure:
-    """Head (layer, head)'s weights on the probe: an induction head draws a stripe one
-    period back, one step right of the diagonal."""
-    probe = data.probe_roles(kind, seed, length)
+def probe_head_figure(probe: data.ProbeRoles, kind: str, layer: int, head: int) -> go.Figure:
+    """Head (layer, head)'s weights on the probe (read by model `kind`): an induction head draws
+    a stripe one period back, one step right of the diagonal."""
     names = labels(probe.tokens)
     n = len(names)
     blocked = np.triu(np.ones((n, n), dtype=bool), k=1) if kind == "smollm2" else None
@@ -130,9 +122,8 @@ def probe_head_figure(kind: str, seed: int, length: int, layer: int, head: int) 
     )
 
 
-def causal_figure(seed: int, length: int) -> go.Figure:
+def causal_figure(check: data.CausalCheck) -> go.Figure:
     """Loss on the repeated half as the top-k induction heads, or k random heads, are removed."""
-    check = data.causal_check(seed, length)
     k = np.arange(check.ablated.size)
     return lines.line_plot(
         k,
@@ -145,9 +136,10 @@ def causal_figure(seed: int, length: int) -> go.Figure:
     )
 
 
-def explanation_figure(kind: str, ids: tuple[int, ...], layer: int, query: int) -> go.Figure:
-    """The four measures over the keys, each as its share of its own total (one row each)."""
-    found = data.explanation(kind, ids, layer, query)
+def explanation_figure(found: data.Explanation, layer: int) -> go.Figure:
+    """The four measures over the keys, each as its share of its own total (one row each), for
+    `found.query` in `layer`."""
+    query = found.query
     rows = np.stack([found.measures[name] for name in data.MEASURES])
     totals = rows.sum(axis=-1, keepdims=True)
     shares = np.divide(rows, totals, out=np.zeros_like(rows), where=totals > 0)

@@ -28,7 +28,8 @@ def section(view: PageState, kind: str, seed_key: str, length_key: str, text: st
         write_url_after_fragment(view)
         return
     probe = data.probe_roles(kind, int(seed), int(length))
-    render.show(render.cached(figures.roles_figure, kind, int(seed), int(length)),
+    drawn = render.digested(probe.digest, probe)  # the probe's roles, keyed by their digest
+    render.show(render.cached(figures.roles_figure, drawn),
                 filename=f"heads-roles-{kind}", key="heads.roles")  # fmt: skip
     st.dataframe(tables.strongest_roles(probe.roles), hide_index=True, key="heads.strongest")
     shown = " ".join(f"`{plain(figures.token_label(t))}`" for t in probe.tokens)
@@ -37,7 +38,7 @@ def section(view: PageState, kind: str, seed_key: str, length_key: str, text: st
     st.markdown(f"The strongest induction head, layer {layer + 1} head {head + 1} "
                 f"(score {score:.3f}), on the probe:")  # fmt: skip
     render.show(
-        render.cached(figures.probe_head_figure, kind, int(seed), int(length), layer, head),
+        render.cached(figures.probe_head_figure, drawn, kind, layer, head),
         filename=f"heads-probe-L{layer + 1}H{head + 1}", key="heads.probe_head",
     )  # fmt: skip
     if kind == "minilm":
@@ -88,7 +89,7 @@ def causal_check(view: PageState, seed: int, length: int) -> None:
         )
         with st.spinner("Running the probe again with heads removed…"):
             found = data.causal_check(seed, length)
-        render.show(render.cached(figures.causal_figure, seed, length),
+        render.show(render.cached(figures.causal_figure, render.digested(found.digest, found)),
                     filename="heads-causal-check", key="heads.causal")  # fmt: skip
         k = len(found.heads)
         st.caption(

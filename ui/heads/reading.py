@@ -15,6 +15,7 @@ from attention_core import AttentionInputError
 from ui.heads import data, figures, inputs, tables
 from ui.models import smollm
 from ui.widgets import render
+from ui.widgets.byte_cache import digest_of
 from ui.widgets.state import PageState, write_url_after_fragment
 
 
@@ -47,7 +48,8 @@ def section(view: PageState, ids: tuple[int, ...], at: int, keys: dict[str, str]
             st.info(note, icon=":material/call_split:")
     names = tuple(f"“{figures.token_label(t.text)}”" for t in (token, versus) if t)
     vs_id = versus.id if versus else None
-    render.show(render.cached(figures.lens_figure, ids, at, token.id, vs_id, names),
+    drawn = render.digested(readout.digest, readout)  # the readout, keyed by its digest
+    render.show(render.cached(figures.lens_figure, drawn, token.id, vs_id, names),
                 filename="heads-logit-lens", key="heads.lens")  # fmt: skip
     st.dataframe(tables.lens_table(readout, token.id, model), hide_index=True,
                  key="heads.lens_table", height=280)  # fmt: skip
@@ -56,7 +58,8 @@ def section(view: PageState, ids: tuple[int, ...], at: int, keys: dict[str, str]
     st.header(":material/group_work: Who writes it? Direct logit attribution")
     split = data.attribution(model, readout, token.id, vs_id)
     what = f"logit({names[0]})" + (f" − logit({names[1]})" if versus else "")
-    render.show(render.cached(figures.attribution_figure, ids, at, token.id, vs_id,
+    split_drawn = render.digested(digest_of(readout.digest, token.id, vs_id), split)
+    render.show(render.cached(figures.attribution_figure, split_drawn,
                               f"Each writer's share of {what}"),
                 filename="heads-attribution", key="heads.attribution")  # fmt: skip
     st.caption(tables.attribution_sentence(split, what))
@@ -72,12 +75,14 @@ def chosen_head(
 ) -> None:  # fmt: skip
     """One head's share of the logit and its attention pattern over the prompt."""
     model = smollm.load_decoder().model
-    split = data.attribution(model, data.prompt_readout(model, ids, at), *tokens)
+    readout = data.prompt_readout(model, ids, at)
+    split = data.attribution(model, readout, *tokens)
     layer_col, head_col = st.columns(2)
     layer = layer_col.slider("Layer", 1, 30, key=keys["layer"])
     head = head_col.slider("Head", 1, 9, key=keys["head"])
     st.markdown(f"**Layer {layer}, head {head}** adds {split.heads[layer - 1, head - 1]:+.3f} to "
                 "the logit. Where it looks, from every token of the prompt:")  # fmt: skip
-    render.show(render.cached(figures.head_pattern_figure, ids, at, layer - 1, head - 1),
+    drawn = render.digested(readout.digest, readout)
+    render.show(render.cached(figures.head_pattern_figure, drawn, layer - 1, head - 1),
                 filename=f"heads-L{layer}H{head}", key="heads.pattern")  # fmt: skip
     write_url_after_fragment(view)

@@ -14,7 +14,7 @@ from server.lane import LONG_RUNS
 from server.process_load import run_where_kept
 from ui.long_context.inputs import MAX_SINKS
 from ui.models import smollm
-from ui.widgets.byte_cache import MB, bounded_by_bytes
+from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
 
 TITLES = {
     "full": "full attention",
@@ -27,13 +27,15 @@ TITLES = {
 class ThreePasses:
     """The text read three ways: each variant's losses `(n - 1,)`, its share of weight on the
     first tokens by layer `(layer,)` (heads averaged), and its perplexity over the tokens
-    predicted from a query at position ≥ W."""
+    predicted from a query at position ≥ W; digest (of the model, the text's ids, W and S)
+    stands for it in a figure's key."""
 
     losses: dict[str, np.ndarray]
     first_share: dict[str, np.ndarray]
     perplexity: dict[str, float]
     window: int
     sinks: int
+    digest: str
 
 
 def three_passes(model: LlamaModel, ids: tuple[int, ...], window: int, sinks: int) -> ThreePasses:
@@ -54,6 +56,7 @@ def three_passes(model: LlamaModel, ids: tuple[int, ...], window: int, sinks: in
         perplexity={name: perplexity(score.losses, window) for name, score in scores.items()},
         window=window,
         sinks=sinks,
+        digest=digest_of(id(model), ids, window, sinks),
     )
 
 

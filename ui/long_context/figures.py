@@ -1,5 +1,8 @@
 """The long-context page's figures: each token's loss along the text, and the share of
-attention the first tokens receive, layer by layer, for the three ways of reading it."""
+attention the first tokens receive, layer by layer, for the three ways of reading it.
+
+Each builder takes the text's three passes (`ui.long_context.data.three_passes`), passed to
+`render.cached` with their digest for the key (`render.digested`): never the model."""
 
 from __future__ import annotations
 
@@ -7,7 +10,6 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ui.long_context import data
-from ui.models import smollm
 from ui.widgets import lines
 
 # Per-token losses jump from token to token: the chart draws their running mean over this many.
@@ -21,14 +23,10 @@ def running_mean(values: np.ndarray, width: int) -> np.ndarray:
     return (total[1:] - total[start]) / (np.arange(1, values.size + 1) - start)
 
 
-def _passes(ids: tuple[int, ...], window: int, sinks: int) -> data.ThreePasses:
-    return data.three_passes(smollm.load_decoder().model, ids, window, sinks)
-
-
-def loss_figure(ids: tuple[int, ...], window: int, sinks: int) -> go.Figure:
+def loss_figure(passes: data.ThreePasses) -> go.Figure:
     """Each variant's loss on every next token, as a running mean, along the text."""
-    passes = _passes(ids, window, sinks)
-    queries = np.arange(len(ids) - 1)
+    window, sinks = passes.window, passes.sinks
+    queries = np.arange(passes.losses["full"].size)  # (n - 1,): every token but the last
     return lines.line_plot(
         queries,
         {data.TITLES[name]: running_mean(loss, SMOOTHING) for name, loss in passes.losses.items()},
@@ -39,9 +37,9 @@ def loss_figure(ids: tuple[int, ...], window: int, sinks: int) -> go.Figure:
     )
 
 
-def share_figure(ids: tuple[int, ...], window: int, sinks: int) -> go.Figure:
+def share_figure(passes: data.ThreePasses) -> go.Figure:
     """Each variant's mean share of attention on the first tokens, layer by layer."""
-    passes = _passes(ids, window, sinks)
+    sinks = passes.sinks
     layers = np.arange(1, next(iter(passes.first_share.values())).size + 1)
     first = "the first token" if sinks <= 1 else f"the first {sinks} tokens"
     return lines.line_plot(

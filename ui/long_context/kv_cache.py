@@ -34,7 +34,7 @@ from ui.long_context import data
 from ui.long_context.figures import SMOOTHING, running_mean
 from ui.models import smollm
 from ui.widgets import describe, lines, render, theme
-from ui.widgets.byte_cache import MB, bounded_by_bytes
+from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
 from ui.widgets.state import PageState, write_url_after_fragment
 
 CONTEXTS = (1_024, 4_096, 8_192, 32_768, 131_072)
@@ -259,7 +259,9 @@ def _experiments(text_ids: tuple[int, ...]) -> None:
                       delta_arrow="off", help=f"Mean KL {effect.mean_kl:.3g} nats")  # fmt: skip
     st.dataframe(experiment_table(found), hide_index=True, width="stretch",
                  key="long_context.kv_effects", column_config=EFFECT_COLUMNS)  # fmt: skip
-    render.show(render.cached(kl_figure, text_ids), filename="kv-cache-kl",
+    # Keyed by the digest of what computed it (the model and the text), not by its arrays.
+    drawn = render.digested(digest_of(id(model), text_ids), found)
+    render.show(render.cached(kl_figure, drawn), filename="kv-cache-kl",
                 key="long_context.kv_kl")  # fmt: skip
     pooled = next((e for e in found.effects if e.name == "mqa"), None)
     st.caption(
@@ -298,9 +300,8 @@ def experiment_table(found: KVExperiment) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def kl_figure(text_ids: tuple[int, ...]) -> go.Figure:
+def kl_figure(found: KVExperiment) -> go.Figure:
     """Each smaller cache's KL from the full one along the text (running mean, log scale)."""
-    found = experiment(smollm.load_decoder().model, text_ids)
     figure = lines.line_plot(
         np.arange(len(found.ids)),
         {effect.label: running_mean(effect.kl, SMOOTHING) for effect in found.effects},

@@ -9,8 +9,8 @@
     page_trace(model, text)       one forward pass per distinct text (cached in the byte-bounded
                                   cache, read-only, in the lane of quick runs), kept as a
                                   `PageTrace`: tokens, weights `(layer, head, q_pos, k_pos)`,
-                                  q/k/v per head and the head patterns; `trace_of(text)` finds
-                                  it again (figure builders use it)
+                                  q/k/v per head and the head patterns; its `digest` stands
+                                  for it in a figure's key (render.digested)
     sentence_view_keys, traced_text, model_or_stop
                                   the text, layer, head and token controls every encoder page
                                   binds first, and what a page says without a model
@@ -245,7 +245,8 @@ class PageTrace:
     weights            `(layer, head, n, n)` float32, the softmax weights of every head
     q_heads, k_heads, v_heads   `(layer, head, n, d_head)` what each head's attention read
     patterns           head_patterns(weights) with [CLS]/[SEP] where the tokenizer put them
-    digest             identifies the text and the model, for the head-steps cache
+    digest             identifies the text and the model, for the head-steps cache and the
+                       figures' keys (render.digested)
     """
 
     text: str
@@ -287,11 +288,6 @@ def page_trace(model: BertModel, text: str) -> PageTrace:
     """
     model.tokenize(text)  # cheap, and raises the learner-friendly error before any spinner
     return _trace(text, id(model), model)
-
-
-def trace_of(text: str) -> PageTrace:
-    """The trace of `text` by the loaded model (cached: a lookup after the page made it)."""
-    return page_trace(load_model().model, text)
 
 
 # At 512 tokens the kept arrays are ~95 MB (the weights alone 75 MB): two texts.
@@ -349,5 +345,4 @@ __all__ = [
     "hub_reachable",
     "load_model",
     "page_trace",
-    "trace_of",
 ]

@@ -1,11 +1,11 @@
 """The pretrained page's figures: one head zoomed, the layer averages and the head roles.
 
-Each builder takes the text (and the layer, head, query it shows) rather than the trace, so the
-page draws it through `render.cached(builder, text, ...)`: the key is a few hundred bytes to
-hash, not the ~100 MB of a 512-token trace, and every viewer of one link shares one figure.
-The builder fetches the trace from the trace cache (`minilm.trace_of`), which holds it once per
-text. Figures are built from plain dicts; long texts are shrunk into blocks so the browser stays
-fast. Nothing here computes attention: the numbers come from the model's trace.
+Each builder takes the page's trace (`PageTrace` of ui.models.minilm, not imported: figures
+never reach the model) and the layer, head, query it shows. The page draws it through
+`render.cached(builder, render.digested(trace.digest, trace), ...)`: the key is a few hundred
+bytes to hash, not the ~100 MB of a 512-token trace, and every viewer of one link shares one
+figure. Figures are built from plain dicts; long texts are shrunk into blocks so the browser
+stays fast. Nothing here computes attention: the numbers come from the model's trace.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import numpy as np
 import plotly.graph_objects as go
 
 from attention_core.head_patterns import head_average
-from ui.models.minilm import trace_of
 from ui.pretrained.patterns import PATTERN_TITLES, ROLE_TITLES
 from ui.widgets import describe, heatmaps, render, theme
 from ui.widgets.state import is_presenting
@@ -25,9 +24,8 @@ from ui.widgets.state import is_presenting
 MAX_AVERAGE_SIDE = 96
 
 
-def zoom_figure(text: str, layer: int, head: int, query: int) -> go.Figure:
+def zoom_figure(trace: Any, layer: int, head: int, query: int) -> go.Figure:
     """Head (`layer`, `head`)'s weights as a heatmap, the row of `query` (all from 0) framed."""
-    trace = trace_of(text)
     label = PATTERN_TITLES[str(trace.patterns.labels[layer, head])]
     fig = heatmaps.heatmap(
         trace.weights[layer, head],
@@ -66,9 +64,8 @@ def shrink(matrix: np.ndarray, side: int) -> np.ndarray:
     return summed / count.reshape(blocks).sum(axis=(1, 3))
 
 
-def averages_figure(text: str, layer: int) -> go.Figure:
+def averages_figure(trace: Any, layer: int) -> go.Figure:
     """The mean over heads of each layer, as small multiples; `layer` (from 0) in bold."""
-    trace = trace_of(text)
     labels = trace.labels()
     averages = head_average(trace.weights)  # (layer, q_pos, k_pos)
     if trace.num_tokens > MAX_AVERAGE_SIDE:
@@ -88,10 +85,9 @@ def averages_figure(text: str, layer: int) -> go.Figure:
 # -- head roles -----------------------------------------------------------------------------------
 
 
-def roles_figure(text: str) -> go.Figure:
+def roles_figure(trace: Any) -> go.Figure:
     """Every head's label and the score behind it: layer per row, head per column, coloured by
     label."""
-    trace = trace_of(text)
     patterns = trace.patterns
     scores = patterns.label_score()  # (layer, head)
     names = list(PATTERN_TITLES)

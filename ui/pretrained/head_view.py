@@ -1,8 +1,8 @@
 """The pretrained page's head view: lines from each query token to the keys it weighs, BertViz
 style, the chosen query's drawn on top.
 
-Like every builder of the page it takes the text, not the trace, so `render.cached` keys it on a
-few hundred bytes and fetches the trace from the trace cache (`minilm.trace_of`).
+Like every builder of the page it takes the trace, passed to `render.cached` with its digest for
+the key (`render.digested`), so the key is a few hundred bytes to hash, not the trace's arrays.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import itertools
 import numpy as np
 import plotly.graph_objects as go
 
-from ui.models.minilm import trace_of
+from ui.models.minilm import PageTrace
 from ui.widgets import describe, render, theme
 from ui.widgets.state import is_presenting
 
@@ -24,7 +24,9 @@ MIN_LINE_WEIGHT = 0.01
 LINE_LEVELS = (0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0001)
 
 
-def head_view_figure(text: str, layer: int, head: int, query: int, only_query: bool) -> go.Figure:
+def head_view_figure(
+    trace: PageTrace, layer: int, head: int, query: int, only_query: bool
+) -> go.Figure:
     """Lines from each query token (left) to each key token (right), BertViz style.
 
     A line's width and opacity grow with its weight; lines under MIN_LINE_WEIGHT are left out.
@@ -32,7 +34,6 @@ def head_view_figure(text: str, layer: int, head: int, query: int, only_query: b
     queries' lines are left out. Each line trace is named "query" or "others" with its weight
     band, e.g. "query 0.50-0.70".
     """
-    trace = trace_of(text)
     w = trace.weights[layer, head]  # (q_pos, k_pos)
     y = -np.arange(trace.num_tokens, dtype=np.float64)  # token i sits at height -i
     data = [

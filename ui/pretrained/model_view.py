@@ -1,8 +1,8 @@
 """The pretrained page's model view: every head at once, a small weights map per head, and the
 click on a map that opens its head.
 
-Like every builder of the page, `model_view_figure` takes the text, not the trace, so
-`render.cached` keys it on a few hundred bytes and fetches the trace from `minilm.trace_of`.
+Like every builder of the page, `model_view_figure` takes the trace, passed to `render.cached`
+with its digest for the key (`render.digested`): a few hundred bytes to hash, not its arrays.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from ui.models.minilm import PageTrace, trace_of
+from ui.models.minilm import PageTrace
 from ui.pretrained.figures import shrink
 from ui.widgets import describe, heatmaps, render, theme
 from ui.widgets.state import PageState, is_presenting
@@ -34,13 +34,12 @@ def tile_at(x: float, y: float, cell: int) -> tuple[int, int] | None:
     return row // cell, column // cell
 
 
-def model_view_figure(text: str, layer: int, head: int) -> go.Figure:
+def model_view_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
     """All heads at once: layer per row, head per column, each a small weights map, as one
     heatmap of the tiles side by side (72 separate plots would take seconds to draw).
 
     Head (`layer`, `head`), from 0, is framed. Hover says the layer, head, query and key.
     """
-    trace = trace_of(text)
     tiles = shrink(trace.weights, MAX_TILE)  # (layer, head, side, side)
     num_layers, num_heads, side = tiles.shape[0], tiles.shape[1], tiles.shape[2]
     cell = side + 1  # one blank row/column between tiles
@@ -161,7 +160,7 @@ def show_model_view(view: PageState, trace: PageTrace, layer: int, head: int) ->
             view.set("head", tile[1] + 1)
 
     render.show(
-        render.cached(model_view_figure, trace.text, layer, head),
+        render.cached(model_view_figure, render.digested(trace.digest, trace), layer, head),
         filename="bert-model-view",
         key=key,
         on_select=pick,

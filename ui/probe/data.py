@@ -21,7 +21,7 @@ from attention_core.probing import (
     joint_query_key_projection,
 )
 from ui.models import minilm
-from ui.widgets.byte_cache import MB, bounded_by_bytes, read_only
+from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of, read_only
 
 # Rollout, the map's lines and the ablation's second forward pass all grow with n²; a sentence
 # or two is what a learner probes, and it keeps every picture readable.
@@ -84,11 +84,29 @@ def ablation_of(
     head `ablated` = (layer, head) (from 0) removed: two forward passes, once per distinct
     choice. Raises AttentionInputError for a replacement that is not a word piece of the
     vocabulary."""
+    return _ablation(text, *_choices(position, mode, replacement, ablated), id(model), model)
+
+
+def ablation_digest(
+    trace: minilm.PageTrace,
+    position: int,
+    mode: str,
+    replacement: str,
+    ablated: tuple[int, int] = (0, 0),
+) -> str:
+    """What stands for `ablation_of(model, trace.text, ...)` in a figure's key: the trace's
+    digest (the text and the model) and the choices that decide the ablation."""
+    return digest_of(trace.digest, *_choices(position, mode, replacement, ablated))
+
+
+def _choices(
+    position: int, mode: str, replacement: str, ablated: tuple[int, int]
+) -> tuple[int, str, str, tuple[int, int]]:
     replacement = replacement.strip() if mode == "replace" else ""
     # The choices a mode ignores are fixed, so they do not split its cache entry.
     position = 0 if mode == "head" else position
     ablated = tuple(ablated) if mode == "head" else (0, 0)
-    return _ablation(text, position, mode, replacement, ablated, id(model), model)
+    return position, mode, replacement, ablated
 
 
 # Weights before, after and their difference, three (6, 12, 64, 64) float64 maps at 64 tokens,

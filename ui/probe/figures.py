@@ -1,28 +1,32 @@
 """The probe page's figures: rollout, the joint query-key map and the ablation's before, after
 and difference.
 
-Each builder is for `render.cached`: keyed on the text and the choices (a few hundred bytes, not
-the trace), it fetches the cached results from `ui.probe.data` itself.
+Each builder takes what it draws (the model's trace, rollout, a head's projection, an
+ablation), passed to `render.cached` with their digests for the key (`render.digested`: a few
+hundred bytes to hash, not the arrays), and the view's plain settings; it never runs the model.
+A `trace` is the page's `PageTrace` of the text (ui.models.minilm, not imported: figures never
+reach the model).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import plotly.graph_objects as go
 
-from ui.models import minilm
-from ui.probe.data import ablation_of, projection_of, rollout_of
+from attention_core.models.hiding import Ablation
+from attention_core.probing import QueryKeyProjection, Rollout
 from ui.widgets import heatmaps, theme
 from ui.widgets.state import is_presenting
 
 # -- rollout figures ----------------------------------------------------------------------------
 
 
-def rollout_figure(text: str) -> go.Figure:
+def rollout_figure(trace: Any, rollout: Rollout) -> go.Figure:
     """R_L as a heatmap: row i, how much of position i's top vector traces to each input."""
-    trace = minilm.trace_of(text)
     return heatmaps.heatmap(
-        rollout_of(text).rollout,
+        rollout.rollout,
         row_labels=trace.labels(),
         col_labels=trace.labels(),
         kind="weights",
@@ -33,10 +37,8 @@ def rollout_figure(text: str) -> go.Figure:
     )
 
 
-def token_rollout_figure(text: str, token: int) -> go.Figure:
+def token_rollout_figure(trace: Any, rollout: Rollout, token: int) -> go.Figure:
     """One token's rollout row after each layer, and the last layer's own attention beneath."""
-    trace = minilm.trace_of(text)
-    rollout = rollout_of(text)
     rows = np.vstack([rollout.cumulative[:, token], rollout.head_mean[-1, token][None]])
     labels = [f"rollout to layer {layer + 1}" for layer in range(trace.num_layers)]
     labels.append(f"layer {trace.num_layers} attention alone")
@@ -56,11 +58,12 @@ def token_rollout_figure(text: str, token: int) -> go.Figure:
 # -- the joint query-key map --------------------------------------------------------------------
 
 
-def query_key_map_figure(text: str, layer: int, head: int, pairs: int) -> go.Figure:
-    """Queries (circles) and keys (diamonds) in one PCA plane, each labelled with its token, and
-    a line for each of the `pairs` heaviest query→key weights of the head."""
-    trace = minilm.trace_of(text)
-    projection = projection_of(text, layer, head)
+def query_key_map_figure(
+    trace: Any, projection: QueryKeyProjection, layer: int, head: int, pairs: int
+) -> go.Figure:
+    """Queries (circles) and keys (diamonds) of head (`layer`, `head`) in one PCA plane
+    (`projection`), each labelled with its token, and a line for each of the `pairs` heaviest
+    query→key weights of the head."""
     w = trace.weights[layer, head]  # (q_pos, k_pos)
     tokens = trace.labels()
     n = len(tokens)
@@ -121,19 +124,10 @@ def query_key_map_figure(text: str, layer: int, head: int, pairs: int) -> go.Fig
 # -- ablation figures ---------------------------------------------------------------------------
 
 
-def ablation_figure(
-    text: str,
-    position: int,
-    mode: str,
-    replacement: str,
-    ablated: tuple[int, int],
-    layer: int,
-    head: int,
-    which: str,
-) -> go.Figure:
+def ablation_figure(ablation: Ablation, layer: int, head: int, which: str) -> go.Figure:
     """Head (`layer`, `head`) before, after, or their difference (`which`), on the positions
     that exist in both texts (a removed token has no row or column after)."""
-    ablation = ablation_of(minilm.load_model().model, text, position, mode, replacement, ablated)
+    mode, position = ablation.mode, ablation.position
     kept = [i for i in range(len(ablation.tokens)) if mode != "remove" or i != position]
     ix = np.ix_(kept, kept)
     # A replaced token's row and column say both words: "tired→wide".
@@ -172,11 +166,8 @@ def ablation_figure(
     )
 
 
-def token_change_figure(
-    text: str, position: int, mode: str, replacement: str, ablated: tuple[int, int]
-) -> go.Figure:
+def token_change_figure(ablation: Ablation) -> go.Figure:
     """How far each token's last-layer vector turned: 1 - cosine(before, after)."""
-    ablation = ablation_of(minilm.load_model().model, text, position, mode, replacement, ablated)
     change = np.nan_to_num(ablation.token_change, nan=0.0)
     labels = [f"{i + 1} · {t}" for i, t in enumerate(ablation.tokens)]
     colors = [

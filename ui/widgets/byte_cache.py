@@ -27,6 +27,8 @@ counts as SMALL_ENTRY_BYTES, so a cache of them is bounded too.
     lens_of.computed()        how many results it has computed (a miss each), for the tests
     read_only(value)          `value`, its arrays made read-only: one result is every
                               session's, so no caller may change it in place
+    digest_of(*inputs)        a string standing for a result, made from the inputs that
+                              computed it (the figure cache's key: ui.widgets.render.digested)
     every_cache()             each cache's name and holding (what_caches_hold: in MB, for
                               server.memory's report)
 """
@@ -92,6 +94,12 @@ def read_only(value: Any) -> Any:
         array.setflags(write=False)
         _owner(array).setflags(write=False)
     return value
+
+
+def digest_of(*inputs: Any) -> str:
+    """A sha256 of `inputs` (small, picklable: ids, a text, a model's id, a digest): given to a
+    result made from them, it stands for the result's arrays in the figure cache's key."""
+    return hashlib.sha256(pickle.dumps(inputs, protocol=5)).hexdigest()
 
 
 def nbytes(value: Any) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
@@ -67,19 +68,54 @@ def reserve_margins(fig: go.Figure) -> None:
         fig.layout.margin = margin
 
 
+@dataclass(frozen=True, eq=False)
+class Digested:
+    """`value` for a builder, with `digest` standing for it in the figure cache's key: made by
+    `digested`, unwrapped before the builder is called."""
+
+    digest: str
+    value: Any
+
+
+def digested(digest: str, value: Any) -> Digested:
+    """`value` (a trace, a readout: arrays of megabytes) passed to `cached` with `digest` (a
+    string that changes whenever `value` would, e.g. made from the inputs that computed it) as
+    its part of the key, so the arrays are never pickled for a key at every rerun.
+
+        render.cached(figures.head_figure, render.digested(trace.digest, trace), layer, head)
+    """
+    return Digested(digest, value)
+
+
+def _keyed(value: Any) -> Any:
+    # Pickled as a Digested without its value: no plain argument can stand for it in the key.
+    return Digested(value.digest, None) if isinstance(value, Digested) else value
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, Digested) else value
+
+
 def cached(build: Callable[..., go.Figure], *args: Any, **options: Any) -> go.Figure:
     """`build(*args, **options)`, built once per distinct input and shared by every session.
 
     The one figure cache of the app: keyed on the builder, its inputs and presenter mode (which
     sets font sizes), bounded, and shared, so fifty viewers of one deep link cost one figure.
-    Shared figures must not be modified: `st.plotly_chart` only serialises them.
+    An argument wrapped by `digested` counts in the key by its digest alone, and the builder
+    receives its plain value. Shared figures must not be modified: `st.plotly_chart` only
+    serialises them.
     """
+    keyed_args = tuple(map(_keyed, args))
+    keyed_options = {name: _keyed(value) for name, value in options.items()}
     digest = hashlib.sha256(
         pickle.dumps(
-            (build.__module__, build.__qualname__, args, options, is_presenting()), protocol=5
+            (build.__module__, build.__qualname__, keyed_args, keyed_options, is_presenting()),
+            protocol=5,
         )
     ).hexdigest()
-    return _built_figure(digest, build, args, options)
+    plain_args = tuple(map(_plain, args))
+    plain_options = {name: _plain(value) for name, value in options.items()}
+    return _built_figure(digest, build, plain_args, plain_options)
 
 
 # A cached figure holds ~0.2-0.7 MB of Plotly objects and its dict (most of it Plotly's template,
