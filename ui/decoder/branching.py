@@ -27,7 +27,7 @@ from ui.decoder.choosing import drawn_from
 from ui.decoder.generation import Continuation
 from ui.models import smollm
 from ui.widgets import lines, render, theme
-from ui.widgets.byte_cache import MB, bounded_by_bytes
+from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
 from ui.widgets.state import PageState, write_url_after_fragment
 
 MAX_BRANCHES, MAX_BRANCH_TOKENS = 5, 6  # at most 30 decode steps for one view
@@ -82,11 +82,7 @@ def fork(
 def _fork(ids, step, sampling, count, length, model_id, _model, _state) -> Fork:
     # Keyed on the prefix's ids, the step (it seeds the draws) and the settings: the state only
     # brings the prefix's cache and logits, which the ids determine.
-    if _state is None:  # a figure built after its entry was let go: the prefix's pass again
-        run = run_llama(_model, np.asarray(ids), keep=())
-        prefix, logits = run.cache, run.next_token_logits
-    else:
-        prefix, logits = _state.cache, _state.logits
+    prefix, logits = _state.cache, _state.logits
     first = sampling.steps(logits)
     p = drawn_from(first)
     alternatives = [int(t) for t in np.argsort(-p, kind="stable")[:count] if p[t] > 0]
@@ -154,17 +150,14 @@ def branch_table(model: LlamaModel, result: Fork) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def branch_figure(
-    ids: tuple[int, ...], step: int, sampling: Sampling, count: int, length: int
-) -> go.Figure:
-    """Each branch's tokens' model probabilities, token by token: where the model was sure."""
-    model = smollm.load_decoder().model
-    result = _fork(ids, step, sampling, count, length, id(model), model, None)
+def branch_figure(result: Fork, first_tokens: tuple[str, ...], length: int) -> go.Figure:
+    """Each branch's tokens' model probabilities, token by token: where the model was sure.
+    `first_tokens` are the texts of the branches' first tokens."""
     series = {}
-    for i, branch in enumerate(result.branches):
+    for i, (branch, first) in enumerate(zip(result.branches, first_tokens, strict=True)):
         p = np.full(length, np.nan)  # a branch that ended early stops its line
         p[: len(branch.token_ids)] = branch.model.token_probabilities
-        series[f"{i + 1} “{_token(model, branch.token_ids[0])}”"] = p
+        series[f"{i + 1} “{first}”"] = p
     drawn = lines.line_plot(
         np.arange(1, length + 1),
         series,
@@ -251,8 +244,11 @@ def _show_fork(model, state, sampling, result: Fork, count: int, length: int) ->
         },
     )
     step = len(state.ids) - state.prompt_length
+    # The branches are the model's for these ids, this step and these settings: their digest.
+    digest = digest_of(id(model), state.ids, step, used, count, length)
+    first_tokens = tuple(_token(model, branch.token_ids[0]) for branch in result.branches)
     render.show(
-        render.cached(branch_figure, state.ids, step, used, count, length),
+        render.cached(branch_figure, render.digested(digest, result), first_tokens, length),
         filename="decoder-branches",
     )
     st.caption(

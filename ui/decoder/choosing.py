@@ -5,12 +5,12 @@ after each one, top-p's cumulative line, and the token this step draws.
     next_token_steps(model, ids, logits, sampling)  the stages, cached by the ids and settings
     next_token_table(model, steps)                  the likeliest next tokens, as drawn from
     stages_table(steps)                             each stage's setting, kept set and mass
-    stages_figure(ids, filters)                     the SHOWN likeliest tokens, stage by stage
-    nucleus_figure(ids, filters)                    top-p's cumulative mass, its bar, its nucleus
+    stages_figure(steps, texts)                     the SHOWN likeliest tokens, stage by stage
+    nucleus_figure(steps, texts)                    top-p's cumulative mass, its bar, its nucleus
     show_choice(model, state, sampling)             the page's section, top to bottom
 
-The figure builders take the ids and the settings (small cache keys for `render.cached`) and
-find the stages in the `next_token_steps` cache, which the page filled first.
+The figure builders take the stages (with their digest for `render.cached`'s key) and the texts
+of the tokens they name, never the ids to compute them again.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from attention_core.models.llama import LlamaModel, run_llama
+from attention_core.models.llama import LlamaModel
 from attention_core.models.llama.generation import Sampling, step_rng
 from attention_core.sampling import FilterSteps, SamplingSteps, sampling_steps
 from ui.decoder.generation import Continuation
 from ui.models import smollm
 from ui.widgets import describe, render, theme
-from ui.widgets.byte_cache import MB, bounded_by_bytes
+from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
 from ui.widgets.render import figure
 
 SHOWN = 12  # the likeliest tokens drawn as bars, stage by stage
@@ -54,15 +54,31 @@ def next_token_steps(
 def _steps(ids, filters, model_id, _model: LlamaModel, _logits) -> SamplingSteps:
     # Keyed on the ids: the logits are the model's for them. ~7 MB an entry (a few float64
     # rows of the 49152-token vocabulary per stage), hence only a few.
-    if _logits is None:  # a figure built after its entry was let go: one pass again
-        _logits = run_llama(_model, np.asarray(ids), keep=()).next_token_logits
     return sampling_steps(_logits, *filters)
 
 
-def _steps_of(ids: tuple[int, ...], filters: tuple) -> SamplingSteps:
-    # The page asked for these stages first (with the logits): this finds that entry.
-    model = smollm.load_decoder().model
-    return _steps(ids, filters, id(model), model, None)
+def shown_tokens(steps: SamplingSteps) -> np.ndarray:
+    """The SHOWN likeliest next tokens by logit: the same order in every stage's panel."""
+    return np.argsort(-steps.logits, kind="stable")[:SHOWN]
+
+
+def nucleus_tokens(steps: SamplingSteps) -> np.ndarray:
+    """The tokens top-p's line shows, likeliest first: its nucleus and a few past it."""
+    nucleus = steps.top_p
+    ranks = min(nucleus.order.size, NUCLEUS_MAX_RANKS, max(NUCLEUS_RANKS, nucleus.kept_count + 5))
+    return nucleus.order[:ranks]
+
+
+def _likeliest_drawn(steps: SamplingSteps) -> list[int]:
+    p = steps.probabilities
+    return [int(i) for i in np.argsort(-p, kind="stable")[:3] if p[i] > 0]
+
+
+def named_tokens(steps: SamplingSteps) -> set[int]:
+    """Every token the figures name: their texts are the figures' only other input."""
+    return {int(i) for i in (*shown_tokens(steps), *nucleus_tokens(steps))} | set(
+        _likeliest_drawn(steps)
+    )
 
 
 def drawn_from(steps: SamplingSteps) -> np.ndarray:
@@ -110,17 +126,16 @@ def stages_table(steps: SamplingSteps) -> pd.DataFrame:
     )
 
 
-def stages_figure(ids: tuple[int, ...], filters: tuple) -> go.Figure:
+def stages_figure(steps: SamplingSteps, texts: dict[int, str]) -> go.Figure:
     """The SHOWN likeliest next tokens (by logit: the same order in every panel), one panel per
     stage: the distribution it was given and the one it passes on, what it removed hatched.
+    `texts` names every token of `named_tokens(steps)`.
 
     The probability axes are logarithmic: one token often holds most of the mass, and on a
     linear axis the tail the filters cut would not show. (Renormalising multiplies the kept
     probabilities by one number, so on a log axis it lifts every kept bar by the same step.)"""
-    model = smollm.load_decoder().model
-    steps = _steps_of(ids, filters)
-    shown = np.argsort(-steps.logits, kind="stable")[:SHOWN]
-    names = [describe.label(rank, _token(model, i)) for rank, i in enumerate(shown)]
+    shown = shown_tokens(steps)
+    names = [describe.label(rank, texts[int(i)]) for rank, i in enumerate(shown)]
     count = len(steps.stages)
     gap = 0.08  # between panels, room for each panel's title
     height = (1 - gap * (count - 1)) / count
@@ -181,21 +196,21 @@ def stages_figure(ids: tuple[int, ...], filters: tuple) -> go.Figure:
         row_title="next token",
         title="The next token, stage by stage",
     )
-    return describe.attach(figure(data, layout), _stages_summary(model, steps), table)
+    return describe.attach(figure(data, layout), _stages_summary(texts, steps), table)
 
 
-def nucleus_figure(ids: tuple[int, ...], filters: tuple) -> go.Figure:
+def nucleus_figure(steps: SamplingSteps, texts: dict[int, str]) -> go.Figure:
     """Top-p's reading of its distribution: the cumulative probability of the likeliest tokens
-    against their rank, the bar p, and the nucleus (the ranks it keeps) marked."""
-    model = smollm.load_decoder().model
-    steps = _steps_of(ids, filters)
+    against their rank, the bar p, and the nucleus (the ranks it keeps) marked. `texts` names
+    every token of `named_tokens(steps)`."""
     nucleus = steps.top_p
     size, p = nucleus.kept_count, nucleus.setting
-    ranks = min(nucleus.order.size, NUCLEUS_MAX_RANKS, max(NUCLEUS_RANKS, size + 5))
-    order, cumulative = nucleus.order[:ranks], nucleus.cumulative[:ranks]
+    order = nucleus_tokens(steps)
+    ranks = order.size
+    cumulative = nucleus.cumulative[:ranks]
     x = np.arange(1, ranks + 1)
     inside = nucleus.kept[order]
-    tokens = [_token(model, i) for i in order]
+    tokens = [texts[int(i)] for i in order]
     hover = "rank %{x} “%{text}”: cumulative %{y:.4f}<extra></extra>"
     data = [
         {
@@ -304,9 +319,10 @@ def show_choice(model: LlamaModel, state: Continuation, sampling: Sampling) -> N
         "Each stage renormalises what it keeps, so its share is of the distribution it was given; "
         "the share of the tempered distribution above is their product."
     )
-    render.show(
-        render.cached(stages_figure, state.ids, used.filters), filename="decoder-sampling-stages"
-    )
+    # The stages are the model's for these ids and settings: that is their digest.
+    drawn = render.digested(digest_of(id(model), state.ids, used.filters), steps)
+    texts = {i: _token(model, i) for i in sorted(named_tokens(steps))}
+    render.show(render.cached(stages_figure, drawn, texts), filename="decoder-sampling-stages")
     st.caption(
         "Blue: the distribution a stage was given; red: the one it passes on. Hatched grey: what "
         "it removed. The axes are logarithmic, so the tail the filters cut stays visible."
@@ -314,7 +330,8 @@ def show_choice(model: LlamaModel, state: Continuation, sampling: Sampling) -> N
     line_col, text_col = st.columns([3, 2])
     with line_col:
         render.show(
-            render.cached(nucleus_figure, state.ids, used.filters), filename="decoder-top-p"
+            render.cached(nucleus_figure, drawn, texts),
+            filename="decoder-top-p",
         )
     text_col.markdown(
         "**Top-p** walks down the tokens, likeliest first, adding up their probabilities, and "
@@ -342,14 +359,13 @@ def _panel_title(index: int, stage: FilterSteps, top: float) -> dict:
     }
 
 
-def _stages_summary(model: LlamaModel, steps: SamplingSteps) -> str:
+def _stages_summary(texts: dict[int, str], steps: SamplingSteps) -> str:
     said = "; ".join(
         f"{s.name} {setting_text(s)} keeps {s.kept_count:,} ({s.kept_mass:.1%} of its input)"
         for s in steps.stages
     )
     p = steps.probabilities
-    best = np.argsort(-p, kind="stable")[:3]
-    drawn = ", ".join(f"“{_token(model, i)}” {p[i]:.3f}" for i in best if p[i] > 0)
+    drawn = ", ".join(f"“{texts[i]}” {p[i]:.3f}" for i in _likeliest_drawn(steps))
     return (
         f"The next token, stage by stage, over the {SHOWN} likeliest tokens: {said}. "
         f"Drawn from: {drawn}."

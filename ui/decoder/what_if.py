@@ -22,7 +22,7 @@ from ui.decoder.generation import Continuation
 from ui.decoder.trace import PageTrace, labels
 from ui.models import smollm
 from ui.widgets import describe, render, theme
-from ui.widgets.byte_cache import MB, bounded_by_bytes
+from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
 from ui.widgets.render import figure
 from ui.widgets.state import PageState, write_url_after_fragment
 from ui.widgets.tokens import fit_token
@@ -93,14 +93,11 @@ def change_sentence(model: LlamaModel, change: NextTokenChange) -> str:
     )
 
 
-def change_figure(
-    ids: tuple[int, ...], mode: str, position: int, layer: int, head: int
-) -> go.Figure:
-    """The shown tokens' probabilities before and after, as pairs of bars."""
-    model = smollm.load_decoder().model
-    change = next_token_change(model, ids, mode, position, layer, head)
+def change_figure(change: NextTokenChange, tokens: tuple[str, ...], sentence: str) -> go.Figure:
+    """The shown tokens' probabilities before and after, as pairs of bars; `tokens` are the
+    texts of `change_rows(change)`, `sentence` the page's `change_sentence`."""
     rows = change_rows(change)
-    names = [f"“{_token(model, i)}”" for i in rows]
+    names = [f"“{token}”" for token in tokens]
     series = {"before": change.probs_before[rows], "after": change.probs_after[rows]}
     data = [
         {
@@ -125,7 +122,7 @@ def change_figure(
     }
     summary = (
         f"Next-token probabilities before and after, for {len(rows)} tokens. "
-        f"{change_sentence(model, change)} KL divergence {change.kl:.4f} nats."
+        f"{sentence} KL divergence {change.kl:.4f} nats."
     )
     table = describe.ChartTable(
         np.column_stack(list(series.values())),
@@ -167,13 +164,17 @@ def take_one_away(
         except AttentionInputError as error:
             token_col.error(str(error), icon=":material/edit_off:")
             return write_url_after_fragment(view)
-        st.markdown(change_sentence(model, change))
+        sentence = change_sentence(model, change)
+        st.markdown(sentence)
         st.metric("KL divergence, before ‖ after", f"{change.kl:.4f} nats")
         table_col, chart_col = st.columns(2)
         table_col.dataframe(change_table(model, change), hide_index=True)
         with chart_col:
+            # The change is the model's for these ids and this choice: that is its digest.
+            digest = digest_of(id(model), state.ids, mode, position, layer, head)
+            tokens = tuple(_token(model, i) for i in change_rows(change))
             render.show(
-                render.cached(change_figure, state.ids, mode, position, layer, head),
+                render.cached(change_figure, render.digested(digest, change), tokens, sentence),
                 filename="decoder-what-if",
             )
         write_url_after_fragment(view)
