@@ -209,12 +209,10 @@ def test_streamlit_internals_are_touched_in_one_module_outside_ui():
 # -- one cache for the pages' data ----------------------------------------------------------------
 
 STREAMLIT_CACHES = {"cache_data", "cache_resource"}
-# The only Streamlit caches left: the byte cache's own hook into "Clear caches" and the figures
-# (kept as objects, by entries). Everything a page computes goes through
-# ui.widgets.byte_cache.bounded_by_bytes. This set may shrink; nothing may join it.
+# The only Streamlit cache left: the byte cache's own hook into "Clear caches". Everything a
+# page computes, and every figure, goes through ui.widgets.byte_cache.bounded_by_bytes.
 STREAMLIT_CACHE_USES = {
     ("ui/widgets/byte_cache.py", "_cleared_with_streamlit"),
-    ("ui/widgets/render.py", "_built_figure"),
 }
 
 

@@ -156,6 +156,30 @@ def test_cached_builds_each_distinct_figure_once_and_draws_the_same_json():
     np.testing.assert_allclose(np.asarray(first.data[0].z, dtype=np.float64), weights)
 
 
+def test_the_figure_cache_is_bounded_in_bytes_and_emptied_with_the_other_caches():
+    import orjson
+    import streamlit as st
+
+    from ui.widgets.byte_cache import every_cache
+
+    def weights_map(values, title):
+        return heatmaps.heatmap(values, row_labels=["a", "b"], col_labels=["c", "d"], title=title)
+
+    figures = [render.cached(weights_map, np.eye(2) * k, f"map {k}") for k in range(3)]
+    entries, held = every_cache()["figures"]
+    # Each counts its Plotly objects and three times the JSON the browser receives.
+    json_bytes = [
+        len(orjson.dumps(f.to_dict(), option=orjson.OPT_SERIALIZE_NUMPY)) for f in figures
+    ]
+    assert entries == 3
+    assert held == sum(render.FIGURE_OBJECT_BYTES + 3 * size for size in json_bytes)
+    # The least recently drawn go once the bytes pass the bound: the bound holds at most this many.
+    assert render.FIGURE_CACHE_BYTES // figures[0].cache_bytes >= 128
+    st.cache_resource.clear()  # what the menu's "Clear caches" does
+    render.cached(weights_map, np.eye(2), "again")
+    assert every_cache()["figures"][0] == 1
+
+
 def test_every_figure_has_streamlits_template_with_tick_labels_left_to_overflow():
     import plotly.io as pio
 

@@ -77,6 +77,15 @@ def arrays(value: Any) -> Iterator[np.ndarray]:
             yield from arrays(part)
 
 
+def _own_bytes(value: Any, owners: dict[int, np.ndarray]) -> int:
+    # A result that is no array may say what it holds (a figure: `cache_bytes`); else a result
+    # without arrays counts SMALL_ENTRY_BYTES.
+    stated = getattr(value, "cache_bytes", None)
+    if isinstance(stated, int):
+        return stated
+    return 0 if owners else SMALL_ENTRY_BYTES
+
+
 def _owner(array: np.ndarray) -> np.ndarray:
     return array if not isinstance(array.base, np.ndarray) else array.base
 
@@ -261,7 +270,7 @@ class _ByteCache:
             if held[0] == 0:
                 self._bytes += owner.nbytes
             held[0] += 1
-        own = 0 if owners else SMALL_ENTRY_BYTES
+        own = _own_bytes(value, owners)
         self._bytes += own
         self._entries[key] = (value, tuple(owners), own)
 

@@ -4,10 +4,10 @@ A screen reader gets nothing from a heatmap's colours, so every chart the app dr
 one-sentence summary computed from the numbers it plots (`st.plotly_chart(alt=...)`, which the
 browser reads as the chart's `aria-label`) and, on request, the same numbers as a table.
 
-The builders in `ui.charts` know their labels and attach both with `attach` when they build a
-figure; `summary` and `table` fall back to reading any other figure's traces. Summaries are
-built once per figure: cached figures are described inside the cache (`ui.charts._built_figure`),
-so a rerun reads an attribute. Nothing here imports Streamlit.
+The figure builders know their labels and attach both with `attach` when they build a figure;
+`summary` and `table` fall back to reading any other figure's traces. Summaries are built once
+per figure: cached figures are described inside the figure cache (`ui.widgets.render`), so a
+rerun reads an attribute. Nothing here imports Streamlit.
 """
 
 from __future__ import annotations

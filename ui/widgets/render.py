@@ -10,12 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import plotly.graph_objects as go
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 # theme: imported for the Plotly template it sets, before any figure is built.
 from ui.widgets import describe, margins, theme  # noqa: F401
+from ui.widgets.byte_cache import MB, bounded_by_bytes
 from ui.widgets.state import FIGURE_FORMAT_KEY, TABLES_KEY, is_presenting
 
 
@@ -118,17 +120,18 @@ def cached(build: Callable[..., go.Figure], *args: Any, **options: Any) -> go.Fi
     return _built_figure(digest, build, plain_args, plain_options)
 
 
-# A cached figure holds ~0.2-0.7 MB of Plotly objects and its dict (most of it Plotly's template,
-# even for a 3x3 heatmap): under the 10-minute load benchmark 512 entries ended ~30-40 MB higher
-# than 128, which still hold every figure of several views of every page.
-FIGURE_CACHE_ENTRIES = 128
+# What a cached figure holds: its Plotly objects (~100 KB even for a 3x3 heatmap) and its dict,
+# about three times the JSON the browser receives (measured with tracemalloc: 164 KB for 3x3,
+# 148 KB for 64x64, 1.2 MB for 256x256). The bound holds every figure of several views of every
+# page, as the 128 entries it replaces did.
+FIGURE_OBJECT_BYTES = 100 * 1024
+FIGURE_CACHE_BYTES = 40 * MB
 
 
-@st.cache_resource(max_entries=FIGURE_CACHE_ENTRIES, show_spinner=False)
+@bounded_by_bytes(FIGURE_CACHE_BYTES, name="figures", lane=None)
 def _built_figure(digest: str, _build: Callable, _args: tuple, _options: dict) -> go.Figure:
-    # Only `digest` is hashed: it covers the builder, the inputs and presenter mode. Kept as
-    # objects: unpickling a figure (what st.cache_data would do on every hit) costs more than
-    # building it.
+    # Only `digest` is keyed: it covers the builder, the inputs and presenter mode. Kept as
+    # objects: unpickling a figure costs more than building it.
     figure = _build(*_args, **_options)
     if type(figure) is go.Figure:
         # Described here, once, while the figure is still this thread's own.
@@ -139,6 +142,9 @@ def _built_figure(digest: str, _build: Callable, _args: tuple, _options: dict) -
         # The figure is new and only this cache holds it, so it can become a shared one.
         figure.__class__ = _SharedFigure
         figure._drawn = drawn
+        figure._cache_bytes = FIGURE_OBJECT_BYTES + 3 * len(
+            orjson.dumps(drawn, option=orjson.OPT_SERIALIZE_NUMPY, default=str)
+        )
     return figure
 
 
@@ -152,9 +158,15 @@ class _SharedFigure(go.Figure):
     """
 
     _drawn: dict
+    _cache_bytes: int
 
     def to_dict(self) -> dict:
         return self._drawn
+
+    @property
+    def cache_bytes(self) -> int:
+        """What it holds, for the figure cache's bound (`bounded_by_bytes`)."""
+        return self._cache_bytes
 
 
 def figure(traces: list[dict], layout: dict) -> go.Figure:
