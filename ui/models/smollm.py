@@ -116,7 +116,8 @@ def preloading() -> bool:
 
 def preload() -> None:
     """Start loading the model in the background, if the server was asked to (PRELOAD_ENV_VAR);
-    called by the router's warm-up (server.warmup.ready), so at the first visit of any page."""
+    called by the router's warm-up (server.warmup.ready) at every visit, so from the first visit
+    of any page: it starts a load only when none is held or running."""
     if preloading():
         HOST.start()
 
