@@ -43,8 +43,8 @@ from attention_core.models import (
     load_bert,
 )
 from server.model_host import ModelHost
+from ui.widgets import layout
 from ui.widgets.byte_cache import MB, bounded_by_bytes
-from ui.widgets.layout import model_missing
 from ui.widgets.state import PageState
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -179,12 +179,10 @@ def sentence_view_keys(
 
 def model_or_stop(view: PageState, loaded: LoadResult) -> BertModel:
     """The loaded model; without one, the encoder page ends here, saying why and how to get it."""
-    if loaded.model is not None:
-        return loaded.model
     files = "the model's `config.json`, `model.safetensors` and `tokenizer.json`"
-    model_missing(view, loaded.error, install=INSTALL_COMMAND, env_var=MODEL_DIR_ENV_VAR,
-                  holds=f"a directory with {files}", repo=HUB_REPO_ID,
-                  retry=forget_model)  # fmt: skip
+    return layout.model_or_stop(view, loaded, install=INSTALL_COMMAND, env_var=MODEL_DIR_ENV_VAR,
+                                holds=f"a directory with {files}", repo=HUB_REPO_ID,
+                                retry=forget_model)  # fmt: skip
 
 
 def traced_text(view: PageState, text_key: str, trace_of: Callable[[str], T]) -> tuple[str, T]:

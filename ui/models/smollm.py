@@ -42,7 +42,7 @@ from attention_core.models.loading import ModelNotFoundError
 from server.model_host import ModelHost
 from server.process_load import keep_with, load_and_keep
 from ui.models.minilm import hub_reachable
-from ui.widgets.layout import model_missing
+from ui.widgets import layout
 from ui.widgets.state import PageState
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -92,12 +92,10 @@ def load_decoder() -> LoadResult:
 
 def model_or_stop(view: PageState, loaded: LoadResult) -> LlamaModel:
     """The loaded model; without one, the decoder page ends here, saying why and how to get it."""
-    if loaded.model is not None:
-        return loaded.model
     files = "`config.json`, `model.safetensors` and `tokenizer.json`"
-    model_missing(view, loaded.error, install=INSTALL_COMMAND, env_var=PATH_ENV_VAR,
-                  holds=f"the `.gguf` file or a directory with {files}", repo=HUB_REPO_ID,
-                  retry=forget_decoder)  # fmt: skip
+    return layout.model_or_stop(view, loaded, install=INSTALL_COMMAND, env_var=PATH_ENV_VAR,
+                                holds=f"the `.gguf` file or a directory with {files}",
+                                repo=HUB_REPO_ID, retry=forget_decoder)  # fmt: skip
 
 
 def forget_decoder() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import NoReturn
+from typing import Any
 from urllib.parse import urlparse
 
 import plotly.graph_objects as go
@@ -290,22 +290,26 @@ def stale_notice(what: str) -> None:
     )
 
 
-def model_missing(
+def model_or_stop(
     view: PageState,
-    error: str,
+    loaded: Any,
     *,
     install: str,
     env_var: str,
     holds: str,
     repo: str,
     retry: Callable[[], None],
-) -> NoReturn:
-    """Say why a page's pretrained model is not there and how to get it, then end the page.
+) -> Any:
+    """The model of `loaded` (a model host's result: `model`, or `error` saying why there is
+    none); without one, say why and how to get it, then end the page.
 
     `install` is the command that installs it; `env_var` the environment variable that can name
     where it is instead, `holds` what that place holds, `repo` the Hugging Face repository it is a
     copy of; `retry` forgets the failed attempt, for the "look again" button.
     """
+    if loaded.model is not None:
+        return loaded.model
+    error = loaded.error
     elsewhere = f"or set `{env_var}` to {holds} (a copy of the Hugging Face repository `{repo}`)."
     st.error(error, icon=":material/cloud_off:")
     st.markdown(
