@@ -53,7 +53,8 @@ Contents, module by module:
                    (Spearman's ρ): attention against attribution
     lessons/       content built from the formulas: the scaled dot-product presets, the masking
                    and positional experiments, the √d_k experiment, the quiz questions
-    models         real checkpoints run by this code (BERT-style encoder, llama-style decoder);
+    models         real checkpoints run by this code (a BERT-style encoder, llama-style and
+                   GPT-2 decoders);
                    models.readouts takes what the formulas above read out of their traces;
                    models.hiding runs them again with a token, a key or a head hidden
 """

@@ -1,5 +1,5 @@
 """Tests for attention_core/models/layers.py, against ``math.erf`` and ``torch.nn.functional``
-(gelu, layer_norm), with GELU's values at ±1 worked out from Φ(1)."""
+(gelu, gelu_tanh, layer_norm), with GELU's values at ±1 worked out from Φ(1)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import torch
 
-from attention_core.models.layers import erf, gelu, layer_norm
+from attention_core.models.layers import erf, gelu, gelu_tanh, layer_norm
 
 
 def test_erf_matches_math_erf_on_a_dense_grid():
@@ -29,6 +29,17 @@ def test_gelu_matches_torch_exact_gelu():
     np.testing.assert_allclose(
         gelu(np.array([1.0, -1.0, 0.0])), [0.8413447461, -0.1586552539, 0], atol=2e-7
     )
+
+
+def test_gelu_tanh_matches_torch_tanh_approximation():
+    x = np.linspace(-20, 20, 40_001, dtype=np.float32)
+    expected = torch.nn.functional.gelu(torch.from_numpy(x), approximate="tanh").numpy()
+    np.testing.assert_allclose(gelu_tanh(x), expected, atol=2e-6, rtol=0)
+    assert gelu_tanh(x).dtype == np.float32
+    # By hand: tanh(√(2/π) · 1.044715) = tanh(0.833562...) = 0.682384..., so GELU(1) ≈ 0.841192,
+    # 1.5e-4 below the exact Φ(1): the two forms differ, and a checkpoint needs its own.
+    np.testing.assert_allclose(gelu_tanh(np.array([1.0, 0.0])), [0.8411920, 0.0], atol=1e-6)
+    assert abs(gelu_tanh(np.array([1.0]))[0] - gelu(np.array([1.0]))[0]) > 1e-4
 
 
 def test_layer_norm_matches_torch():

