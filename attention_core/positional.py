@@ -31,6 +31,7 @@ __all__ = [
     "alibi_slopes",
     "apply_rotary",
     "learned_encoding",
+    "llama3_frequencies",
     "rope_scores",
     "rotary_tables",
     "rotate_half_pairs",
@@ -167,19 +168,51 @@ def apply_rotary(x: object, positions: object = None, base: float = 10000.0) -> 
     return rotate_half_pairs(x, cos, sin)
 
 
-def rotary_tables(positions: Any, d: int, base: float, *, like: Any) -> tuple[Any, Any]:
+def rotary_tables(
+    positions: Any, d: int, base: float, *, like: Any, frequencies: np.ndarray | None = None
+) -> tuple[Any, Any]:
     """cos θ and sin θ `(..., pos, d)` for `apply_rotary` (θ_i repeated for i and i + d/2).
 
     positions: float64 positions in the namespace of `like`, whose dtype and device the tables
-    take (angles in float64, then rounded once).
+    take (angles in float64, then rounded once). frequencies `(d/2,)`: the ω_i to use instead of
+    base^(-2i/d) (a scaled RoPE: `llama3_frequencies`).
     """
     xp = array_namespace(like)
-    (frequencies,) = to_like(positions, _frequencies(d, _check_base(base)))
+    if frequencies is None:
+        frequencies = _frequencies(d, _check_base(base))
+    (frequencies,) = to_like(positions, frequencies)
     theta = positions[..., None] * frequencies  # (..., pos, d/2)
     cos, sin = to_like(
         like, xp.concat([xp.cos(theta)] * 2, axis=-1), xp.concat([xp.sin(theta)] * 2, axis=-1)
     )
     return cos, sin
+
+
+def llama3_frequencies(
+    d: int,
+    base: float,
+    factor: float,
+    low_freq_factor: float,
+    high_freq_factor: float,
+    original_context: float,
+) -> np.ndarray:
+    """Llama 3.1's scaled RoPE frequencies (rope_type "llama3"), `(d/2,)` float64.
+
+    With ω_i = base^(-2i/d) and wavelength λ_i = 2π/ω_i, for a model trained on
+    `original_context` positions:
+        λ_i < original / high_freq_factor   ω_i             (short waves: kept)
+        λ_i > original / low_freq_factor    ω_i / factor    (long waves: slowed down)
+        between                             (1 - s) ω_i / factor + s ω_i,
+                                            s = (original / λ_i - low) / (high - low)
+    """
+    omega = _frequencies(d, _check_base(base))
+    wavelength = 2 * math.pi / omega
+    # Waves shorter than the context turn many times in it and keep their speed; those longer
+    # than it are slowed by `factor`, so far positions look like the near ones trained on.
+    s = (original_context / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    blended = (1 - s) * omega / factor + s * omega
+    slowed = np.where(wavelength > original_context / low_freq_factor, omega / factor, blended)
+    return np.where(wavelength < original_context / high_freq_factor, omega, slowed)
 
 
 def rotate_half_pairs(x: Any, cos: Any, sin: Any) -> Any:

@@ -131,6 +131,31 @@ def test_rotary_matches_reference_formula_and_transformers():
     np.testing.assert_allclose(apply_rotary(k), hf_k.numpy(), rtol=1e-13, atol=1e-15)
 
 
+@pytest.mark.parametrize("original", [8, 64, 8192])
+def test_llama3_frequencies_match_transformers(original):
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    from attention_core.positional import llama3_frequencies
+
+    scaling = dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0)
+    config = LlamaConfig(
+        hidden_size=64, num_attention_heads=2, max_position_embeddings=original,
+        rope_parameters=dict(rope_type="llama3", rope_theta=10000.0,
+                             original_max_position_embeddings=original, **scaling),
+    )  # fmt: skip
+    expected, attention_factor = ROPE_INIT_FUNCTIONS["llama3"](config)  # float32
+    ours = llama3_frequencies(32, 10000.0, original_context=original, **scaling)
+    assert attention_factor == 1.0 and ours.shape == (16,)
+    np.testing.assert_allclose(ours, expected.double().numpy(), rtol=1e-6)
+    # All three regimes are met at original 64: kept, slowed by the factor, blended.
+    plain = 10000.0 ** (-np.arange(0, 32, 2) / 32)
+    if original == 64:
+        ratio = ours / plain
+        assert ratio.max() == 1.0 and ratio.min() == 1 / 8
+        assert np.any((ratio > 1 / 8) & (ratio < 1.0))
+
+
 def test_rotary_hand_example():
     # d = 2: one pair (x0, x1), frequency 1. Position p rotates by p radians:
     # (x0 cos p - x1 sin p, x1 cos p + x0 sin p). (1, 0) at position π/2 -> (0, 1).

@@ -1,8 +1,10 @@
-"""A llama-style decoder (SmolLM2-135M-Instruct) run by our own NumPy attention code, a module
-per job, in the order a pass needs them:
+"""A llama-style decoder run by our own NumPy attention code: SmolLM2-135M-Instruct (the app's
+model), and any Llama or Qwen2 checkpoint in a Hugging Face directory (one forward pass: Qwen2
+is llama with biases on q, k and v; ``config.model_type`` names the family). A module per job,
+in the order a pass needs them:
 
     files       find and read the checkpoint: a GGUF file or a Hugging Face directory
-    config      the architecture numbers (``LlamaConfig``)
+    config      the architecture numbers (``LlamaConfig``), what is refused, ``parameter_count``
     weights     the tensors, named and shaped as ``LlamaForCausalLM``'s, stored bfloat16
     prompt      a text tokenized, raw or in the chat template, within the prompt limits
     model       the loaded model (config, weights, tokenizer) and ``load_llama``
@@ -16,7 +18,7 @@ package needs NumPy only.
 """
 
 from ..layers import rms_norm, silu
-from .config import LlamaConfig
+from .config import SUPPORTED_FAMILIES, LlamaConfig, parameter_count
 from .forward import MAX_CONTEXT_TOKENS, MAX_SCORED_TOKENS, read_text, run_llama
 from .generation import (
     Generation,
@@ -49,6 +51,7 @@ __all__ = [
     "MAX_PROMPT_CHARS",
     "MAX_PROMPT_TOKENS",
     "MAX_SCORED_TOKENS",
+    "SUPPORTED_FAMILIES",
     "Generation",
     "GenerationStep",
     "KeptSteps",
@@ -67,6 +70,7 @@ __all__ = [
     "generate",
     "load_llama",
     "next_token_probabilities",
+    "parameter_count",
     "read_text",
     "rms_norm",
     "run_llama",

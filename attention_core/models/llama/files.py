@@ -324,13 +324,15 @@ def read_gguf(
     path: Path | str,
     dtype: np.dtype | type | str = BFLOAT16,
     progress: Callable[[int, int], None] | None = None,
+    check: Callable[[dict[str, Any]], object] | None = None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray], TokenizerSpec, str | None, str]:
     """Read a llama GGUF file: (HF-style config, HF-named state dict, tokenizer, chat template,
     how its matrices were saved: ``saved_as``).
 
     Tensors are dequantized one at a time and stored as ``dtype`` (``to_storage``; norm weights
     stay float32), so the peak memory is the stored model plus one float32 tensor.
-    ``progress(done, total)`` is called after each tensor.
+    ``progress(done, total)`` is called after each tensor; ``check(config)`` before the first
+    (it raises to refuse the model before any tensor is read).
     """
     path = Path(path)
     try:
@@ -369,7 +371,11 @@ def read_gguf(
         "max_position_embeddings": field("llama.context_length", 2048),
         "bos_token_id": field("tokenizer.ggml.bos_token_id"),
         "eos_token_id": field("tokenizer.ggml.eos_token_id"),
+        # No output tensor: the head is the embedding read backwards (as transformers reads it).
+        "tie_word_embeddings": all(t.name != "output.weight" for t in reader.tensors),
     }
+    if check is not None:
+        check(config)
     names = {
         pattern.format(i=i): target.format(i=i)
         for pattern, target in _GGUF_NAMES.items()
@@ -424,11 +430,16 @@ def saved_as(formats: dict[str, str]) -> str:
     )
 
 
-def read_hf_dir(path: Path | str) -> tuple[dict[str, Any], dict[str, np.ndarray], Any, str]:
+def read_hf_dir(
+    path: Path | str, check: Callable[[dict[str, Any]], object] | None = None
+) -> tuple[dict[str, Any], dict[str, np.ndarray], Any, str]:
     """Read a Hugging Face directory: (config.json, model.safetensors, tokenizer.json, how its
-    matrices were saved: ``saved_as``)."""
+    matrices were saved: ``saved_as``). ``check(config)`` runs before the weights are read (it
+    raises to refuse the model: a family we do not run, a model too large)."""
     path = Path(path)
     config = read_config(path / "config.json")
+    if check is not None:
+        check(config)
     state = read_weights(path / "model.safetensors")
     formats = {name: number_format(w) for name, w in state.items() if w.ndim == 2}
     try:

@@ -1,18 +1,21 @@
-"""The forward pass of a llama-style decoder (SmolLM2-135M-Instruct), our own NumPy code.
+"""The forward pass of a llama-style decoder (SmolLM2-135M-Instruct, Llama, Qwen2), our own
+NumPy code.
 
-Hugging Face ``LlamaForCausalLM``'s forward pass in eval mode, for `n` new tokens at
+Hugging Face ``LlamaForCausalLM``'s forward pass in eval mode (``Qwen2ForCausalLM``'s is the
+same with biases b_q, b_k, b_v; for llama they are absent), for `n` new tokens at
 positions p .. p+n-1 after a cache holding positions 0 .. p-1 (p = 0 for a fresh prompt):
 
     h_0 = E[ids]                                                           (n, d_model)
     for each layer:
         x   = RMSNorm(h)                      RMSNorm(x) = x / sqrt(mean(x²) + eps) · γ
-        q   = x W_qᵀ  -> (head, n, d_head)     k, v = x W_kᵀ, x W_vᵀ -> (kv_head, n, d_head)
-        q,k = RoPE(q, positions), RoPE(k, positions)            rotate_half convention
+        q   = x W_qᵀ + b_q -> (head, n, d_head)       k, v = x W_kᵀ + b_k, x W_vᵀ + b_v
+                                                                     -> (kv_head, n, d_head)
+        q,k = RoPE(q, positions), RoPE(k, positions)    rotate_half convention (llama3-scaled)
         K,V = cache.append(k, v)                                  (kv_head, p+n, d_head)
         o_h = softmax(q_h K_gᵀ / √d_head + causal) V_g   head h reads KV head g = h // (H/KV)
         h   = h + concat(o_h) W_oᵀ
         h   = h + W_down (SiLU(RMSNorm(h) W_gateᵀ) ⊙ (RMSNorm(h) W_upᵀ))        SwiGLU
-    logits = RMSNorm(h) Eᵀ                      tied head: the embedding matrix read backwards
+    logits = RMSNorm(h) W_headᵀ          W_head = E when tied: the embedding read backwards
 
 Grouped-query attention (GQA) is a broadcast, not a copy: queries are shaped
 `(kv_head, group, n, d_head)` and keys `(kv_head, 1, k_pos, d_head)`, so the shared
@@ -30,7 +33,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import numpy as np
 
 from attention_core.decoding import KVCache, decode_step
-from attention_core.positional import rotary_tables, rotate_half_pairs
+from attention_core.positional import llama3_frequencies, rotary_tables, rotate_half_pairs
 from attention_core.validation import AttentionInputError, check_int
 
 from .. import points
@@ -208,7 +211,14 @@ def _start(model: LlamaModel, ids: np.ndarray, past: int):
     embeddings = widen(weights.embed[ids])  # (n, d_model) float32
     # RoPE's cos/sin depend only on the positions: one table for every layer's q and k.
     positions = np.arange(past, past + n, dtype=np.float64)
-    rope = rotary_tables(positions, config.head_dim, config.rope_theta, like=embeddings)
+    frequencies = (
+        None
+        if config.rope_llama3 is None
+        else llama3_frequencies(config.head_dim, config.rope_theta, *config.rope_llama3)
+    )
+    rope = rotary_tables(
+        positions, config.head_dim, config.rope_theta, like=embeddings, frequencies=frequencies
+    )
     return embeddings, rope, _widening_buffer(model, n)
 
 
@@ -272,6 +282,8 @@ def _decoder_layer(
     group, eps, n = config.group_size, config.rms_norm_eps, hidden.shape[0]
     x = rms_norm(hidden, layer.attn_norm, eps)
     qkv = _linear(x, layer.w_qkv, scratch)  # (n, (H + 2·KV)·d_head): q, k, v side by side
+    if layer.b_qkv is not None:  # Qwen2: q, k and v are affine, o is not
+        qkv += layer.b_qkv
     qkv = qkv.reshape(n, h_heads + 2 * kv_heads, dh).transpose(1, 0, 2)
     q = qkv[:h_heads]  # (head, n, d_head)
     k = qkv[h_heads : h_heads + kv_heads]  # (kv_head, n, d_head)

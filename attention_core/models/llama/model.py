@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from .config import LlamaConfig
+from ..loading import ModelFileError
+from .config import LlamaConfig, parameter_count
 from .files import BFLOAT16, LLMLocation, find_llm, location_of, read_gguf, read_hf_dir
 from .prompt import (
     MAX_PROMPT_TOKENS,
@@ -69,23 +70,38 @@ def load_llama(
     allow_download: bool = False,
     weights_dtype: np.dtype | type | str = BFLOAT16,
     progress: Callable[[int, int], None] | None = None,
+    max_parameters: int | None = None,
 ) -> LlamaModel:
-    """Load SmolLM2 from a ``.gguf`` file or a Hugging Face directory (found by ``find_llm`` when
-    ``path`` is None). Raises ``ModelNotFoundError`` with the install command, or
-    ``ModelFileError`` for a damaged file; both are ``AttentionInputError``.
-    ``progress(done, total)`` follows the GGUF file's tensors as they are unpacked.
+    """Load a decoder (SmolLM2 by default; a Llama or Qwen2 checkpoint given its ``path``) from
+    a ``.gguf`` file or a Hugging Face directory (found by ``find_llm`` when ``path`` is None).
+    Raises ``ModelNotFoundError`` with the install command, or ``ModelFileError`` for a damaged
+    file or a model our code does not run; both are ``AttentionInputError``.
+    ``progress(done, total)`` follows the GGUF file's tensors as they are unpacked. A model of
+    more than ``max_parameters`` parameters (``config.parameter_count``) is refused from its
+    config, before any weight is read.
     """
     start = time.perf_counter()
     location = find_llm(allow_download=allow_download) if path is None else location_of(path)
+    source = str(location.path)
+
+    def check(raw_config: dict[str, Any]) -> None:
+        # Refusals come from the config alone: no weight is read for a model we would refuse.
+        count = parameter_count(LlamaConfig.from_dict(raw_config, source=source))
+        if max_parameters is not None and count > max_parameters:
+            raise ModelFileError(
+                f"{source} holds {count:,} parameters (counted from its configuration), more "
+                f"than the {max_parameters:,} this app runs: choose a smaller checkpoint."
+            )
+
     if location.layout == "gguf":
         raw_config, state, spec, template, file_formats = read_gguf(
-            location.path, weights_dtype, progress
+            location.path, weights_dtype, progress, check
         )
         tokenizer = gguf_tokenizer(spec)
     else:
-        raw_config, state, tokenizer, file_formats = read_hf_dir(location.path)
+        raw_config, state, tokenizer, file_formats = read_hf_dir(location.path, check)
         template = None
-    config = LlamaConfig.from_dict(raw_config, source=str(location.path))
+    config = LlamaConfig.from_dict(raw_config, source=source)
     weights = LlamaWeights.from_state_dict(state, config, weights_dtype, str(location.path))
     del state
     return LlamaModel(

@@ -24,11 +24,12 @@ __all__ = ["LlamaLayerWeights", "LlamaWeights", "read_only"]
 
 @dataclass(frozen=True, eq=False)
 class LlamaLayerWeights:
-    """One decoder layer, nn.Linear layout (``y = x @ W.T``), no biases, matrices as stored
+    """One decoder layer, nn.Linear layout (``y = x @ W.T + b``), matrices as stored
     (``files.to_storage``: bfloat16 bits, float16 or float32).
 
     attn_norm, ffn_norm  `(d_model,)` float32 RMSNorm gains γ
     w_qkv      `(H·d_head + 2·KV·d_head, d_model)`  W_q, W_k, W_v stacked: one product, not three
+    b_qkv      `(H·d_head + 2·KV·d_head,)` float32  b_q, b_k, b_v stacked (Qwen2); None: no biases
     w_o        `(d_model, H·d_head)`
     w_gate_up  `(2·d_ff, d_model)`  W_gate over W_up: one product, not two
     w_down     `(d_model, d_ff)`
@@ -42,6 +43,7 @@ class LlamaLayerWeights:
     ffn_norm: np.ndarray
     w_gate_up: np.ndarray
     w_down: np.ndarray
+    b_qkv: np.ndarray | None = None
 
     @property
     def w_q(self) -> np.ndarray:
@@ -93,10 +95,12 @@ class LlamaWeights:
         dtype: np.dtype | type | str = BFLOAT16,
         source: str = "the model file",
     ) -> LlamaWeights:
-        """Pick the tensors named like ``LlamaForCausalLM``'s state dict; matrices stored as
-        ``dtype`` (already stored ones are kept), norms as float32, all read-only. A uint16
-        tensor is bfloat16 bits (``read_weights``). Missing or mis-shaped tensors raise
-        ModelFileError."""
+        """Pick the tensors named like ``LlamaForCausalLM``'s (or ``Qwen2ForCausalLM``'s)
+        state dict; matrices stored as ``dtype`` (already stored ones are kept), norms and
+        biases as float32, all read-only. A uint16 tensor is bfloat16 bits (``read_weights``).
+        The q, k, v biases are read when ``config.qkv_bias``; ``lm_head`` when the head is not
+        tied (and, when the config does not say, if the file has one). Missing or mis-shaped
+        tensors raise ModelFileError."""
         d, h, kv = config.hidden_size, config.num_attention_heads, config.num_key_value_heads
         dh, ff = config.head_dim, config.intermediate_size
         stored = np.uint16 if dtype == BFLOAT16 else np.dtype(dtype)
@@ -148,13 +152,26 @@ class LlamaWeights:
                         )
                     ),
                     w_down=for_products(take(f"{p}.mlp.down_proj.weight", (d, ff))),
+                    b_qkv=stack(
+                        take(f"{p}.self_attn.q_proj.bias", (h * dh,)),
+                        take(f"{p}.self_attn.k_proj.bias", (kv * dh,)),
+                        take(f"{p}.self_attn.v_proj.bias", (kv * dh,)),
+                    )
+                    if config.qkv_bias
+                    else None,
                 )
             )
         weights = cls(
             embed=take("model.embed_tokens.weight", (config.vocab_size, d)),
             layers=tuple(layers),
             final_norm=take("model.norm.weight", (d,)),
-            lm_head=take("lm_head.weight", (config.vocab_size, d), optional=True),
+            lm_head=None
+            if config.tie_word_embeddings
+            else take(
+                "lm_head.weight",
+                (config.vocab_size, d),
+                optional=config.tie_word_embeddings is None,
+            ),
         )
         if problems:
             more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
