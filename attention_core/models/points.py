@@ -15,16 +15,17 @@ so resid.{l+1} = resid.{l} + layer.{l}.attn_out + layer.{l}.mlp_out for a pre-no
 
 Build names with the functions (``resid(3)``, ``heads(7)``), never by formatting strings. An
 edit is a mapping name -> function(activation) -> replacement of the same shape: the forward
-pass calls it exactly at that point and passes the replacement on (``check_edits``, ``edit``).
+pass calls it exactly at that point and passes the replacement on (``check_edits``, ``edit_at``).
 The function receives a read-only array: return a new one (``z.copy()``, then change it).
 ``head_scaling`` turns transformers' ``head_mask`` multipliers into edits of the heads.
-Nothing here knows a model family: a forward pass that exposes these points calls ``edit``.
+Nothing here knows a model family: a forward pass that exposes these points calls
+``edit_at``, and its trace reads them back with ``read``.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
 import numpy as np
@@ -38,11 +39,13 @@ __all__ = [
     "attn_out",
     "check_edits",
     "edit",
+    "edit_at",
     "head_scaling",
     "heads",
     "mlp_out",
     "names",
     "parse",
+    "read",
     "resid",
 ]
 
@@ -152,6 +155,48 @@ def edit(edits: Mapping[str, Edit], name: str, activation: np.ndarray) -> np.nda
             f"is shaped {activation.shape} {SHAPES[kind]}: return an array of the same shape."
         )
     return replacement
+
+
+def edit_at(
+    edits: Mapping[str, Edit] | None,
+    point: Callable[[int], str],
+    index: int,
+    activation: np.ndarray,
+) -> np.ndarray:
+    """``activation`` as the edit at ``point(index)`` replaces it (``edit_at(edits, heads, 3,
+    z)``), or ``activation`` itself when ``edits`` is None or empty.
+
+    The forward passes call this at every point of every layer; a pass without edits, the
+    common one, must stay as fast as one without points, so it builds no name and looks
+    nothing up."""
+    if not edits:
+        return activation
+    return edit(edits, point(index), activation)
+
+
+def read(
+    name: str,
+    embeddings: np.ndarray,
+    layers: Sequence[object],
+    fields: Mapping[str, str],
+) -> np.ndarray:
+    """The activation at the named point of a pass, as the pass went on with it: resid.0 is
+    ``embeddings`` (the stream entering layer 0), resid.{l+1} layer l's output and a layer's
+    other points its steps, each kind read from the step ``fields[kind]`` names (a family
+    calls its MLP's output ``ffn_output`` or ``mlp_output``). A layer that did not keep that
+    step (its ``getattr`` fails) is an ``AttentionInputError`` naming it."""
+    kind, index = parse(name, len(layers))
+    if kind == "resid" and index == 0:
+        return embeddings
+    layer = index - 1 if kind == "resid" else index
+    field = fields[kind]
+    try:
+        return getattr(layers[layer], field)
+    except AttributeError:
+        raise AttentionInputError(
+            f"This pass did not keep {field!r}, which {name} is read from: add it to the "
+            "steps the forward pass keeps (its keep=)."
+        ) from None
 
 
 def head_scaling(mask: object) -> dict[str, Edit]:

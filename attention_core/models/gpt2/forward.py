@@ -75,8 +75,7 @@ def run_gpt2(
     position_embeddings = weights.wpe[past : past + n]  # (n, d_model): row p for position p
     # A token's vector says what it is, its position's vector where it is: one sum carries both.
     embeddings = token_embeddings + position_embeddings
-    if edits:
-        embeddings = points.edit(edits, points.resid(0), embeddings)
+    embeddings = points.edit_at(edits, points.resid, 0, embeddings)
     hidden, layers, caches = embeddings, [], []
     for index, layer in enumerate(weights.layers):
         layer_cache = None if cache is None else cache.layers[index]
@@ -128,23 +127,17 @@ def _block(
         attend=attend,
         checked=False,  # ids, cache and attend were checked by run_gpt2; these are our arrays
     )
-    head_outputs = step.output  # (head, n, d_head)
-    if edits:
-        head_outputs = points.edit(edits, points.heads(index), head_outputs)
+    head_outputs = points.edit_at(edits, points.heads, index, step.output)  # (head, n, d_head)
     concat = head_outputs.transpose(1, 0, 2).reshape(n, heads * dh)
     attn_output = concat @ layer.w_o.T + layer.b_o  # (n, d_model): W_o mixes the heads
-    if edits:
-        attn_output = points.edit(edits, points.attn_out(index), attn_output)
+    attn_output = points.edit_at(edits, points.attn_out, index, attn_output)
     # Pre-norm residuals: each sublayer reads a normalised copy and adds its result back.
     residual = hidden + attn_output
     y = layer_norm(residual, layer.ln_2_weight, layer.ln_2_bias, eps)
     mlp_hidden = _ACTIVATION[config.activation_function](y @ layer.w_fc.T + layer.b_fc)
     mlp_output = mlp_hidden @ layer.w_proj.T + layer.b_proj  # (n, d_model)
-    if edits:
-        mlp_output = points.edit(edits, points.mlp_out(index), mlp_output)
-    output = residual + mlp_output
-    if edits:
-        output = points.edit(edits, points.resid(index + 1), output)
+    mlp_output = points.edit_at(edits, points.mlp_out, index, mlp_output)
+    output = points.edit_at(edits, points.resid, index + 1, residual + mlp_output)
     steps = GPT2LayerSteps(
         input=hidden,
         attn_norm=x,

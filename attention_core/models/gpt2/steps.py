@@ -16,7 +16,7 @@ import numpy as np
 from attention_core.attention import AttentionSteps
 from attention_core.decoding import KVCache
 
-from ..points import parse
+from .. import points
 
 __all__ = ["POINT_STEPS", "GPT2Cache", "GPT2LayerSteps", "GPT2Trace"]
 
@@ -136,11 +136,7 @@ class GPT2Trace:
         """The activation at the named point (``points.resid(3)``, ``points.heads(7)``…) for
         this pass's n positions, as the pass went on with it (after its edit, if any):
         resid `(n, d_model)`, heads `(head, n, d_head)`, attn_out and mlp_out `(n, d_model)`."""
-        kind, index = parse(name, len(self.layers))
-        if kind == "resid" and index == 0:
-            return self.embeddings
-        layer = index - 1 if kind == "resid" else index
-        return getattr(self.layers[layer], POINT_STEPS[kind])
+        return points.read(name, self.embeddings, self.layers, POINT_STEPS)
 
     @cached_property
     def attention_weights(self) -> np.ndarray:

@@ -99,8 +99,7 @@ def run_llama(
         )
     weights = model.weights
     embeddings, rope, scratch = _start(model, ids, past)
-    if edits:
-        embeddings = points.edit(edits, points.resid(0), embeddings)
+    embeddings = points.edit_at(edits, points.resid, 0, embeddings)
     hidden = embeddings
     layers, caches = [], []
     for steps, layer_cache in _layer_by_layer(
@@ -301,16 +300,13 @@ def _decoder_layer(
         attend=attend,
         checked=False,  # ids and cache were checked by the caller; these arrays are our own
     )
-    head_outputs = step.output.reshape(h_heads, n, dh)  # (head, n, d_head)
-    edited_heads = None  # the steps keep an edited copy only: unedited, it is attention.output
-    if edits:
-        edited = points.edit(edits, points.heads(index), head_outputs)
-        if edited is not head_outputs:
-            head_outputs = edited_heads = edited
+    computed_heads = step.output.reshape(h_heads, n, dh)  # (head, n, d_head)
+    head_outputs = points.edit_at(edits, points.heads, index, computed_heads)
+    # The steps keep an edited copy only: unedited, the heads are attention.output.
+    edited_heads = None if head_outputs is computed_heads else head_outputs
     concat = head_outputs.transpose(1, 0, 2).reshape(n, h_heads * dh)
     attn_output = _linear(concat, layer.w_o, scratch)  # (n, d_model)
-    if edits:
-        attn_output = points.edit(edits, points.attn_out(index), attn_output)
+    attn_output = points.edit_at(edits, points.attn_out, index, attn_output)
     # Pre-norm residuals: each block reads a normalised copy and adds its result back.
     residual = hidden + attn_output
     y = rms_norm(residual, layer.ffn_norm, eps)
@@ -320,11 +316,8 @@ def _decoder_layer(
     gated = silu(gate)
     gated *= up
     ffn_output = _linear(gated, layer.w_down, scratch)  # (n, d_model)
-    if edits:
-        ffn_output = points.edit(edits, points.mlp_out(index), ffn_output)
-    output = residual + ffn_output
-    if edits:
-        output = points.edit(edits, points.resid(index + 1), output)
+    ffn_output = points.edit_at(edits, points.mlp_out, index, ffn_output)
+    output = points.edit_at(edits, points.resid, index + 1, residual + ffn_output)
     steps = LlamaLayerSteps(
         input=hidden,
         attn_norm=x,

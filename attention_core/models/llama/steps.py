@@ -16,9 +16,8 @@ import numpy as np
 
 from attention_core.attention import AttentionSteps
 from attention_core.decoding import KVCache
-from attention_core.validation import AttentionInputError
 
-from ..points import parse
+from .. import points
 
 __all__ = ["POINT_STEPS", "KeptSteps", "LlamaCache", "LlamaLayerSteps", "LlamaTrace"]
 
@@ -189,18 +188,7 @@ class LlamaTrace:
         """The activation at the named point (``points.resid(3)``, ``points.heads(7)``…) for
         this pass's n positions, as the pass went on with it (after its edit, if any):
         resid `(n, d_model)`, heads `(head, n, d_head)`, attn_out and mlp_out `(n, d_model)`."""
-        kind, index = parse(name, len(self.layers))
-        if kind == "resid" and index == 0:
-            return self.embeddings
-        layer = index - 1 if kind == "resid" else index
-        step = POINT_STEPS[kind]
-        try:
-            return getattr(self.layers[layer], step)
-        except AttributeError:
-            raise AttentionInputError(
-                f"This pass did not keep {step!r}, which {name} is read from: add it to "
-                "run_llama's keep."
-            ) from None
+        return points.read(name, self.embeddings, self.layers, POINT_STEPS)
 
     @cached_property
     def attention_weights(self) -> np.ndarray:
