@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attention_core.models.loading import WEIGHTS_FILE, ModelFileError, widen
+from attention_core.models.checkpoint import TensorPicker
+from attention_core.models.loading import WEIGHTS_FILE
 from attention_core.multihead import MultiHeadParams
 
 from .config import BertConfig
@@ -81,25 +82,12 @@ class BertWeights:
         if state and all(name.startswith("bert.") for name in state if "embeddings" in name):
             state = {name.removeprefix("bert."): value for name, value in state.items()}
         d, d_ff = config.hidden_size, config.intermediate_size
-        problems: list[str] = []
+        picker = TensorPicker(state, source)
 
         def take(name: str, shape: tuple[int, ...]) -> np.ndarray:
-            if name not in state:
-                problems.append(f"{name} is missing")
-                return np.zeros(shape, dtype=np.float32)
-            arr = state[name]
-            if tuple(arr.shape) != shape:
-                problems.append(f"{name} has shape {tuple(arr.shape)}, expected {shape}")
-                return np.zeros(shape, dtype=np.float32)
-            if arr.dtype != np.uint16 and not np.issubdtype(arr.dtype, np.floating):
-                problems.append(f"{name} holds {arr.dtype} values, expected floats")
-                return np.zeros(shape, dtype=np.float32)
-            # uint16 is bfloat16 bits (read_weights): widened exactly, like float16 and float64.
-            out = np.ascontiguousarray(widen(arr), dtype=np.float32)
-            if not np.isfinite(out).all():
-                problems.append(f"{name} contains NaN or infinite values")
-            out.setflags(write=False)
-            return out
+            out = picker.float32(name, shape, finite=True)
+            # A stand-in lets the layers be built, so one load names every problem (check).
+            return np.zeros(shape, dtype=np.float32) if out is None else out
 
         def norm(prefix: str) -> LayerNormParams:
             return LayerNormParams(take(f"{prefix}.weight", (d,)), take(f"{prefix}.bias", (d,)))
@@ -137,11 +125,5 @@ class BertWeights:
                     output_norm=norm(f"{p}.output.LayerNorm"),
                 )
             )
-        if problems:
-            shown = "; ".join(problems[:5])
-            more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-            raise ModelFileError(
-                f"The weights in {source} do not match the configuration: {shown}{more}. The "
-                "weights and config.json must come from the same model."
-            )
+        picker.check(advice="The weights and config.json must come from the same model.")
         return cls(embeddings=embeddings, layers=tuple(layers))

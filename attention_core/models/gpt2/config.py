@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..checkpoint import config_errors, optional_id
 from ..loading import ModelFileError
 
 __all__ = ["ACTIVATIONS", "GPT2Config", "parameter_count"]
@@ -65,7 +66,7 @@ class GPT2Config:
                 f"{source} describes a GPT-2 with cross-attention (an encoder-decoder's "
                 "decoder); this code runs the plain decoder only."
             )
-        try:
+        with config_errors(source, "GPT-2"):
             n_embd = int(config["n_embd"])
             inner = config.get("n_inner")
             made = cls(
@@ -80,13 +81,9 @@ class GPT2Config:
                 scale_attn_weights=bool(config.get("scale_attn_weights", True)),
                 layer_scaled=bool(config.get("scale_attn_by_inverse_layer_idx", False)),
                 tie_word_embeddings=bool(config.get("tie_word_embeddings", True)),
-                bos_token_id=_optional_id(config.get("bos_token_id")),
-                eos_token_id=_optional_id(config.get("eos_token_id")),
+                bos_token_id=optional_id(config.get("bos_token_id")),
+                eos_token_id=optional_id(config.get("eos_token_id")),
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ModelFileError(
-                f"{source} is not a complete GPT-2 configuration (missing or bad {exc})."
-            ) from exc
         if min(made.vocab_size, made.n_positions, made.n_embd, made.n_layer, made.n_head) < 1:
             raise ModelFileError(f"{source} gives a GPT-2 size of zero or less.")
         if made.n_embd % made.n_head:
@@ -109,9 +106,3 @@ def parameter_count(config: GPT2Config) -> int:
     layer = 2 * d + attention + 2 * d + mlp
     head = 0 if config.tie_word_embeddings else vocab * d
     return vocab * d + config.n_positions * d + config.n_layer * layer + 2 * d + head
-
-
-def _optional_id(value: Any) -> int | None:
-    if isinstance(value, list):  # some configs list several end-of-sequence ids
-        value = value[0] if value else None
-    return None if value is None else int(value)

@@ -31,8 +31,8 @@ from attention_core.decoding import KVCache, decode_step
 from attention_core.validation import AttentionInputError
 
 from .. import points
+from ..checkpoint import check_logits
 from ..layers import gelu, gelu_tanh, layer_norm
-from ..loading import ModelFileError
 from .config import GPT2Config
 from .model import GPT2Model
 from .steps import GPT2Cache, GPT2LayerSteps, GPT2Trace
@@ -85,11 +85,7 @@ def run_gpt2(
         hidden = steps.hidden
     final = layer_norm(hidden, weights.ln_f_weight, weights.ln_f_bias, config.layer_norm_epsilon)
     logits = (final if all_logits else final[-1:]) @ weights.lm_head.T  # (n_logits, vocab)
-    if not np.all(np.isfinite(logits)):
-        raise ModelFileError(
-            "The model produced non-finite logits: its weight file is damaged (NaN or huge "
-            "values). Download or save the model again."
-        )
+    check_logits(logits)
     return GPT2Trace(
         input_ids=ids.astype(np.int64),
         positions=np.arange(past, past + n),

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..loading import ModelFileError, widen
+from ..checkpoint import TensorPicker
 from .config import GPT2Config
 
 __all__ = ["GPT2LayerWeights", "GPT2Weights"]
@@ -112,23 +112,14 @@ class GPT2Weights:
         ``transformer.`` prefix), Conv1D matrices turned to `(out, in)`. Missing or mis-shaped
         tensors raise ``ModelFileError`` naming them."""
         d, f, vocab = config.n_embd, config.n_inner, config.vocab_size
-        named = {name.removeprefix(PREFIX): arr for name, arr in state.items()}
-        problems: list[str] = []
+        picker = TensorPicker(
+            {name.removeprefix(PREFIX): arr for name, arr in state.items()}, source
+        )
 
         def take(name: str, shape: tuple[int, ...], conv1d: bool = False) -> Any:
-            arr = named.get(name)
-            if arr is None:
-                problems.append(f"{name} is missing")
-                return None
-            if tuple(arr.shape) != shape:
-                problems.append(f"{name} has shape {tuple(arr.shape)}, expected {shape}")
-                return None
-            if arr.dtype not in (np.float32, np.float16, np.uint16):  # uint16: bfloat16 bits
-                problems.append(f"{name} holds {arr.dtype} numbers, not floats")
-                return None
-            wide = np.ascontiguousarray(widen(arr), dtype=np.float32)
+            wide = picker.float32(name, shape)
             # Conv1D's (in, out) as nn.Linear's (out, in): a view, so W.T is the stored bytes.
-            return _read_only(wide.T if conv1d else wide)
+            return wide.T if conv1d and wide is not None else wide
 
         layers = []
         for i in range(config.n_layer):
@@ -160,15 +151,5 @@ class GPT2Weights:
             ln_f_bias=take("ln_f.bias", (d,)),
             lm_head=lm_head,
         )
-        if problems:
-            more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-            raise ModelFileError(
-                f"The weights in {source} do not match its GPT-2 configuration: "
-                f"{'; '.join(problems[:5])}{more}."
-            )
+        picker.check("its GPT-2 configuration")
         return weights
-
-
-def _read_only(arr: np.ndarray) -> np.ndarray:
-    arr.setflags(write=False)
-    return arr

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..checkpoint import config_errors, optional_id
 from ..loading import ModelFileError
 
 __all__ = ["SUPPORTED_FAMILIES", "LlamaConfig", "parameter_count"]
@@ -73,7 +74,7 @@ class LlamaConfig:
             )
         _refuse_what_the_forward_does_not_run(config, family, source)
         scaling = _rope_scaling(config)
-        try:
+        with config_errors(source, family):
             made = cls(
                 vocab_size=int(config["vocab_size"]),
                 hidden_size=int(config["hidden_size"]),
@@ -85,8 +86,8 @@ class LlamaConfig:
                 intermediate_size=int(config["intermediate_size"]),
                 rope_theta=float(_rope_theta(config)),
                 rms_norm_eps=float(config.get("rms_norm_eps", 1e-6)),
-                bos_token_id=_optional_id(config.get("bos_token_id")),
-                eos_token_id=_optional_id(config.get("eos_token_id")),
+                bos_token_id=optional_id(config.get("bos_token_id")),
+                eos_token_id=optional_id(config.get("eos_token_id")),
                 model_type=family,
                 head_dim=None if config.get("head_dim") is None else int(config["head_dim"]),
                 qkv_bias=family == "qwen2",
@@ -108,10 +109,6 @@ class LlamaConfig:
                     ),
                 ),
             )
-        except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-            raise ModelFileError(
-                f"{source} is not a complete {family} configuration ({exc})."
-            ) from exc
         if made.head_dim % 2 or made.num_attention_heads % made.num_key_value_heads:
             raise ModelFileError(
                 f"{source}: d_head {made.head_dim} is odd (RoPE turns pairs), or "
@@ -193,9 +190,3 @@ def _refuse_what_the_forward_does_not_run(config: dict[str, Any], family: str, s
             f"{source} turns on a sliding attention window; our decoder code runs full causal "
             "attention only (use_sliding_window false)."
         )
-
-
-def _optional_id(value: Any) -> int | None:
-    if isinstance(value, list):  # some configs list several end-of-sequence ids
-        value = value[0] if value else None
-    return None if value is None else int(value)

@@ -37,8 +37,8 @@ from attention_core.positional import llama3_frequencies, rotary_tables, rotate_
 from attention_core.validation import AttentionInputError, check_int
 
 from .. import points
+from ..checkpoint import check_logits
 from ..layers import rms_norm, silu
-from ..loading import ModelFileError
 from .config import LlamaConfig
 from .files import widen
 from .model import LlamaModel
@@ -113,7 +113,7 @@ def run_llama(
         del steps  # what keep leaves goes now, not once the next layer has run
     final = rms_norm(hidden, weights.final_norm, model.config.rms_norm_eps)
     logits = _linear(final if all_logits else final[-1:], _unembedding(weights), scratch)
-    _check_logits(logits)
+    check_logits(logits)
     return LlamaTrace(
         input_ids=ids.astype(np.int64),
         positions=np.arange(past, past + ids.shape[0]),
@@ -337,16 +337,6 @@ def _decoder_layer(
 
 def _unembedding(weights: LlamaWeights) -> np.ndarray:
     return weights.lm_head if weights.lm_head is not None else weights.embed
-
-
-def _check_logits(logits: np.ndarray) -> None:
-    # The layers skip the attention functions' per-call checks; a damaged weight file still
-    # shows here, once, instead of as NaN probabilities.
-    if not np.all(np.isfinite(logits)):
-        raise ModelFileError(
-            "The model produced non-finite logits: its weight file is damaged (NaN or huge "
-            "values). Reinstall or download the model again."
-        )
 
 
 def _check_cache(cache: object, config: LlamaConfig) -> None:

@@ -15,7 +15,8 @@ import numpy as np
 from attention_core.losses import kl_divergence, next_token_losses
 from attention_core.validation import AttentionInputError, check_int
 
-from .forward import _check_logits, _linear, _unembedding, read_text
+from ..checkpoint import check_logits
+from .forward import _linear, _unembedding, read_text
 from .model import LlamaModel
 
 __all__ = [
@@ -133,7 +134,7 @@ def compare_next_tokens(
     for start in range(0, n, rows):
         chunk = slice(start, min(start + rows, n))
         logits = _linear(np.concatenate([stream[chunk] for stream in streams]), head, scratch)
-        _check_logits(logits)
+        check_logits(logits)
         logits_p, *logits_q = np.split(logits, len(streams))  # each (rows, vocab)
         scored = slice(chunk.start, min(chunk.stop, n - 1))  # the last position has no next
         targets = ids[scored.start + 1 : scored.stop + 1]

@@ -15,11 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from ..loading import ModelFileError, number_format
+from ..checkpoint import TensorPicker, read_only
+from ..loading import number_format
 from .config import LlamaConfig
 from .files import BFLOAT16, to_storage, widen
 
-__all__ = ["LlamaLayerWeights", "LlamaWeights", "read_only"]
+__all__ = ["LlamaLayerWeights", "LlamaWeights"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,16 +105,11 @@ class LlamaWeights:
         d, h, kv = config.hidden_size, config.num_attention_heads, config.num_key_value_heads
         dh, ff = config.head_dim, config.intermediate_size
         stored = np.uint16 if dtype == BFLOAT16 else np.dtype(dtype)
-        problems: list[str] = []
+        picker = TensorPicker(state, source)
 
         def take(name: str, shape: tuple[int, ...], optional: bool = False) -> Any:
-            arr = state.get(name)
+            arr = picker.stored(name, shape, optional=optional)
             if arr is None:
-                if not optional:
-                    problems.append(f"{name} is missing")
-                return None
-            if tuple(arr.shape) != shape:
-                problems.append(f"{name} has shape {tuple(arr.shape)}, expected {shape}")
                 return None
             if len(shape) == 1:
                 return read_only(np.ascontiguousarray(widen(arr), dtype=np.float32))
@@ -173,15 +169,5 @@ class LlamaWeights:
                 optional=config.tie_word_embeddings is None,
             ),
         )
-        if problems:
-            more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-            raise ModelFileError(
-                f"The weights in {source} do not match the configuration: "
-                f"{'; '.join(problems[:5])}{more}."
-            )
+        picker.check()
         return weights
-
-
-def read_only(arr: np.ndarray) -> np.ndarray:
-    arr.setflags(write=False)
-    return arr
