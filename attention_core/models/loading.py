@@ -49,6 +49,7 @@ __all__ = [
     "find_model_dir",
     "missing_model_files",
     "number_format",
+    "open_tokenizer",
     "read_config",
     "read_tokenizer",
     "read_weights",
@@ -369,6 +370,19 @@ def read_tokenizer(path: Path | str, *, max_length: int):
     to ``max_length``, the model's number of positions.
     """
     path = Path(path)
+    if not path.is_file():
+        raise ModelFileError(f"The tokenizer file {path} does not exist. {_reinstall_hint()}")
+    tokenizer = open_tokenizer(
+        path, f"The file is probably damaged or incomplete: {_reinstall_hint()}"
+    )
+    tokenizer.enable_truncation(max_length=max_length)
+    return tokenizer
+
+
+def open_tokenizer(path: Path, advice: str = "") -> Any:
+    """A tokenizer.json as a ``tokenizers.Tokenizer`` that pads nothing (a learner sees only
+    real tokens); its truncation is left to the caller. An unreadable file is a
+    ``ModelFileError``, followed by ``advice`` (a sentence) when given."""
     try:
         from tokenizers import Tokenizer
     except ImportError:
@@ -376,17 +390,14 @@ def read_tokenizer(path: Path | str, *, max_length: int):
             "Reading the tokenizer needs the package tokenizers, which is not installed: "
             "pip install tokenizers."
         ) from None
-    if not path.is_file():
-        raise ModelFileError(f"The tokenizer file {path} does not exist. {_reinstall_hint()}")
     try:
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as exc:  # tokenizers raises a bare Exception for malformed files
         raise ModelFileError(
-            f"The tokenizer file {path} cannot be read ({_first_line(exc)}). The file is "
-            f"probably damaged or incomplete: {_reinstall_hint()}"
+            f"The tokenizer file {path} cannot be read ({_first_line(exc)})."
+            + (f" {advice}" if advice else "")
         ) from exc
     tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=max_length)
     return tokenizer
 
 

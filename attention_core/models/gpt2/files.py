@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..loading import ModelFileError, ModelNotFoundError, read_weights
+from ..loading import ModelFileError, ModelNotFoundError, open_tokenizer, read_weights
 
 __all__ = ["CONFIG", "GPT2_FILES", "TOKENIZER", "check_folder", "read_tensors", "read_tokenizer"]
 
@@ -79,17 +79,6 @@ def read_tensors(folder: Path) -> dict[str, np.ndarray]:
 def read_tokenizer(path: Path) -> Any:
     """tokenizer.json as a ``tokenizers.Tokenizer`` giving exactly the text's tokens: no padding,
     no truncation (the forward pass says when a text is longer than the model's positions)."""
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise ModelFileError(
-            "Reading the tokenizer needs the package tokenizers, which is not installed: "
-            "pip install tokenizers."
-        ) from None
-    try:
-        tokenizer = Tokenizer.from_file(str(path))
-    except Exception as exc:  # tokenizers raises a bare Exception for malformed files
-        raise ModelFileError(f"The tokenizer file {path} cannot be read ({exc}).") from exc
-    tokenizer.no_padding()
+    tokenizer = open_tokenizer(path)
     tokenizer.no_truncation()
     return tokenizer

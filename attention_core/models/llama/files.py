@@ -39,6 +39,7 @@ from ..loading import (
     ModelNotFoundError,
     cached_hub_dir,
     number_format,
+    open_tokenizer,
     read_config,
     read_weights,
     to_storage,
@@ -442,14 +443,6 @@ def read_hf_dir(
         check(config)
     state = read_weights(path / "model.safetensors")
     formats = {name: number_format(w) for name, w in state.items() if w.ndim == 2}
-    try:
-        from tokenizers import Tokenizer
-
-        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
-    except ImportError:
-        raise ModelFileError("Reading the tokenizer needs the package tokenizers.") from None
-    except Exception as exc:  # tokenizers raises a bare Exception for malformed files
-        raise ModelFileError(f"The tokenizer file in {path} cannot be read ({exc}).") from exc
-    tokenizer.no_padding()
+    tokenizer = open_tokenizer(path / "tokenizer.json")
     tokenizer.no_truncation()
     return config, state, tokenizer, saved_as(formats)
