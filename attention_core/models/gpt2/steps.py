@@ -9,14 +9,13 @@ GPT2Trace        a pass over n new tokens: embeddings, layers, final stream, log
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
 from attention_core.attention import AttentionSteps
 from attention_core.decoding import KVCache
 
-from .. import points
+from ..trace import DecoderTrace
 
 __all__ = ["POINT_STEPS", "GPT2Cache", "GPT2LayerSteps", "GPT2Trace"]
 
@@ -106,7 +105,7 @@ class GPT2LayerSteps:
 
 
 @dataclass(frozen=True, eq=False)
-class GPT2Trace:
+class GPT2Trace(DecoderTrace):
     """A forward pass over `n` new tokens, every step kept.
 
     input_ids `(n,)`, positions `(n,)` (cache length + 0..n-1),
@@ -117,6 +116,8 @@ class GPT2Trace:
     ``cache`` after this pass (holding every position so far).
     """
 
+    point_steps = POINT_STEPS
+
     input_ids: np.ndarray
     positions: np.ndarray
     token_embeddings: np.ndarray
@@ -126,21 +127,3 @@ class GPT2Trace:
     final_hidden: np.ndarray
     logits: np.ndarray
     cache: GPT2Cache
-
-    @property
-    def next_token_logits(self) -> np.ndarray:
-        """`(vocab,)` the logits that predict the token after the last position."""
-        return self.logits[-1]
-
-    def point(self, name: str) -> np.ndarray:
-        """The activation at the named point (``points.resid(3)``, ``points.heads(7)``…) for
-        this pass's n positions, as the pass went on with it (after its edit, if any):
-        resid `(n, d_model)`, heads `(head, n, d_head)`, attn_out and mlp_out `(n, d_model)`."""
-        return points.read(name, self.embeddings, self.layers, POINT_STEPS)
-
-    @cached_property
-    def attention_weights(self) -> np.ndarray:
-        """`(layer, head, n, k_pos)` every layer's weights, stacked once on first use."""
-        stacked = np.stack([layer.weights for layer in self.layers])
-        stacked.setflags(write=False)
-        return stacked

@@ -10,14 +10,13 @@ LlamaTrace       a pass over n new tokens: embeddings, layers, final stream, log
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
 from attention_core.attention import AttentionSteps
 from attention_core.decoding import KVCache
 
-from .. import points
+from ..trace import DecoderTrace
 
 __all__ = ["POINT_STEPS", "KeptSteps", "LlamaCache", "LlamaLayerSteps", "LlamaTrace"]
 
@@ -160,7 +159,7 @@ class KeptSteps:
 
 
 @dataclass(frozen=True, eq=False)
-class LlamaTrace:
+class LlamaTrace(DecoderTrace):
     """A forward pass over `n` new tokens, every step kept.
 
     input_ids `(n,)`, positions `(n,)` (cache length + 0..n-1), embeddings `(n, d_model)` (the
@@ -171,6 +170,8 @@ class LlamaTrace:
     ``cache`` after this pass (holding every position so far).
     """
 
+    point_steps = POINT_STEPS
+
     input_ids: np.ndarray
     positions: np.ndarray
     embeddings: np.ndarray
@@ -178,21 +179,3 @@ class LlamaTrace:
     final_hidden: np.ndarray
     logits: np.ndarray
     cache: LlamaCache
-
-    @property
-    def next_token_logits(self) -> np.ndarray:
-        """`(vocab,)` the logits that predict the token after the last position."""
-        return self.logits[-1]
-
-    def point(self, name: str) -> np.ndarray:
-        """The activation at the named point (``points.resid(3)``, ``points.heads(7)``…) for
-        this pass's n positions, as the pass went on with it (after its edit, if any):
-        resid `(n, d_model)`, heads `(head, n, d_head)`, attn_out and mlp_out `(n, d_model)`."""
-        return points.read(name, self.embeddings, self.layers, POINT_STEPS)
-
-    @cached_property
-    def attention_weights(self) -> np.ndarray:
-        """`(layer, head, n, k_pos)` every layer's weights, stacked once on first use."""
-        stacked = np.stack([layer.weights for layer in self.layers])
-        stacked.setflags(write=False)
-        return stacked
