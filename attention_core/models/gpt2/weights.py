@@ -27,6 +27,16 @@ __all__ = ["GPT2LayerWeights", "GPT2Weights"]
 PREFIX = "transformer."
 
 
+def _third(stacked: str, i: int) -> property:
+    """Rows i·d .. (i+1)·d of the layer's field ``stacked`` (q, k, v side by side): a view."""
+
+    def read(layer: GPT2LayerWeights) -> np.ndarray:
+        d = layer.w_o.shape[0]
+        return getattr(layer, stacked)[i * d : (i + 1) * d]
+
+    return property(read)
+
+
 @dataclass(frozen=True, eq=False)
 class GPT2LayerWeights:
     """One block, nn.Linear layout (``y = x @ W.T + b``), float32, read-only.
@@ -52,33 +62,9 @@ class GPT2LayerWeights:
     w_proj: np.ndarray
     b_proj: np.ndarray
 
-    def _third(self, arr: np.ndarray, i: int) -> np.ndarray:
-        d = self.w_o.shape[0]
-        return arr[i * d : (i + 1) * d]
-
-    @property
-    def w_q(self) -> np.ndarray:
-        return self._third(self.w_qkv, 0)
-
-    @property
-    def w_k(self) -> np.ndarray:
-        return self._third(self.w_qkv, 1)
-
-    @property
-    def w_v(self) -> np.ndarray:
-        return self._third(self.w_qkv, 2)
-
-    @property
-    def b_q(self) -> np.ndarray:
-        return self._third(self.b_qkv, 0)
-
-    @property
-    def b_k(self) -> np.ndarray:
-        return self._third(self.b_qkv, 1)
-
-    @property
-    def b_v(self) -> np.ndarray:
-        return self._third(self.b_qkv, 2)
+    # W_q, W_k, W_v and their biases, each a view of a third of the stacked one.
+    w_q, w_k, w_v = _third("w_qkv", 0), _third("w_qkv", 1), _third("w_qkv", 2)
+    b_q, b_k, b_v = _third("b_qkv", 0), _third("b_qkv", 1), _third("b_qkv", 2)
 
 
 @dataclass(frozen=True, eq=False)
