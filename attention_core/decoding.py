@@ -31,6 +31,7 @@ __all__ = [
     "DecodeStep",
     "IncrementalDecoding",
     "KVCache",
+    "check_attend",
     "decode_step",
     "incremental_causal_attention",
 ]
@@ -252,6 +253,21 @@ def decode_step(
             np, q_new, cache.keys, cache.values, mask, scale, checked=False
         )
     return DecodeStep(position, cache, attention)
+
+
+def check_attend(attend: object, past: int, new: int) -> np.ndarray | None:
+    """A decoder pass's ``attend`` checked, for ``new`` positions after ``past`` cached ones:
+    `(past + new,)` booleans (False hides that key from every new query) or `(new, past +
+    new)` (a row for each new query), as ``decode_step`` takes it; None stays None."""
+    if attend is None:
+        return None
+    attend = np.asarray(attend)
+    if attend.shape not in ((past + new,), (new, past + new)) or attend.dtype != bool:
+        raise AttentionInputError(
+            f"attend must be {past + new} booleans, one per position (or ({new}, {past + new}): "
+            f"one row per new query), got shape {attend.shape} and dtype {attend.dtype}."
+        )
+    return attend
 
 
 @dataclass(frozen=True, eq=False)

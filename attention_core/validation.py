@@ -50,6 +50,7 @@ __all__ = [
     "check_real",
     "check_same_width",
     "check_size",
+    "check_token_ids",
     "max_elements",
     "result_float_dtype",
     "to_common",
@@ -294,6 +295,19 @@ def check_position(position: object, length: int) -> int:
             f"Token {position + 1} does not exist: the text has {length} tokens."
         )
     return position
+
+
+def check_token_ids(input_ids: object, vocab_size: int) -> np.ndarray:
+    """``input_ids`` as a non-empty `(n,)` integer array of ids a vocabulary of ``vocab_size``
+    tokens has."""
+    ids = np.asarray(input_ids)
+    if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
+        raise AttentionInputError(
+            f"input_ids must be a non-empty list of token ids, got shape {ids.shape}."
+        )
+    if ids.min() < 0 or ids.max() >= vocab_size:
+        raise AttentionInputError(f"Token ids must lie in 0..{vocab_size - 1}.")
+    return ids
 
 
 def check_real(value: object, name: str, *, positive: bool = False, nonzero: bool = False) -> float:

@@ -27,8 +27,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from attention_core.decoding import KVCache, decode_step
-from attention_core.validation import AttentionInputError
+from attention_core.decoding import KVCache, check_attend, decode_step
+from attention_core.validation import AttentionInputError, check_token_ids
 
 from .. import points
 from ..checkpoint import check_logits
@@ -154,13 +154,7 @@ def _block(
 def _checked_inputs(config, input_ids, cache, attend, edits):
     """ids `(n,)`, the cache's length, attend checked, and the edits checked (None when there
     are none)."""
-    ids = np.asarray(input_ids)
-    if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
-        raise AttentionInputError(
-            f"input_ids must be a non-empty list of token ids, got shape {ids.shape}."
-        )
-    if ids.min() < 0 or ids.max() >= config.vocab_size:
-        raise AttentionInputError(f"Token ids must lie in 0..{config.vocab_size - 1}.")
+    ids = check_token_ids(input_ids, config.vocab_size)
     if cache is not None:
         _check_cache(cache, config)
     past, n = (0 if cache is None else cache.length), ids.shape[0]
@@ -170,14 +164,7 @@ def _checked_inputs(config, input_ids, cache, attend, edits):
             f"learned: its position table has no row for position {config.n_positions}. "
             "Use a shorter text."
         )
-    if attend is not None:
-        attend = np.asarray(attend)
-        if attend.shape not in ((past + n,), (n, past + n)) or attend.dtype != bool:
-            raise AttentionInputError(
-                f"attend must be {past + n} booleans, one per position (or ({n}, {past + n}): "
-                f"one row per new query), got shape {attend.shape} and dtype {attend.dtype}."
-            )
-    return ids, past, attend, points.check_edits(edits, config.n_layer)
+    return ids, past, check_attend(attend, past, n), points.check_edits(edits, config.n_layer)
 
 
 def _check_cache(cache: object, config: GPT2Config) -> None:

@@ -32,9 +32,9 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from attention_core.decoding import KVCache, decode_step
+from attention_core.decoding import KVCache, check_attend, decode_step
 from attention_core.positional import llama3_frequencies, rotary_tables, rotate_half_pairs
-from attention_core.validation import AttentionInputError, check_int
+from attention_core.validation import AttentionInputError, check_int, check_token_ids
 
 from .. import points
 from ..checkpoint import check_logits
@@ -163,24 +163,12 @@ def _checked_inputs(model, input_ids, cache, attend, head_mask, edits):
     """ids `(n,)`, the cache's length, attend checked and shaped, and the edits checked, with
     head_mask's among them (None when there are none)."""
     config = model.config
-    ids = np.asarray(input_ids)
-    if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
-        raise AttentionInputError(
-            f"input_ids must be a non-empty list of token ids, got shape {ids.shape}."
-        )
-    if ids.min() < 0 or ids.max() >= config.vocab_size:
-        raise AttentionInputError(f"Token ids must lie in 0..{config.vocab_size - 1}.")
+    ids = check_token_ids(input_ids, config.vocab_size)
     if cache is not None:
         _check_cache(cache, config)
     past = 0 if cache is None else cache.length
     n, h_heads = ids.shape[0], config.num_attention_heads
-    if attend is not None:
-        attend = np.asarray(attend)
-        if attend.shape not in ((past + n,), (n, past + n)) or attend.dtype != bool:
-            raise AttentionInputError(
-                f"attend must be {past + n} booleans, one per position (or ({n}, {past + n}): "
-                f"one row per new query), got shape {attend.shape} and dtype {attend.dtype}."
-            )
+    attend = check_attend(attend, past, n)
     if head_mask is not None:
         head_mask = np.asarray(head_mask, dtype=np.float32)
         if head_mask.shape not in ((h_heads,), (config.num_hidden_layers, h_heads)):
