@@ -174,7 +174,7 @@ def test_the_figure_cache_is_bounded_in_bytes_and_emptied_with_the_other_caches(
     assert entries == 3
     assert held == sum(render.FIGURE_OBJECT_BYTES + 3 * size for size in json_bytes)
     # The least recently drawn go once the bytes pass the bound: the bound holds at most this many.
-    assert render.FIGURE_CACHE_BYTES // figures[0].cache_bytes >= 128
+    assert render.FIGURE_CACHE_BYTES // figures[0]._held_bytes >= 128
     st.cache_resource.clear()  # what the menu's "Clear caches" does
     render.cached(weights_map, np.eye(2), "again")
     assert every_cache()["figures"][0] == 1

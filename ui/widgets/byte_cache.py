@@ -77,15 +77,6 @@ def arrays(value: Any) -> Iterator[np.ndarray]:
             yield from arrays(part)
 
 
-def _own_bytes(value: Any, owners: dict[int, np.ndarray]) -> int:
-    # A result that is no array may say what it holds (a figure: `cache_bytes`); else a result
-    # without arrays counts SMALL_ENTRY_BYTES.
-    stated = getattr(value, "cache_bytes", None)
-    if isinstance(stated, int):
-        return stated
-    return 0 if owners else SMALL_ENTRY_BYTES
-
-
 def _owner(array: np.ndarray) -> np.ndarray:
     return array if not isinstance(array.base, np.ndarray) else array.base
 
@@ -199,8 +190,10 @@ class _ByteCache:
     share buffers (the KV caches of a generation's steps are views of one growing buffer), so
     the bound counts each buffer once across the whole cache, however many entries hold it."""
 
-    def __init__(self, name: str, max_bytes: int, lane: Lane | None):
-        self.name, self.max_bytes, self.lane = name, max_bytes, lane
+    def __init__(
+        self, name: str, max_bytes: int, lane: Lane | None, size: Callable[[Any], int] | None
+    ):
+        self.name, self.max_bytes, self.lane, self.size = name, max_bytes, lane, size
         # key → (value, ids of the buffers it holds, bytes of its own: SMALL_ENTRY_BYTES or 0)
         self._entries: OrderedDict[str, tuple[Any, tuple[int, ...], int]] = OrderedDict()
         # id → [entries holding it, the buffer]; holding the buffer keeps its id its own.
@@ -270,7 +263,8 @@ class _ByteCache:
             if held[0] == 0:
                 self._bytes += owner.nbytes
             held[0] += 1
-        own = _own_bytes(value, owners)
+        # What holds no array counts what `size` says (a figure) or SMALL_ENTRY_BYTES.
+        own = self.size(value) if self.size else 0 if owners else SMALL_ENTRY_BYTES
         self._bytes += own
         self._entries[key] = (value, tuple(owners), own)
 
@@ -307,16 +301,22 @@ class _ByteCache:
 
 
 def bounded_by_bytes(
-    max_bytes: int, *, name: str, spinner: str | None = None, lane: Lane | None = QUICK_RUNS
+    max_bytes: int,
+    *,
+    name: str,
+    spinner: str | None = None,
+    lane: Lane | None = QUICK_RUNS,
+    size: Callable[[Any], int] | None = None,
 ) -> Callable[[Callable], Callable]:
     """Cache a function's results process-wide, at most `max_bytes` of arrays (see module);
     `spinner`, if given, is shown to the session that computes a result, which waits for its
     turn in `lane` (server.lane.LONG_RUNS for work of many passes; None for cheap work that
-    needs no turn: computed at once in the caller's thread, still once per key)."""
+    needs no turn: computed at once in the caller's thread, still once per key). `size(result)`
+    counts what a result holds besides its arrays (a figure's Plotly objects)."""
 
     def wrap(function: Callable) -> Callable:
         signature = inspect.signature(function)
-        cache = _CACHES.setdefault(name, _ByteCache(name, max_bytes, lane))
+        cache = _CACHES.setdefault(name, _ByteCache(name, max_bytes, lane, size))
 
         @functools.wraps(function)
         def cached(*args: Any, **kwargs: Any) -> Any:

@@ -128,7 +128,11 @@ FIGURE_OBJECT_BYTES = 100 * 1024
 FIGURE_CACHE_BYTES = 40 * MB
 
 
-@bounded_by_bytes(FIGURE_CACHE_BYTES, name="figures", lane=None)
+def _held_bytes(figure: go.Figure) -> int:
+    return getattr(figure, "_held_bytes", FIGURE_OBJECT_BYTES)
+
+
+@bounded_by_bytes(FIGURE_CACHE_BYTES, name="figures", lane=None, size=_held_bytes)
 def _built_figure(digest: str, _build: Callable, _args: tuple, _options: dict) -> go.Figure:
     # Only `digest` is keyed: it covers the builder, the inputs and presenter mode. Kept as
     # objects: unpickling a figure costs more than building it.
@@ -142,7 +146,7 @@ def _built_figure(digest: str, _build: Callable, _args: tuple, _options: dict) -
         # The figure is new and only this cache holds it, so it can become a shared one.
         figure.__class__ = _SharedFigure
         figure._drawn = drawn
-        figure._cache_bytes = FIGURE_OBJECT_BYTES + 3 * len(
+        figure._held_bytes = FIGURE_OBJECT_BYTES + 3 * len(
             orjson.dumps(drawn, option=orjson.OPT_SERIALIZE_NUMPY, default=str)
         )
     return figure
@@ -158,15 +162,10 @@ class _SharedFigure(go.Figure):
     """
 
     _drawn: dict
-    _cache_bytes: int
+    _held_bytes: int  # its Plotly objects and dict, for the figure cache's bound
 
     def to_dict(self) -> dict:
         return self._drawn
-
-    @property
-    def cache_bytes(self) -> int:
-        """What it holds, for the figure cache's bound (`bounded_by_bytes`)."""
-        return self._cache_bytes
 
 
 def figure(traces: list[dict], layout: dict) -> go.Figure:
