@@ -148,6 +148,48 @@ def test_a_replacement_of_another_shape_is_refused(name, shape, text):
         points.edit({name: lambda a: None}, name, x)
 
 
+def test_read_takes_each_point_from_the_step_its_kind_names():
+    from types import SimpleNamespace
+
+    embeddings = np.zeros((2, 4))
+    layers = [
+        SimpleNamespace(
+            hidden=np.full((2, 4), layer + 1.0),
+            head_outputs=np.full((3, 2, 2), 10.0 + layer),
+            attn_output=np.full((2, 4), 20.0 + layer),
+            mlp_output=np.full((2, 4), 30.0 + layer),
+        )
+        for layer in range(2)
+    ]
+    fields = {"resid": "hidden", "heads": "head_outputs", "attn_out": "attn_output",
+              "mlp_out": "mlp_output"}  # fmt: skip
+    assert points.read(points.resid(0), embeddings, layers, fields) is embeddings
+    # resid.{l + 1} is layer l's output: the stream between layers l and l + 1.
+    assert points.read(points.resid(1), embeddings, layers, fields) is layers[0].hidden
+    assert points.read(points.resid(2), embeddings, layers, fields) is layers[1].hidden
+    assert points.read(points.heads(0), embeddings, layers, fields) is layers[0].head_outputs
+    assert points.read(points.attn_out(1), embeddings, layers, fields) is layers[1].attn_output
+    assert points.read(points.mlp_out(1), embeddings, layers, fields) is layers[1].mlp_output
+    with pytest.raises(AttentionInputError, match="did not keep 'missing'"):
+        points.read(points.mlp_out(0), embeddings, layers, {**fields, "mlp_out": "missing"})
+
+
+def test_edit_at_builds_no_name_without_edits_and_applies_the_one_it_names():
+    built = []
+
+    def heads(layer: int) -> str:
+        built.append(layer)
+        return points.heads(layer)
+
+    z = np.ones((2, 3, 4))
+    assert points.edit_at(None, heads, 3, z) is z
+    assert points.edit_at({}, heads, 3, z) is z
+    assert built == []  # the common pass, without edits, never makes a name
+    doubled = points.edit_at({points.heads(3): lambda a: 2 * a}, heads, 3, z)
+    np.testing.assert_array_equal(doubled, 2 * z)
+    assert built == [3]
+
+
 def test_head_scaling_multiplies_each_head_and_leaves_unmasked_layers_alone():
     mask = np.ones((3, 2))
     mask[1] = [0.0, 0.5]

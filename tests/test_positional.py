@@ -338,3 +338,15 @@ def test_wavelengths_for_one_dimension_and_a_small_base():
     )
     with pytest.raises(AttentionInputError, match="greater than 1"):
         sinusoid_wavelengths(4, base=1.0)
+
+
+def test_llama3_frequencies_worked_by_hand_keep_blend_and_slow_down():
+    from attention_core.positional import llama3_frequencies
+
+    # ω = 10000^(-2i/8) = 1, 0.1, 0.01, 0.001: wavelengths 2π·(1, 10, 100, 1000). Trained on
+    # 4000 positions with low 2 and high 8: waves under 4000/8 = 500 keep their speed, waves
+    # over 4000/2 = 2000 are slowed by 4, and 2π·100 = 628 lies between: s = (4000/628.3 - 2)/6.
+    s = (4000 / (2 * np.pi * 100) - 2) / 6
+    expected = [1.0, 0.1, (1 - s) * 0.01 / 4 + s * 0.01, 0.001 / 4]
+    found = llama3_frequencies(8, 10000.0, 4.0, 2.0, 8.0, original_context=4000)
+    np.testing.assert_allclose(found, expected, rtol=1e-12)

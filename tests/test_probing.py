@@ -193,3 +193,6 @@ def test_sentence_embedding_is_the_masked_mean_normalised():
     hidden = np.array([[3.0, 0.0], [0.0, 4.0], [100.0, 100.0]])
     # Tokens 1 and 2 only: mean (1.5, 2) has norm 2.5, so the embedding is (0.6, 0.8).
     np.testing.assert_allclose(sentence_embedding(hidden, np.array([1, 1, 0])), [0.6, 0.8])
+    # Without a mask every token counts: mean (1, 1) of three tokens in two dimensions.
+    every = np.array([[3.0, 0.0], [0.0, 4.0], [0.0, -1.0]])
+    np.testing.assert_allclose(sentence_embedding(every), [np.sqrt(0.5), np.sqrt(0.5)])

@@ -197,6 +197,16 @@ EQUIVALENT: dict[str, str] = dict(
             "the MLP writes are checked to be 2-D just before: axis 1 is the last axis",
         ),
         (
+            "positional.py::llama3_frequencies::wavelength > original_context / low_freq_factor "
+            "-> wavelength >= original_context / low_freq_factor",
+            "at λ = original/low the blend's s is 0, which gives ω/factor: the slowed value",
+        ),
+        (
+            "positional.py::llama3_frequencies::wavelength < original_context / high_freq_factor "
+            "-> wavelength <= original_context / high_freq_factor",
+            "at λ = original/high the blend's s is 1, which gives ω: the kept value",
+        ),
+        (
             "sampling.py::top_k_filter::0 < k < z.size -> 0 <= k < z.size",
             "k = 0 then takes the smallest logit as the k-th largest, and z >= min keeps all",
         ),
