@@ -205,8 +205,10 @@ def absmax_quantize(x: object, bits: int) -> Quantized:
         q_max = 2^(bits-1) - 1,   s = max_i |x_i| / q_max,   codes = round(x / s),   x̂ = codes · s
 
     The largest entry lands on ±q_max, so nothing is clipped, and every entry is off by
-    at most half a step: |x - x̂| ≤ s / 2. A zero vector keeps s = 0 and x̂ = 0. 8 bits give 255
-    levels (q_max = 127), 4 bits 15 (q_max = 7). For a KV cache `x` is `(kv_head, n, d_head)`:
+    at most half a step: |x - x̂| ≤ s / 2. A zero vector keeps s = 0 and x̂ = 0. (A vector of
+    subnormal numbers, all |x| < 1.2e-38, may leave its codes short of ±q_max: its scale is
+    below what float32 resolves. No key or value is that small.) 8 bits give 255 levels
+    (q_max = 127), 4 bits 15 (q_max = 7). For a KV cache `x` is `(kv_head, n, d_head)`:
     one scale per token and head, so a new token is quantized when it is appended, without
     knowing the tokens that come later and without re-quantizing the ones before.
     """

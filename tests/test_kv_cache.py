@@ -180,8 +180,10 @@ def test_each_vector_along_the_last_axis_has_its_own_scale():
     assert np.all(np.abs(quantized.codes).max(axis=-1) == 127)
 
 
+# Vectors of normal floats: a subnormal max (< 1.2e-38) makes a scale max / q_max that float32
+# cannot resolve (it underflows to 0 at 1e-45), outside what the docstring promises.
 @given(
-    arrays(np.float32, (3, 5, 8), elements=st.floats(-100, 100, width=32)),
+    arrays(np.float32, (3, 5, 8), elements=st.floats(-100, 100, width=32, allow_subnormal=False)),
     st.sampled_from([2, 3, 4, 8]),
 )
 def test_quantization_error_is_at_most_half_a_step(x, bits):
