@@ -107,14 +107,9 @@ def decoder_parts(model: LlamaModel, trace: LlamaTrace, position: int) -> Residu
     )
 
 
-def _unembedding(model: LlamaModel) -> np.ndarray:
-    weights = model.weights
-    return weights.lm_head if weights.lm_head is not None else weights.embed
-
-
 def decoder_lens(model: LlamaModel, parts: ResidualParts) -> LogitLens:
     """The logit lens at `parts.position`: every stage through the final norm and tied head."""
-    head = _unembedding(model)
+    head = model.weights.unembedding
     return logit_lens(
         parts.residuals,
         model.weights.final_norm,
@@ -127,7 +122,7 @@ def decoder_attribution(
     model: LlamaModel, parts: ResidualParts, token: int, versus: int | None = None
 ) -> LogitAttribution:
     """The logit of `token` (minus that of `versus`) at `parts.position`, split by writer."""
-    head = _unembedding(model)
+    head = model.weights.unembedding
     vocab = head.shape[0]
     for name, value in (("token", token), ("versus", versus)):
         if value is not None and not 0 <= check_int(value, f"the {name} id", minimum=0) < vocab:

@@ -43,7 +43,7 @@ from .config import LlamaConfig
 from .files import widen
 from .model import LlamaModel
 from .steps import KeptSteps, LlamaCache, LlamaLayerSteps, LlamaTrace
-from .weights import LlamaLayerWeights, LlamaWeights
+from .weights import LlamaLayerWeights
 
 __all__ = ["MAX_CONTEXT_TOKENS", "MAX_SCORED_TOKENS", "read_text", "run_llama"]
 
@@ -112,7 +112,7 @@ def run_llama(
         hidden = steps.hidden
         del steps  # what keep leaves goes now, not once the next layer has run
     final = rms_norm(hidden, weights.final_norm, model.config.rms_norm_eps)
-    logits = _linear(final if all_logits else final[-1:], _unembedding(weights), scratch)
+    logits = _linear(final if all_logits else final[-1:], weights.unembedding, scratch)
     check_logits(logits)
     return LlamaTrace(
         input_ids=ids.astype(np.int64),
@@ -321,10 +321,6 @@ def _decoder_layer(
         edited_heads=edited_heads,
     )
     return steps, step.cache
-
-
-def _unembedding(weights: LlamaWeights) -> np.ndarray:
-    return weights.lm_head if weights.lm_head is not None else weights.embed
 
 
 def _check_cache(cache: object, config: LlamaConfig) -> None:

@@ -16,7 +16,7 @@ from attention_core.losses import kl_divergence, next_token_losses
 from attention_core.validation import AttentionInputError, check_int
 
 from ..checkpoint import check_logits
-from .forward import _linear, _unembedding, read_text
+from .forward import _linear, read_text
 from .model import LlamaModel
 
 __all__ = [
@@ -125,7 +125,7 @@ def compare_next_tokens(
     if rows is None:
         rows = max(1, SCORE_ROWS // len(streams))
     rows = check_int(rows, "rows", minimum=1)
-    head = _unembedding(model.weights)
+    head = model.weights.unembedding
     scratch = None
     if model.weights.storage != "float32":
         scratch = np.empty(min(SCORE_HEAD_ROWS, head.shape[0]) * head.shape[1], np.float32)

@@ -84,6 +84,12 @@ class LlamaWeights:
         return sum(a.nbytes for a in arrays if a is not None)
 
     @property
+    def unembedding(self) -> np.ndarray:
+        """`(vocab, d_model)` what the head reads the final stream with: lm_head, or the
+        embedding read backwards when the two are tied."""
+        return self.lm_head if self.lm_head is not None else self.embed
+
+    @property
     def storage(self) -> str:
         """How the matrices are stored: "bfloat16", "float16" or "float32"."""
         return number_format(self.embed)
