@@ -29,6 +29,7 @@ from .validation import AttentionInputError, as_matrix, broadcast_batch, check_s
 
 __all__ = [
     "DecodeStep",
+    "DecoderCache",
     "IncrementalDecoding",
     "KVCache",
     "check_attend",
@@ -176,6 +177,50 @@ class KVCache:
         store = _KVStore(keys, values, keys.shape[-2])
         store.claim(0, keys.shape[-2])
         return store.write(0, keys, values)
+
+
+@dataclass(frozen=True, eq=False)
+class DecoderCache:
+    """A whole decoder's KV cache: one ``KVCache`` per layer, keys and values `(kv_head, ...,
+    pos, d_head)` (a family may keep a broadcast axis between heads and positions). Immutable:
+    a pass returns a new cache, so a page can keep the old one."""
+
+    layers: tuple[KVCache, ...]
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length if self.layers else 0
+
+    @property
+    def num_kv_heads(self) -> int:
+        return int(self.layers[0].keys.shape[0])
+
+    @property
+    def head_dim(self) -> int:
+        return int(self.layers[0].keys.shape[-1])
+
+    @property
+    def shape(self) -> tuple[int, int, int, int, int]:
+        """(layer, K and V, kv_head, pos, d_head)."""
+        return (len(self.layers), 2, self.num_kv_heads, self.length, self.head_dim)
+
+    @property
+    def bytes_used(self) -> int:
+        return sum(c.keys.nbytes + c.values.nbytes for c in self.layers)
+
+    @property
+    def bytes_reserved(self) -> int:
+        return sum(c.reserved_bytes for c in self.layers)
+
+    def keys(self, layer: int) -> np.ndarray:
+        """`(kv_head, pos, d_head)` cached keys of one layer (after RoPE, for a RoPE model)."""
+        keys = self.layers[layer].keys
+        return keys.reshape(keys.shape[0], *keys.shape[-2:])
+
+    def values(self, layer: int) -> np.ndarray:
+        """`(kv_head, pos, d_head)` cached values of one layer."""
+        values = self.layers[layer].values
+        return values.reshape(values.shape[0], *values.shape[-2:])
 
 
 @dataclass(frozen=True, eq=False)

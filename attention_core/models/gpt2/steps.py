@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attention_core.attention import AttentionSteps
-from attention_core.decoding import KVCache
+from attention_core.decoding import DecoderCache
 
 from ..trace import DecoderTrace
 
@@ -30,33 +30,9 @@ POINT_STEPS = {
 
 
 @dataclass(frozen=True, eq=False)
-class GPT2Cache:
+class GPT2Cache(DecoderCache):
     """The KV cache: one ``decoding.KVCache`` per layer, keys and values `(head, pos, d_head)`.
     Immutable: a pass returns a new cache, so a page can keep the old one."""
-
-    layers: tuple[KVCache, ...]
-
-    @property
-    def length(self) -> int:
-        return self.layers[0].length if self.layers else 0
-
-    @property
-    def shape(self) -> tuple[int, int, int, int, int]:
-        """(layer, K and V, head, pos, d_head)."""
-        keys = self.layers[0].keys
-        return (len(self.layers), 2, int(keys.shape[0]), self.length, int(keys.shape[-1]))
-
-    @property
-    def bytes_used(self) -> int:
-        return sum(c.keys.nbytes + c.values.nbytes for c in self.layers)
-
-    def keys(self, layer: int) -> np.ndarray:
-        """`(head, pos, d_head)` cached keys of one layer."""
-        return self.layers[layer].keys
-
-    def values(self, layer: int) -> np.ndarray:
-        """`(head, pos, d_head)` cached values of one layer."""
-        return self.layers[layer].values
 
 
 @dataclass(frozen=True, eq=False)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attention_core.attention import AttentionSteps
-from attention_core.decoding import KVCache
+from attention_core.decoding import DecoderCache
 
 from ..trace import DecoderTrace
 
@@ -31,7 +31,7 @@ POINT_STEPS = {
 
 
 @dataclass(frozen=True, eq=False)
-class LlamaCache:
+class LlamaCache(DecoderCache):
     """The KV cache: one ``decoding.KVCache`` per layer, keys and values `(kv_head, 1, pos,
     d_head)` (the 1 broadcasts over the query heads of a group). Immutable: ``append`` in the
     forward pass returns a new cache, so a page can keep the old one.
@@ -43,45 +43,11 @@ class LlamaCache:
     its new K and V rows instead of copying the whole cache.
     """
 
-    layers: tuple[KVCache, ...]
     num_query_heads: int
-
-    @property
-    def length(self) -> int:
-        return self.layers[0].length if self.layers else 0
-
-    @property
-    def num_kv_heads(self) -> int:
-        return int(self.layers[0].keys.shape[0])
-
-    @property
-    def head_dim(self) -> int:
-        return int(self.layers[0].keys.shape[-1])
-
-    @property
-    def shape(self) -> tuple[int, int, int, int, int]:
-        """(layer, K and V, kv_head, pos, d_head)."""
-        return (len(self.layers), 2, self.num_kv_heads, self.length, self.head_dim)
-
-    @property
-    def bytes_used(self) -> int:
-        return sum(c.keys.nbytes + c.values.nbytes for c in self.layers)
-
-    @property
-    def bytes_reserved(self) -> int:
-        return sum(c.reserved_bytes for c in self.layers)
 
     @property
     def mha_bytes(self) -> int:
         return self.bytes_used * self.num_query_heads // self.num_kv_heads
-
-    def keys(self, layer: int) -> np.ndarray:
-        """`(kv_head, pos, d_head)` cached (rotated) keys of one layer."""
-        return self.layers[layer].keys[:, 0]
-
-    def values(self, layer: int) -> np.ndarray:
-        """`(kv_head, pos, d_head)` cached values of one layer."""
-        return self.layers[layer].values[:, 0]
 
 
 @dataclass(frozen=True, eq=False)
