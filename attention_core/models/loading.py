@@ -37,6 +37,7 @@ __all__ = [
     "BFLOAT16",
     "CONFIG_FILE",
     "HUB_REPO_ID",
+    "INDEX_FILE",
     "MODEL_DIR_ENV_VAR",
     "MODEL_FILES",
     "MODEL_PACKAGE",
@@ -46,14 +47,17 @@ __all__ = [
     "ModelLocation",
     "ModelNotFoundError",
     "cached_hub_dir",
+    "check_folder",
     "find_model_dir",
     "missing_model_files",
     "number_format",
     "open_tokenizer",
     "read_config",
+    "read_tensors",
     "read_tokenizer",
     "read_weights",
     "release_file_pages",
+    "saved_matrix_format",
     "to_storage",
     "widen",
 ]
@@ -64,6 +68,7 @@ HUB_REPO_ID = "sentence-transformers/all-MiniLM-L6-v2"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
+INDEX_FILE = "model.safetensors.index.json"
 MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE)
 
 HOW_TO_GET_THE_MODEL = (
@@ -266,6 +271,82 @@ def read_weights(path: Path | str, *, mapped: Collection[str] = ()) -> dict[str,
         ) from exc
 
 
+def saved_matrix_format(folder: Path | str) -> str:
+    """How a Hugging Face folder's checkpoint stores its matrices, "float32", "float16" or
+    "bfloat16", read from the safetensors headers alone (the first shard's, when sharded)."""
+    folder = Path(folder)
+    path = folder / WEIGHTS_FILE
+    if not path.is_file():
+        try:
+            path = folder / min(
+                json.loads((folder / INDEX_FILE).read_text())["weight_map"].values()
+            )
+            _size, header = _safetensors_header(path)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ModelFileError(f"The weights in {folder} cannot be read ({exc}).") from exc
+    else:
+        try:
+            _size, header = _safetensors_header(path)
+        except (OSError, ValueError) as exc:
+            raise ModelFileError(f"The weights file {path} cannot be read ({exc}).") from exc
+    kinds = {
+        info.get("dtype")
+        for name, info in header.items()
+        if name != "__metadata__" and isinstance(info, dict) and len(info.get("shape", ())) == 2
+    }
+    named = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+    return next((named[k] for k in ("BF16", "F16", "F32") if k in kinds), "float32")
+
+
+def check_folder(path: Path | str, family: str) -> Path:
+    """``path`` as a folder holding a checkpoint as ``save_pretrained`` writes it (config.json,
+    model.safetensors or its shards, tokenizer.json), or a ``ModelNotFoundError`` saying which
+    files are missing; ``family`` names the kind of model in the message ("GPT-2")."""
+    folder = Path(path).expanduser()
+    needs = f"{CONFIG_FILE}, {WEIGHTS_FILE} and {TOKENIZER_FILE}"
+    if not folder.is_dir():
+        raise ModelNotFoundError(
+            f"{folder} is not a folder: a {family} checkpoint is a folder holding {needs} "
+            "(what save_pretrained writes)."
+        )
+    missing = [name for name in (CONFIG_FILE, TOKENIZER_FILE) if not (folder / name).is_file()]
+    hint = ""
+    if not (folder / WEIGHTS_FILE).is_file() and not (folder / INDEX_FILE).is_file():
+        missing.insert(0, f"{WEIGHTS_FILE} (its weights)")
+        other = sorted(
+            p.name for pattern in ("*.bin", "*.h5", "*.msgpack") for p in folder.glob(pattern)
+        )
+        if other:
+            hint = (
+                f" It holds {', '.join(other)}, a format this code does not read: save the "
+                "model again with save_pretrained, which writes safetensors."
+            )
+    if missing:
+        raise ModelNotFoundError(
+            f"The folder {folder} has no {' and no '.join(missing)}: a {family} checkpoint "
+            f"needs {needs}, as save_pretrained writes them.{hint}"
+        )
+    return folder
+
+
+def read_tensors(folder: Path | str) -> dict[str, np.ndarray]:
+    """Every tensor of a Hugging Face folder's checkpoint by name: model.safetensors, or the
+    shards its model.safetensors.index.json names (save_pretrained shards a large model)."""
+    folder = Path(folder)
+    if (folder / WEIGHTS_FILE).is_file():
+        return read_weights(folder / WEIGHTS_FILE)
+    try:
+        shards = sorted(set(json.loads((folder / INDEX_FILE).read_text())["weight_map"].values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ModelFileError(
+            f"The weight index {folder / INDEX_FILE} cannot be read ({exc}): save the model again."
+        ) from exc
+    state: dict[str, np.ndarray] = {}
+    for shard in shards:
+        state.update(read_weights(folder / shard))
+    return state
+
+
 def release_file_pages(array: np.ndarray) -> None:
     """Let the system take back the pages of a mapped array (``read_weights(mapped=…)``) that
     reading it brought in: a check of every value, for one. They are read from the file again
@@ -362,12 +443,13 @@ def widen(stored: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return out
 
 
-def read_tokenizer(path: Path | str, *, max_length: int):
+def read_tokenizer(path: Path | str, *, max_length: int | None = None):
     """Read tokenizer.json as a ``tokenizers.Tokenizer`` that shows exactly the real tokens.
 
     The shipped all-MiniLM-L6-v2 tokenizer pads every input to 128 tokens and truncates at 128.
     Padding is switched off (so there are no [PAD] tokens to explain away) and truncation moves
-    to ``max_length``, the model's number of positions.
+    to ``max_length``, the model's number of positions; None truncates nothing (a decoder's
+    forward pass says when a text is longer than its positions).
     """
     path = Path(path)
     if not path.is_file():
@@ -375,7 +457,10 @@ def read_tokenizer(path: Path | str, *, max_length: int):
     tokenizer = open_tokenizer(
         path, f"The file is probably damaged or incomplete: {_reinstall_hint()}"
     )
-    tokenizer.enable_truncation(max_length=max_length)
+    if max_length is None:
+        tokenizer.no_truncation()
+    else:
+        tokenizer.enable_truncation(max_length=max_length)
     return tokenizer
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from attention_core.models.loading import CONFIG_FILE, ModelFileError
 
-__all__ = ["BertConfig"]
+__all__ = ["BertConfig", "parameter_count"]
 
 
 @dataclass(frozen=True)
@@ -82,3 +82,16 @@ class BertConfig:
                 "split it evenly."
             )
         return cls(hidden_act=act, **values)
+
+
+def parameter_count(config: BertConfig) -> int:
+    """The numbers the encoder computes with, from its config alone (before any weight is
+    read); the pooler, which no page uses, is not counted.
+
+        embeddings (V + P + T)·d + LayerNorm 2d
+        + L · (q, k, v, o: 4·(d·d + d) + LayerNorm 2d + d·f + f + f·d + d + LayerNorm 2d)
+    """
+    d, f = config.hidden_size, config.intermediate_size
+    table_rows = config.vocab_size + config.max_position_embeddings + config.type_vocab_size
+    layer = 4 * (d * d + d) + 2 * d + d * f + f + f * d + d + 2 * d
+    return table_rows * d + 2 * d + config.num_hidden_layers * layer

@@ -1,16 +1,17 @@
 """GPT-2 (OpenAI 2019; ``openai-community/gpt2`` and its sizes) run by our own NumPy code, a
 module per job, in the order a pass needs them:
 
-    files    find a Hugging Face folder's files and read its tensors and tokenizer.json
     config   the architecture numbers (``GPT2Config``), checked; ``parameter_count``
     weights  the tensors in float32, Conv1D's `(in, out)` turned to nn.Linear's `(out, in)`
     model    the loaded model (config, weights, tokenizer) and ``load_gpt2``
     steps    what a pass returns: the KV cache, each block's steps, the trace
     forward  the forward pass, its formula in the docstring: ``run_gpt2``
 
-The shared pieces (LayerNorm, GELU and its tanh form) are in ``attention_core.models.layers``;
-the attention is ``attention_core.decoding.decode_step`` over the one SDPA. Importing this
-package needs NumPy only.
+A Hugging Face folder is read by ``attention_core.models.loading`` (``check_folder``,
+``read_tensors``, ``read_tokenizer``), as every family's is. The shared pieces (LayerNorm, GELU
+and its tanh form) are in ``attention_core.models.layers``; the attention is
+``attention_core.decoding.decode_step`` over the one SDPA. Importing this package needs NumPy
+only.
 """
 
 from .config import GPT2Config, parameter_count

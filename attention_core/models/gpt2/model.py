@@ -11,9 +11,16 @@ from typing import Any
 
 import numpy as np
 
-from ..loading import number_format, read_config
+from ..loading import (
+    CONFIG_FILE,
+    TOKENIZER_FILE,
+    check_folder,
+    number_format,
+    read_config,
+    read_tensors,
+    read_tokenizer,
+)
 from .config import GPT2Config, parameter_count
-from .files import CONFIG, TOKENIZER, check_folder, read_tensors, read_tokenizer
 from .weights import GPT2Weights
 
 __all__ = ["GPT2Model", "load_gpt2"]
@@ -68,9 +75,11 @@ def load_gpt2(path: Path | str) -> GPT2Model:
     ``ModelFileError`` for one that cannot be read; both are ``AttentionInputError``.
     """
     start = time.perf_counter()
-    folder = check_folder(path)
-    config = GPT2Config.from_dict(read_config(folder / CONFIG), source=str(folder / CONFIG))
-    tokenizer = read_tokenizer(folder / TOKENIZER)
+    folder = check_folder(path, "GPT-2")
+    config = GPT2Config.from_dict(
+        read_config(folder / CONFIG_FILE), source=str(folder / CONFIG_FILE)
+    )
+    tokenizer = read_tokenizer(folder / TOKENIZER_FILE)
     state = read_tensors(folder)
     formats = sorted({number_format(a) for a in state.values() if a.ndim == 2})
     weights = GPT2Weights.from_state_dict(state, config, str(folder))

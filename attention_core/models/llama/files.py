@@ -35,13 +35,15 @@ import numpy as np
 
 from ..loading import (
     BFLOAT16,
+    TOKENIZER_FILE,
     ModelFileError,
     ModelNotFoundError,
     cached_hub_dir,
+    check_folder,
     number_format,
-    open_tokenizer,
     read_config,
-    read_weights,
+    read_tensors,
+    read_tokenizer,
     to_storage,
     widen,
 )
@@ -127,13 +129,10 @@ def location_of(path: Path | str, source: str = "explicit") -> LLMLocation:
     if path.is_file() and path.suffix == ".gguf":
         return LLMLocation(path, source, "gguf")  # type: ignore[arg-type]
     if path.is_dir():
-        missing = [name for name in LLM_HUB_FILES if not (path / name).is_file()]
-        if not missing:
-            return LLMLocation(path, source, "hf")  # type: ignore[arg-type]
-        raise ModelNotFoundError(
-            f"The directory {path} has no {', '.join(missing)}: a decoder directory needs "
-            f"{', '.join(LLM_HUB_FILES)}. {how_to_get_the_llm()}"
-        )
+        try:
+            return LLMLocation(check_folder(path, "decoder"), source, "hf")  # type: ignore[arg-type]
+        except ModelNotFoundError as missing:
+            raise ModelNotFoundError(f"{missing} {how_to_get_the_llm()}") from None
     raise ModelNotFoundError(
         f"{path} is neither a .gguf file nor a directory. {how_to_get_the_llm()}"
     )
@@ -441,8 +440,6 @@ def read_hf_dir(
     config = read_config(path / "config.json")
     if check is not None:
         check(config)
-    state = read_weights(path / "model.safetensors")
+    state = read_tensors(path)
     formats = {name: number_format(w) for name, w in state.items() if w.ndim == 2}
-    tokenizer = open_tokenizer(path / "tokenizer.json")
-    tokenizer.no_truncation()
-    return config, state, tokenizer, saved_as(formats)
+    return config, state, read_tokenizer(path / TOKENIZER_FILE), saved_as(formats)
