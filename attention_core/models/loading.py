@@ -309,18 +309,25 @@ def check_folder(path: Path | str, family: str) -> Path:
             f"{folder} is not a folder: a {family} checkpoint is a folder holding {needs} "
             "(what save_pretrained writes)."
         )
-    missing = [name for name in (CONFIG_FILE, TOKENIZER_FILE) if not (folder / name).is_file()]
-    hint = ""
-    if not (folder / WEIGHTS_FILE).is_file() and not (folder / INDEX_FILE).is_file():
-        missing.insert(0, f"{WEIGHTS_FILE} (its weights)")
-        other = sorted(
-            p.name for pattern in ("*.bin", "*.h5", "*.msgpack") for p in folder.glob(pattern)
+    has_weights = (folder / WEIGHTS_FILE).is_file() or (folder / INDEX_FILE).is_file()
+    missing = [
+        name
+        for name, there in (
+            (CONFIG_FILE, (folder / CONFIG_FILE).is_file()),
+            (f"{WEIGHTS_FILE} (its weights)", has_weights),
+            (TOKENIZER_FILE, (folder / TOKENIZER_FILE).is_file()),
         )
-        if other:
-            hint = (
-                f" It holds {', '.join(other)}, a format this code does not read: save the "
-                "model again with save_pretrained, which writes safetensors."
-            )
+        if not there
+    ]
+    hint = ""
+    other = sorted(
+        p.name for pattern in ("*.bin", "*.h5", "*.msgpack") for p in folder.glob(pattern)
+    )
+    if not has_weights and other:
+        hint = (
+            f" It holds {', '.join(other)}, a format this code does not read: save the model "
+            "again with save_pretrained, which writes safetensors."
+        )
     if missing:
         raise ModelNotFoundError(
             f"The folder {folder} has no {' and no '.join(missing)}: a {family} checkpoint "
