@@ -136,6 +136,13 @@ def _top(values: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.isclose(values, values.max(), rtol=RTOL, atol=ATOL))
 
 
+def _right_for_largest(best: np.ndarray, tie: int) -> frozenset[int]:
+    """The right options of a "which is largest?" question, `best` from `_top`: the largest
+    entry's, or, when several tie, each tied entry's and the tie option `tie` (a learner who saw
+    one of the tied entries win is not wrong)."""
+    return frozenset({tie, *best.tolist()}) if best.size > 1 else frozenset(best.tolist())
+
+
 # -- scaled dot-product ---------------------------------------------------------------------------
 
 
@@ -165,18 +172,17 @@ def winning_key(
     named = " and ".join(f"key {options[j]}" for j in winners)
     scores = f"Its scaled scores are {_numbers(s)}; the weights are {_numbers(w)}."
     if winners.size > 1:
-        correct = frozenset({len(options) - 2, *winners.tolist()})
         explanation = (
             f"{scores} {named.capitalize()} have the same largest score, so they get the same "
             f"weight, {w[winners[0]]:.3f} each: a tie (each of them counts as right)."
         )
     else:
         j = int(winners[0])
-        correct = frozenset({j})
         explanation = (
             f"{scores} The softmax keeps the order of the scores, so {named}, with the largest "
             f"score {s[j]:.3f}, gets the most weight: {w[j]:.3f}."
         )
+    correct = _right_for_largest(winners, len(options) - 2)
     return Question("sdpa.winner", prompt, tuple(options), correct, explanation)
 
 
@@ -334,31 +340,20 @@ def head_attends_to_previous(
         f"{listed}."
     )
     if best.size > 1:
-        tied = " and ".join(f"head {h + 1}" for h in best)
-        return Question(
-            qid,
-            prompt,
-            options,
-            frozenset({heads, *best.tolist()}),
-            f"{explanation} {tied} tie.",
+        why = " and ".join(f"head {h + 1}" for h in best) + " tie."
+    else:
+        h = int(best[0])
+        hint = (
+            " Only one head: it wins by default."
+            if heads == 1
+            else " These heads are untrained (random weights): a trained model has heads that "
+            "do this on purpose, often with most of their weight."
+            if layer is None
+            else " A trained head that scores near 1 has learned to read the word before: the "
+            "pattern is a line just below the diagonal."
         )
-    h = int(best[0])
-    hint = (
-        " Only one head: it wins by default."
-        if heads == 1
-        else " These heads are untrained (random weights): a trained model has heads that do "
-        "this on purpose, often with most of their weight."
-        if layer is None
-        else " A trained head that scores near 1 has learned to read the word before: the "
-        "pattern is a line just below the diagonal."
-    )
-    return Question(
-        qid,
-        prompt,
-        options,
-        frozenset({h}),
-        f"{explanation} Head {h + 1} is highest.{hint}",
-    )
+        why = f"Head {h + 1} is highest.{hint}"
+    return Question(qid, prompt, options, _right_for_largest(best, heads), f"{explanation} {why}")
 
 
 # -- positions ------------------------------------------------------------------------------------
@@ -427,27 +422,17 @@ def nearest_position(d_model: int, base: float, max_distance: int = 8) -> Questi
     listed = "; ".join(f"k = {k + 1}: {x:.3f}" for k, x in enumerate(dots))
     explanation = f"PE(p)·PE(p + k) = Σᵢ cos(ωᵢ k), the same for every p: {listed}."
     if best.size > 1:
-        return Question(
-            "pe.nearest",
-            prompt,
-            options,
-            frozenset({max_distance, *best.tolist()}),
-            f"{explanation} A tie.",
+        why = "A tie."
+    else:
+        k = int(best[0])
+        why = f"The largest is at k = {k + 1}." + (
+            " Neighbours are most alike here."
+            if k == 0
+            else " Not the nearest: each cosine comes back towards 1 after a full turn, and with "
+            "few or slow frequencies a farther position can line up better."
         )
-    k = int(best[0])
-    why = (
-        " Neighbours are most alike here."
-        if k == 0
-        else " Not the nearest: each cosine comes back towards 1 after a full turn, and with "
-        "few or slow frequencies a farther position can line up better."
-    )
-    return Question(
-        "pe.nearest",
-        prompt,
-        options,
-        frozenset({k}),
-        f"{explanation} The largest is at k = {k + 1}.{why}",
-    )
+    correct = _right_for_largest(best, max_distance)
+    return Question("pe.nearest", prompt, options, correct, f"{explanation} {why}")
 
 
 # -- what heads do --------------------------------------------------------------------------------

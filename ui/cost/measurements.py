@@ -33,6 +33,7 @@ from server.lane import LONG_RUNS
 from ui.widgets.byte_cache import SMALL_ENTRY_BYTES, bounded_by_bytes
 from ui.widgets.formulas import BACKEND_LABELS, METHOD_LABELS
 from ui.widgets.state import PageState
+from ui.widgets.tables import number_columns
 
 MB = 1e6
 # Where each button's results are kept in the session, so a rerun shows them again.
@@ -45,14 +46,16 @@ PEAK_METHODS = {
     "torch-cuda": "`torch.cuda.max_memory_allocated`",
 }
 NUMPY_STATUS = BackendStatus("numpy", True, f"NumPy {np.__version__}")
-TIMING_COLUMNS = {
-    "median time (ms)": st.column_config.NumberColumn(format="%.2f"),
-    "FLOPs": st.column_config.NumberColumn(format="%.3e"),
-    "GFLOP/s": st.column_config.NumberColumn(format="%.2f"),
-    "n×n matrix (MB)": st.column_config.NumberColumn(format="%.2f"),
-    "peak memory (MB)": st.column_config.NumberColumn(format="%.2f"),
-    "speed-up vs NumPy (×)": st.column_config.NumberColumn(format="%.2f"),
-}
+TIMING_COLUMNS = number_columns(
+    {
+        "median time (ms)": "%.2f",
+        "FLOPs": "%.3e",
+        "GFLOP/s": "%.2f",
+        "n×n matrix (MB)": "%.2f",
+        "peak memory (MB)": "%.2f",
+        "speed-up vs NumPy (×)": "%.2f",
+    }
+)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from ui.models import smollm
 from ui.widgets import describe, lines, render, theme
 from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
 from ui.widgets.state import PageState, write_url_after_fragment
+from ui.widgets.tables import number_columns
 
 CONTEXTS = (1_024, 4_096, 8_192, 32_768, 131_072)
 DEFAULT_CONTEXT = 32_768
@@ -54,13 +55,15 @@ MEMORY_COLUMNS = {
         "its window applied."
     ),
 }
-EFFECT_COLUMNS = {
-    "bytes": st.column_config.NumberColumn(format="localized"),
-    "smaller by": st.column_config.NumberColumn(format="%.2f×"),
-    "mean KL (nats)": st.column_config.NumberColumn(format="%.3g"),
-    "top-1 agreement": st.column_config.NumberColumn(format="percent"),
-    "mean loss (nats)": st.column_config.NumberColumn(format="%.3f"),
-}
+EFFECT_COLUMNS = number_columns(
+    {
+        "bytes": "localized",
+        "smaller by": "%.2f×",
+        "mean KL (nats)": "%.3g",
+        "top-1 agreement": "percent",
+        "mean loss (nats)": "%.3f",
+    }
+)
 
 
 def section(view: PageState, text_ids: tuple[int, ...]) -> None:

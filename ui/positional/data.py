@@ -14,7 +14,6 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-import streamlit as st
 
 from attention_core import alibi_slopes, sinusoidal_encoding
 from attention_core.lessons.position_experiments import (
@@ -35,14 +34,17 @@ from attention_core.lessons.position_experiments import (
     unseen_angle_share,
 )
 from ui.widgets.byte_cache import MB, bounded_by_bytes, read_only
+from ui.widgets.tables import number_columns
 
 # The breakdown table's number formats, next to the frame whose column names they follow.
-BREAKDOWN_COLUMNS = {
-    "ω_i = base^(-2i/d)": st.column_config.NumberColumn(format="%.6g"),
-    "angle p·ω_i": st.column_config.NumberColumn(format="%.6g"),
-    "wavelength 2π/ω_i": st.column_config.NumberColumn(format="%.6g"),
-    "PE[p, dimension]": st.column_config.NumberColumn(format="%.10f"),
-}
+BREAKDOWN_COLUMNS = number_columns(
+    {
+        "ω_i = base^(-2i/d)": "%.6g",
+        "angle p·ω_i": "%.6g",
+        "wavelength 2π/ω_i": "%.6g",
+        "PE[p, dimension]": "%.10f",
+    }
+)
 
 
 # -- the sinusoidal table, one position, similarity and the rotation ------------------------------

@@ -23,6 +23,13 @@ from ui.pages import PAGES
 from ui.widgets.state import PageState, is_presenting, write_url_after_fragment
 
 SCORE_KEY = "quiz.answers"  # {(question id, prompt, explanation): right?}, one entry a question
+# A question's buttons, by the action that ends their key `quiz.<id>.<action>`: (label, icon).
+BUTTONS = {
+    "lock": ("Lock in my prediction", ":material/lock:"),
+    "again": ("Predict again", ":material/replay:"),
+    "reveal": ("Reveal the answer", ":material/visibility:"),
+    "hide": ("Hide the answer", ":material/visibility_off:"),
+}
 
 
 def ask(view: PageState, page: str, builders: Mapping[str, Callable[[], Question]]) -> None:
@@ -95,6 +102,14 @@ def _unlock(question: Question, choice_key: str) -> None:
     st.session_state.pop(choice_key, None)
 
 
+def _button(question: Question, action: str, on_click, args: tuple, **more) -> None:
+    """The `BUTTONS[action]` button of `question`: one place for the keys tests and the session
+    know them by."""
+    label, icon = BUTTONS[action]
+    key = f"quiz.{question.id}.{action}"
+    st.button(label, key=key, icon=icon, on_click=on_click, args=args, **more)
+
+
 def _chosen_text(question: Question, chosen) -> str:
     picked = sorted(chosen) if question.multiple else [chosen]
     return "; ".join(question.options[i] for i in picked)
@@ -111,12 +126,11 @@ def _predict(question: Question, number: int) -> None:
             chosen = st.pills(label, range(len(question.options)), selection_mode="multi", **choose)
         else:
             chosen = st.radio(label, range(len(question.options)), index=None, **choose)
-        st.button(
-            "Lock in my prediction",
-            key=f"{base}.lock",
-            icon=":material/lock:",
-            on_click=_lock,
-            args=(question, choice_key),
+        _button(
+            question,
+            "lock",
+            _lock,
+            (question, choice_key),
             disabled=chosen is None or (question.multiple and not chosen),
             help="The answer shows once you have committed to a prediction.",
         )
@@ -133,13 +147,7 @@ def _predict(question: Question, number: int) -> None:
             icon=":material/cancel:",
         )
     st.markdown(question.explanation)
-    st.button(
-        "Predict again",
-        key=f"{base}.again",
-        icon=":material/replay:",
-        on_click=_unlock,
-        args=(question, choice_key),
-    )
+    _button(question, "again", _unlock, (question, choice_key))
 
 
 def _present(question: Question, number: int) -> None:
@@ -156,24 +164,12 @@ def _present(question: Question, number: int) -> None:
         )
     )
     if not revealed:
-        st.button(
-            "Reveal the answer",
-            key=f"{base}.reveal",
-            icon=":material/visibility:",
-            on_click=st.session_state.__setitem__,
-            args=(f"{base}.revealed", question),
-        )
+        _button(question, "reveal", st.session_state.__setitem__, (f"{base}.revealed", question))
         return
     right = ", ".join(f"{letters[i]}. {question.options[i]}" for i in sorted(question.correct))
     st.success(f"Answer: {right}", icon=":material/check_circle:")
     st.markdown(question.explanation)
-    st.button(
-        "Hide the answer",
-        key=f"{base}.hide",
-        icon=":material/visibility_off:",
-        on_click=st.session_state.pop,
-        args=(f"{base}.revealed", None),
-    )
+    _button(question, "hide", st.session_state.pop, (f"{base}.revealed", None))
 
 
 def _link_tools(builders: Mapping[str, Callable[[], Question]], chosen_key: str) -> None:

@@ -61,11 +61,10 @@ def sample_next_token(
     min_p: float = 0.0,
     rng: np.random.Generator | None = None,
 ) -> int:
-    """Greedy (argmax) for temperature 0, else a draw from ``next_token_probabilities``."""
-    if temperature == 0:
-        return greedy_token(logits)
-    steps = sampling_steps(logits, temperature, top_k or 0, top_p, min_p)
-    return sample_token(steps, rng if rng is not None else np.random.default_rng(0))
+    """Greedy (argmax) for temperature 0, else a draw from ``next_token_probabilities``: the
+    choice ``Sampling.choose`` makes, with these settings."""
+    rng = rng if rng is not None else np.random.default_rng(0)
+    return Sampling(temperature, top_k or 0, top_p, min_p).choose(logits, rng)
 
 
 @dataclass(frozen=True)
