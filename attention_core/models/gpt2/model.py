@@ -4,13 +4,12 @@ Face folder."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from ..decoder import DecoderModel
 from ..loading import (
     CONFIG_FILE,
     TOKENIZER_FILE,
@@ -27,19 +26,16 @@ __all__ = ["GPT2Model", "load_gpt2"]
 
 
 @dataclass(frozen=True, eq=False)
-class GPT2Model:
+class GPT2Model(DecoderModel):
     """A loaded GPT-2: config, float32 weights, a ``tokenizers.Tokenizer``.
 
-    Load once per process and share it: nothing in it changes. ``saved_as`` is the number
-    format the file held ("float32", "float16" or "bfloat16"), widened to float32 here.
+    ``saved_as`` is the number format the file held ("float32", "float16" or "bfloat16"),
+    widened to float32 here.
     """
 
     config: GPT2Config
     weights: GPT2Weights
-    tokenizer: Any
     path: Path | None = None
-    load_seconds: float = 0.0
-    saved_as: str = "float32"
 
     @property
     def parameter_count(self) -> int:
@@ -55,16 +51,6 @@ class GPT2Model:
     @property
     def eos_token_id(self) -> int | None:
         return self.config.eos_token_id
-
-    def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` exactly (GPT-2 adds no BOS of its own)."""
-        return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
-
-    def token_text(self, token_id: int) -> str:
-        return self.decode([token_id])
 
 
 def load_gpt2(path: Path | str) -> GPT2Model:

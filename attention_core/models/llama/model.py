@@ -4,58 +4,41 @@ from a GGUF file or a Hugging Face directory."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..decoder import DecoderModel
 from ..loading import ModelFileError
 from .config import LlamaConfig, parameter_count
 from .files import BFLOAT16, LLMLocation, find_llm, location_of, read_gguf, read_hf_dir
-from .prompt import (
-    MAX_PROMPT_TOKENS,
-    Prompt,
-    decode_ids,
-    encode_text,
-    gguf_tokenizer,
-    token_text,
-    tokenize_prompt,
-)
+from .prompt import MAX_PROMPT_TOKENS, Prompt, gguf_tokenizer, tokenize_prompt
 from .weights import LlamaWeights
 
 __all__ = ["LlamaModel", "load_llama"]
 
 
 @dataclass(frozen=True, eq=False)
-class LlamaModel:
-    """A loaded decoder: config, weights (bfloat16 or float32), a ``tokenizers.Tokenizer``.
-
-    Load once per process (``st.cache_resource``) and share it: nothing in it changes.
-    """
+class LlamaModel(DecoderModel):
+    """A loaded decoder: config, weights (bfloat16, float16 or float32), a
+    ``tokenizers.Tokenizer``, and the chat template a GGUF file carries."""
 
     config: LlamaConfig
     weights: LlamaWeights
-    tokenizer: Any
     location: LLMLocation | None = None
-    load_seconds: float = 0.0
     chat_template: str | None = field(default=None, repr=False)
-    saved_as: str = ""  # the file's number formats (files.saved_as): what the numbers are
+
+    @property
+    def parameter_count(self) -> int:
+        """Learned numbers in the checkpoint, a tied head counted once (from the config)."""
+        return parameter_count(self.config)
 
     @property
     def eos_token_id(self) -> int:
         return self.config.eos_token_id if self.config.eos_token_id is not None else 2
-
-    def token_text(self, token_id: int) -> str:
-        return token_text(self.tokenizer, token_id)
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return decode_ids(self.tokenizer, ids)
-
-    def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` exactly (``prompt.encode_text``)."""
-        return encode_text(self.tokenizer, text)
 
     def prompt(
         self, text: str, *, chat: bool = False, max_tokens: int = MAX_PROMPT_TOKENS

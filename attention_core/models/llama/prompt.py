@@ -4,14 +4,13 @@ Prompt            the ids, each token's text, and what was cut
 tokenize_prompt   a text to a Prompt (``LlamaModel.prompt``), cut to MAX_PROMPT_CHARS
                   characters and ``max_tokens`` tokens
 chat_text         SmolLM2's ChatML template for one user turn
-encode_text, decode_ids, token_text, gguf_tokenizer
-                  the tokenizer hookup: ``tokenizers.Tokenizer`` calls, and one built from
-                  a GGUF file's vocabulary
+gguf_tokenizer    a ``tokenizers.Tokenizer`` built from a GGUF file's vocabulary
+
+Text to ids and back is every decoder's (``attention_core.models.decoder``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +18,7 @@ import numpy as np
 
 from attention_core.validation import AttentionInputError
 
+from ..decoder import decode_ids, encode_text, token_text
 from ..loading import ModelFileError
 from .files import TokenizerSpec, build_tokenizer
 
@@ -28,10 +28,7 @@ __all__ = [
     "MAX_PROMPT_TOKENS",
     "Prompt",
     "chat_text",
-    "decode_ids",
-    "encode_text",
     "gguf_tokenizer",
-    "token_text",
     "tokenize_prompt",
 ]
 
@@ -61,20 +58,6 @@ class Prompt:
     truncated: bool
     num_input_tokens: int
     notice: str = ""
-
-
-def encode_text(tokenizer: Any, text: str) -> list[int]:
-    """Token ids of ``text`` exactly (control-token text such as ``<|im_end|>`` becomes the
-    control token, as in transformers; no BOS is added, SmolLM2 uses none)."""
-    return list(tokenizer.encode(text, add_special_tokens=False).ids)
-
-
-def decode_ids(tokenizer: Any, ids: Sequence[int]) -> str:
-    return tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
-
-
-def token_text(tokenizer: Any, token_id: int) -> str:
-    return tokenizer.decode([int(token_id)], skip_special_tokens=False)
 
 
 def tokenize_prompt(
