@@ -27,6 +27,7 @@ from attention_core.models.llama import (
     MAX_PROMPT_TOKENS,
     LlamaConfig,
     LlamaWeights,
+    Sampling,
     chat_text,
     first_token_share,
     generate,
@@ -34,7 +35,6 @@ from attention_core.models.llama import (
     next_token_probabilities,
     rms_norm,
     run_llama,
-    sample_next_token,
     score_llama,
     silu,
 )
@@ -150,14 +150,14 @@ def test_top_k_probabilities_match_torch_and_sampling_is_seeded():
     expected[keep] = torch.softmax(t[keep], dim=0)
     np.testing.assert_allclose(p, expected.numpy(), rtol=1e-12)
     draws = [
-        sample_next_token(logits, temperature=0.7, top_k=2, rng=np.random.default_rng(3))
+        Sampling(temperature=0.7, top_k=2).choose(logits, np.random.default_rng(3))
         for _ in range(3)
     ]
     assert len(set(draws)) == 1 and draws[0] in (0, 4)
     rng = np.random.default_rng(1)
-    seen = {sample_next_token(logits, temperature=1.0, top_k=2, rng=rng) for _ in range(200)}
+    seen = {Sampling(temperature=1.0, top_k=2).choose(logits, rng) for _ in range(200)}
     assert seen == {0, 4}
-    assert sample_next_token(logits, temperature=0.0) == 4
+    assert Sampling(temperature=0.0).choose(logits, None) == 4
     with pytest.raises(AttentionInputError):
         next_token_probabilities(logits, temperature=0.0)
 

@@ -21,7 +21,7 @@ from transformers import (
 )
 
 from attention_core import AttentionInputError
-from attention_core.models.llama import next_token_probabilities, sample_next_token
+from attention_core.models.llama import Sampling, next_token_probabilities
 from attention_core.sampling import (
     apply_temperature,
     continuation_probability,
@@ -200,12 +200,12 @@ def test_a_seeded_draw_repeats_and_follows_the_kept_distribution():
     z = np.array([0.5, 2.0, 1.5, -1.0])
     for seed in range(5):
         expected = sample_token(sampling_steps(z, 0.8, 3, 0.9, 0.1), np.random.default_rng(seed))
-        got = sample_next_token(
-            z, temperature=0.8, top_k=3, top_p=0.9, min_p=0.1, rng=np.random.default_rng(seed)
+        got = Sampling(temperature=0.8, top_k=3, top_p=0.9, min_p=0.1).choose(
+            z, np.random.default_rng(seed)
         )
         assert got == expected
-    assert sample_next_token(z, temperature=0.0, top_k=1, top_p=0.1) == 1
-    assert sample_next_token(z, temperature=0.5, top_k=1) == 1
+    assert Sampling(temperature=0.0, top_k=1, top_p=0.1).choose(z, None) == 1
+    assert Sampling(temperature=0.5, top_k=1).choose(z, np.random.default_rng(0)) == 1
     np.testing.assert_allclose(
         next_token_probabilities(z, 0.8, 3, 0.9, 0.1),
         sampling_steps(z, 0.8, 3, 0.9, 0.1).probabilities,

@@ -182,8 +182,8 @@ def read(
 ) -> np.ndarray:
     """The activation at the named point of a pass, as the pass went on with it: resid.0 is
     ``embeddings`` (the stream entering layer 0), resid.{l+1} layer l's output and a layer's
-    other points its steps, each kind read from the step ``fields[kind]`` names (a family
-    calls its MLP's output ``ffn_output`` or ``mlp_output``). A layer that did not keep that
+    other points its steps, each kind read from the step ``fields[kind]`` names
+    (``trace.POINT_STEPS`` for every decoder family). A layer that did not keep that
     step (its ``getattr`` fails) is an ``AttentionInputError`` naming it."""
     kind, index = parse(name, len(layers))
     if kind == "resid" and index == 0:

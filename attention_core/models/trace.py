@@ -1,8 +1,9 @@
 """What a decoder's trace reads from the fields it holds, whatever the family.
 
 A family's trace (``LlamaTrace``, ``GPT2Trace``) is a frozen dataclass holding ``embeddings``
-(resid.0), ``layers`` (one steps object each) and ``logits``; it inherits ``DecoderTrace`` and
-names in ``point_steps`` the layer step each kind of named point is read from.
+(resid.0), ``layers`` (one steps object each) and ``logits``; it inherits ``DecoderTrace``.
+Every family names its layer's steps alike (``attn_output``, ``ffn_output``, ``hidden``…), so
+each kind of named point is read from the same step (``POINT_STEPS``).
 """
 
 from __future__ import annotations
@@ -15,13 +16,22 @@ import numpy as np
 
 from . import points
 
-__all__ = ["DecoderTrace"]
+__all__ = ["POINT_STEPS", "DecoderTrace"]
+
+# The layer step each kind of named point is read from (resid.{l+1} is layer l's `hidden`,
+# resid.0 the trace's `embeddings`): what ``run_llama(keep=...)`` must keep to read it.
+POINT_STEPS = {
+    "resid": "hidden",
+    "heads": "head_outputs",
+    "attn_out": "attn_output",
+    "mlp_out": "ffn_output",
+}
 
 
 class DecoderTrace:
     """The next token's logits, a named point and every layer's weights of a pass."""
 
-    point_steps: ClassVar[Mapping[str, str]]
+    point_steps: ClassVar[Mapping[str, str]] = POINT_STEPS
     embeddings: np.ndarray
     layers: Sequence[object]
     logits: np.ndarray

@@ -130,10 +130,10 @@ def _block(
     # Pre-norm residuals: each sublayer reads a normalised copy and adds its result back.
     residual = hidden + attn_output
     y = layer_norm(residual, layer.ln_2_weight, layer.ln_2_bias, eps)
-    mlp_hidden = _ACTIVATION[config.activation_function](y @ layer.w_fc.T + layer.b_fc)
-    mlp_output = mlp_hidden @ layer.w_proj.T + layer.b_proj  # (n, d_model)
-    mlp_output = points.edit_at(edits, points.mlp_out, index, mlp_output)
-    output = points.edit_at(edits, points.resid, index + 1, residual + mlp_output)
+    ffn_hidden = _ACTIVATION[config.activation_function](y @ layer.w_fc.T + layer.b_fc)
+    ffn_output = ffn_hidden @ layer.w_proj.T + layer.b_proj  # (n, d_model)
+    ffn_output = points.edit_at(edits, points.mlp_out, index, ffn_output)
+    output = points.edit_at(edits, points.resid, index + 1, residual + ffn_output)
     steps = GPT2LayerSteps(
         input=hidden,
         attn_norm=x,
@@ -143,9 +143,9 @@ def _block(
         attention=step.attention,
         head_outputs=head_outputs,
         attn_output=attn_output,
-        mlp_norm=y,
-        mlp_hidden=mlp_hidden,
-        mlp_output=mlp_output,
+        ffn_norm=y,
+        ffn_hidden=ffn_hidden,
+        ffn_output=ffn_output,
         hidden=output,
     )
     return steps, step.cache

@@ -17,16 +17,7 @@ from attention_core.decoding import DecoderCache
 
 from ..trace import DecoderTrace
 
-__all__ = ["POINT_STEPS", "GPT2Cache", "GPT2LayerSteps", "GPT2Trace"]
-
-# The block step each kind of named point is read from (resid.{l+1} is block l's `hidden`,
-# resid.0 the trace's `embeddings`).
-POINT_STEPS = {
-    "resid": "hidden",
-    "heads": "head_outputs",
-    "attn_out": "attn_output",
-    "mlp_out": "mlp_output",
-}
+__all__ = ["GPT2Cache", "GPT2LayerSteps", "GPT2Trace"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,9 +38,9 @@ class GPT2LayerSteps:
                  weights, output `(head, n, d_head)`
     head_outputs `(head, n, d_head)`    each head's output as W_o read it (after an edit)
     attn_output  `(n, d_model)`         concat(heads) W_oᵀ + b_o
-    mlp_norm     `(n, d_model)`         ln_2(input + attn_output)
-    mlp_hidden   `(n, d_ff)`            GELU(mlp_norm W_fcᵀ + b_fc), the MLP's neurons
-    mlp_output   `(n, d_model)`         mlp_hidden W_projᵀ + b_proj
+    ffn_norm     `(n, d_model)`         ln_2(input + attn_output)
+    ffn_hidden   `(n, d_ff)`            GELU(ffn_norm W_fcᵀ + b_fc), the MLP's neurons
+    ffn_output   `(n, d_model)`         ffn_hidden W_projᵀ + b_proj
     hidden       `(n, d_model)`         the block's output (after both residuals)
 
     With ``run_gpt2(edits=...)`` each point holds what the pass went on with; ``attention``
@@ -64,9 +55,9 @@ class GPT2LayerSteps:
     attention: AttentionSteps
     head_outputs: np.ndarray
     attn_output: np.ndarray
-    mlp_norm: np.ndarray
-    mlp_hidden: np.ndarray
-    mlp_output: np.ndarray
+    ffn_norm: np.ndarray
+    ffn_hidden: np.ndarray
+    ffn_output: np.ndarray
     hidden: np.ndarray
 
     @property
@@ -91,8 +82,6 @@ class GPT2Trace(DecoderTrace):
     logits `(n_logits, vocab)` for the last position (or all, with ``all_logits=True``), and the
     ``cache`` after this pass (holding every position so far).
     """
-
-    point_steps = POINT_STEPS
 
     input_ids: np.ndarray
     positions: np.ndarray

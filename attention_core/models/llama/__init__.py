@@ -23,9 +23,9 @@ from .forward import MAX_CONTEXT_TOKENS, MAX_SCORED_TOKENS, read_text, run_llama
 from .generation import (
     Generation,
     GenerationStep,
+    Sampling,
     generate,
     next_token_probabilities,
-    sample_next_token,
 )
 from .model import LlamaModel, load_llama
 from .prompt import (
@@ -63,6 +63,7 @@ __all__ = [
     "LlamaWeights",
     "NextTokenComparison",
     "Prompt",
+    "Sampling",
     "TextScore",
     "chat_text",
     "compare_next_tokens",
@@ -74,7 +75,6 @@ __all__ = [
     "read_text",
     "rms_norm",
     "run_llama",
-    "sample_next_token",
     "score_llama",
     "silu",
 ]

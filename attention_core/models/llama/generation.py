@@ -29,7 +29,6 @@ __all__ = [
     "choose_next_token",
     "generate",
     "next_token_probabilities",
-    "sample_next_token",
     "step_rng",
 ]
 
@@ -50,21 +49,6 @@ def next_token_probabilities(
     if not temperature > 0:
         raise AttentionInputError("The temperature must be positive (use greedy for T = 0).")
     return sampling_steps(logits, temperature, top_k or 0, top_p, min_p).probabilities
-
-
-def sample_next_token(
-    logits: np.ndarray,
-    *,
-    temperature: float = 0.0,
-    top_k: int | None = None,
-    top_p: float = 1.0,
-    min_p: float = 0.0,
-    rng: np.random.Generator | None = None,
-) -> int:
-    """Greedy (argmax) for temperature 0, else a draw from ``next_token_probabilities``: the
-    choice ``Sampling.choose`` makes, with these settings."""
-    rng = rng if rng is not None else np.random.default_rng(0)
-    return Sampling(temperature, top_k or 0, top_p, min_p).choose(logits, rng)
 
 
 @dataclass(frozen=True)

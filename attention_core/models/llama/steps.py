@@ -18,16 +18,7 @@ from attention_core.decoding import DecoderCache
 
 from ..trace import DecoderTrace
 
-__all__ = ["POINT_STEPS", "KeptSteps", "LlamaCache", "LlamaLayerSteps", "LlamaTrace"]
-
-# The layer step each kind of named point is read from (resid.{l+1} is layer l's `hidden`,
-# resid.0 the trace's `embeddings`): what `run_llama(keep=...)` must keep to read it.
-POINT_STEPS = {
-    "resid": "hidden",
-    "heads": "head_outputs",
-    "attn_out": "attn_output",
-    "mlp_out": "ffn_output",
-}
+__all__ = ["KeptSteps", "LlamaCache", "LlamaLayerSteps", "LlamaTrace"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,8 +126,6 @@ class LlamaTrace(DecoderTrace):
     logits `(n_logits, vocab)` for the last position (or all, with ``all_logits=True``), and the
     ``cache`` after this pass (holding every position so far).
     """
-
-    point_steps = POINT_STEPS
 
     input_ids: np.ndarray
     positions: np.ndarray
