@@ -4,28 +4,32 @@ import streamlit as st
 
 from attention_core import AttentionInputError
 from attention_core.cost import decoding_score_counts
+from attention_core.models import LlamaModel
 from attention_core.models.llama import MAX_CONTEXT_TOKENS
 from ui.decoder import branching, choosing, figures, generation, inputs, trace, what_if
-from ui.models import minilm, smollm
+from ui.models import minilm, page_model, smollm
 from ui.widgets import heatmaps, render
 from ui.widgets.layout import page_intro, plain, what_to_try
 from ui.widgets.state import PageState
 
 view = PageState("decoder")
+model_key = page_model.decoder_key(view)
+loaded = page_model.load_decoder(model_key)
+cfg = loaded.model.config if isinstance(loaded.model, LlamaModel) else None
+num_layers, num_heads = (cfg.num_hidden_layers, cfg.num_attention_heads) if cfg else (30, 9)
+kv_heads, d_head = (cfg.num_key_value_heads, cfg.head_dim) if cfg else (3, 64)
+name = page_model.model_name(loaded, smollm.MODEL_NAME)
 page_intro(
     "A decoder LLM, token by token",
-    f"Chat models are decoders: each token may only look back, 9 query heads share 3 sets of "
-    f"keys and values (grouped-query attention), positions are rotations (RoPE), and a KV "
-    f"cache grows with every generated token. Here {smollm.MODEL_NAME} runs on this project's own "
-    "NumPy attention (it matches Hugging Face transformers to 1e-4).",
-    r"\mathrm{head}_h = \mathrm{softmax}\!\left(\frac{R_i q_h \cdot R_j k_{g(h)}}{\sqrt{64}}"
-    r" + \mathrm{causal}\right) V_{g(h)},\qquad g(h) = \lfloor h / 3 \rfloor",
+    f"Chat models are decoders: each token may only look back, {num_heads} query heads share "
+    f"{kv_heads} sets of keys and values (grouped-query attention), positions are rotations "
+    f"(RoPE), and a KV cache grows with every generated token. Here {name} runs on this "
+    "project's own NumPy attention (it matches Hugging Face transformers to 1e-4).",
+    r"\mathrm{head}_h = \mathrm{softmax}\!\left(\frac{R_i q_h \cdot R_j k_{g(h)}}"
+    rf"{{\sqrt{{{d_head}}}}} + \mathrm{{causal}}\right) V_{{g(h)}},\qquad "
+    rf"g(h) = \lfloor h / {num_heads // kv_heads} \rfloor",
 )
 view.show_notices()
-
-loaded = smollm.load_decoder()
-cfg = loaded.model.config if loaded.model else None
-num_layers, num_heads = (cfg.num_hidden_layers, cfg.num_attention_heads) if cfg else (30, 9)
 
 prompt_key = view.text_key("prompt", generation.DEFAULT_PROMPT, max_chars=generation.MAX_TEXT_CHARS)
 chat_key = view.bool_key("chat", False)
@@ -36,24 +40,28 @@ inputs.bind_sampling(view)
 view.choice_key("what", "remove", list(what_if.MODES))
 view.int_key("what_token", what_if.DEFAULT_TOKEN, lo=1, hi=MAX_CONTEXT_TOKENS)
 
-model = smollm.model_or_stop(view, loaded)
+model = page_model.decoder_or_stop(view, loaded)
+architecture = (
+    f"{num_layers} layers, {num_heads} query heads sharing {cfg.num_key_value_heads} KV heads, "
+    f"d_head {cfg.head_dim}, RoPE base {cfg.rope_theta:g}"
+)
 st.caption(
-    f":material/memory: {smollm.MODEL_NAME} from {plain(loaded.source)}: {num_layers} layers, "
-    f"{num_heads} query heads sharing {cfg.num_key_value_heads} KV heads, d_head {cfg.head_dim}, "
-    f"RoPE base {cfg.rope_theta:g}; weights saved as {model.saved_as}, held as "
-    f"{model.weights.storage}, computed in float32 (loaded in {model.load_seconds:.1f} s)."
+    page_model.model_line(loaded, model, architecture)
+    or f":material/memory: {smollm.MODEL_NAME} from {plain(loaded.source)}: {architecture}; "
+    f"weights saved as {model.saved_as}, held as {model.weights.storage}, computed in float32 "
+    f"(loaded in {model.load_seconds:.1f} s)."
 )
 
 # -- the prompt -----------------------------------------------------------------------------------
 
 st.header(":material/edit_note: The prompt")
 text = st.text_area("Prompt", key=prompt_key, height=80, on_change=inputs.restart, args=(view,))
+shipped = name == smollm.MODEL_NAME
 chat = st.toggle(
     "Chat mode (wrap the prompt in the ChatML template, as the instruct model was trained)",
-    key=chat_key,
-    on_change=inputs.restart,
-    args=(view,),
-)
+    key=chat_key, on_change=inputs.restart, args=(view,), disabled=not shipped,
+    help=None if shipped else f"ChatML is {smollm.MODEL_NAME}'s template: {name} reads raw text.",
+) and shipped  # fmt: skip
 sampling = inputs.sampling_controls(view)
 
 try:
@@ -89,16 +97,18 @@ def autoplay_timer() -> None:
 
 
 autoplay_timer()
+end_token = plain(model.token_text(model.eos_token_id))
 info_col.caption(
     f"{view.value('step')} generated of at most {room}"
-    + (" · the model ended its answer with <|im_end|>" if state.ended else "")
+    + (f" · the model ended its answer with {end_token}" if state.ended else "")
 )
 # From the generation's own passes; the figures below find this trace by the ids alone.
 shown = generation.page_trace(model, state.ids, state)
 st.markdown(trace.shown_tokens(shown.tokens, state.prompt_length))
 st.caption(
-    f"{len(state.ids)} tokens: prompt in boxes, generated in bold. Byte-level BPE; digits split "
-    "one by one (SmolLM2's own rule). The text so far:"
+    f"{len(state.ids)} tokens: prompt in boxes, generated in bold. "
+    + ("Byte-level BPE; digits split one by one (SmolLM2's own rule). " if shipped else "")
+    + "The text so far:"
 )
 st.text(model.decode(state.ids[state.prompt_length :]) or "(nothing generated yet)")
 
@@ -106,7 +116,7 @@ top_col, cache_col = st.columns(2)
 with top_col:
     st.header(":material/format_list_numbered: Next token")
     if state.ended:
-        st.info("The model has finished (it produced <|im_end|>).")
+        st.info(f"The model has finished (it produced {end_token}).")
     else:
         choice = choosing.next_token_steps(model, state.ids, state.logits, sampling)
         st.dataframe(choosing.next_token_table(model, choice), hide_index=True)

@@ -5,7 +5,7 @@ import streamlit as st
 
 from attention_core.lessons.passages import ALICE
 from ui.long_context import data, figures, inputs, kv_cache
-from ui.models import smollm
+from ui.models import page_model, smollm
 from ui.widgets import render
 from ui.widgets.layout import page_intro, what_to_try
 from ui.widgets.state import PageState
@@ -29,8 +29,16 @@ window_key = view.int_key("window", inputs.DEFAULT_WINDOW, lo=inputs.WINDOWS[0],
                           hi=inputs.WINDOWS[1])  # fmt: skip
 sinks_key = view.int_key("sinks", inputs.DEFAULT_SINKS, lo=0, hi=inputs.MAX_SINKS)
 
-loaded = smollm.load_decoder()
-model = smollm.model_or_stop(view, loaded)
+model_key = page_model.decoder_key(view)
+loaded = page_model.load_decoder(model_key)
+model = page_model.decoder_or_stop(view, loaded)
+name = page_model.model_name(loaded, smollm.MODEL_NAME)
+config = model.config
+line = page_model.model_line(
+    loaded, model, f"{config.num_hidden_layers} layers, {config.num_attention_heads} heads"
+)
+if line:
+    st.caption(line)
 
 # -- the text, the window, the sinks --------------------------------------------------------------
 
@@ -82,7 +90,7 @@ st.caption(
 # -- the KV cache ---------------------------------------------------------------------------------
 
 st.header(":material/memory: What the KV cache costs, and what saving on it costs")
-kv_cache.section(view, ids)
+kv_cache.section(view, ids, st.session_state[model_key])
 
 what_to_try(
     [

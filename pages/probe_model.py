@@ -5,7 +5,7 @@ import functools
 import streamlit as st
 
 from attention_core import AttentionInputError
-from ui.models import minilm
+from ui.models import minilm, page_model
 from ui.probe import data, figures, inputs
 from ui.widgets import layout, render
 from ui.widgets.byte_cache import digest_of
@@ -24,7 +24,7 @@ page_intro(
 )
 view.show_notices()
 
-loaded = minilm.load_model()
+loaded = page_model.load_encoder(page_model.encoder_key(view))
 # Every part of the view is bound first, so a link keeps its state even when there is no model.
 text_key, layer_key, head_key, token_key = minilm.sentence_view_keys(
     view, loaded.shape, text=inputs.DEFAULT_TEXT, layer=inputs.DEFAULT_LAYER,
@@ -38,7 +38,10 @@ with_key = view.text_key("with", inputs.DEFAULT_REPLACEMENT, max_chars=40)
 cut_layer_key = view.int_key("cut_layer", inputs.DEFAULT_ABLATED_LAYER, lo=1, hi=num_layers)
 cut_head_key = view.int_key("cut_head", inputs.DEFAULT_ABLATED_HEAD, lo=1, hi=num_heads)
 
-model = minilm.model_or_stop(view, loaded)
+model = page_model.encoder_or_stop(view, loaded)
+line = page_model.model_line(loaded, model, f"{num_layers} layers, {num_heads} heads")
+if line:
+    st.caption(line)
 text, trace = minilm.traced_text(view, text_key, lambda text: data.probe_trace(model, text))
 # What the trace decides (the trace itself, its rollout) goes to a figure keyed by its digest.
 of_trace = functools.partial(render.digested, trace.digest)
@@ -73,7 +76,7 @@ def rollout_section() -> None:
     if moved:
         st.warning(moved, icon=":material/link_off:")
     token = st.selectbox("Token to follow", positions, format_func=token_label, key=token_key) - 1
-    rollout = data.rollout_of(text)
+    rollout = data.rollout_of(model, text)
     drawn = (of_trace(trace), of_trace(rollout))
     whole_col, one_col = st.columns(2)
     with whole_col:
@@ -129,7 +132,7 @@ st.markdown(
 @st.fragment
 def query_key_section(layer: int, head: int) -> None:
     pairs = st.slider("Lines for the heaviest weights", 0, data.MAX_PROBE_TOKENS, key=pairs_key)
-    projection = data.projection_of(text, layer, head)
+    projection = data.projection_of(model, text, layer, head)
     drawn = render.digested(digest_of(trace.digest, layer, head), projection)
     render.show(
         render.cached(figures.query_key_map_figure, of_trace(trace), drawn, layer, head, pairs),

@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from ui.models import head_link, minilm
+from attention_core.models import BertModel
+from ui.models import head_link, minilm, page_model
 from ui.pretrained import (
     data,
     figures,
@@ -18,19 +19,20 @@ from ui.widgets.layout import labelled_radio, page_intro, what_to_try
 from ui.widgets.state import PageState, write_url_after_fragment
 
 view = PageState("pretrained")
+loaded = page_model.load_encoder(page_model.encoder_key(view))
+num_layers, num_heads, max_tokens = loaded.shape
+d_head = loaded.model.config.head_dim if isinstance(loaded.model, BertModel) else 32
 page_intro(
     "Attention in a real pretrained model",
     f"Toy matrices show the mechanism; trained heads show what it is for. Type a sentence and "
-    f"see all 72 heads (6 layers × 12) of {minilm.MODEL_NAME}, a BERT encoder, computed by this "
+    f"see all {num_layers * num_heads} heads ({num_layers} layers × {num_heads}) of "
+    f"{page_model.model_name(loaded, minilm.MODEL_NAME)}, a BERT encoder, computed by this "
     "project's own NumPy attention code (it matches Hugging Face transformers to 1e-4).",
     r"\begin{aligned}\mathrm{head}_{\ell,h}(X) &= \mathrm{softmax}\!\left(\frac{Q_h K_h^\top}"
-    r"{\sqrt{32}}\right) V_h \\ Q = X W_Q^\top + b_Q,\quad K &= X W_K^\top + b_K,\quad"
+    rf"{{\sqrt{{{d_head}}}}}\right) V_h \\ Q = X W_Q^\top + b_Q,\quad K &= X W_K^\top + b_K,\quad"
     r" V = X W_V^\top + b_V\end{aligned}",
 )
 view.show_notices()
-
-loaded = minilm.load_model()
-num_layers, num_heads, max_tokens = loaded.shape
 
 # Every part of the view is bound first, so a link keeps its state even when there is no model.
 text_key, layer_key, head_key, token_key = minilm.sentence_view_keys(
@@ -41,11 +43,14 @@ view_key = view.choice_key("view", "head", list(inputs.VIEWS))
 only_key = view.bool_key("only", False)
 pipeline_key = view.bool_key("steps", False)
 
-model = minilm.model_or_stop(view, loaded)
-st.caption(
-    f":material/memory: {minilm.MODEL_NAME} from {layout.plain(loaded.source)}: "
+model = page_model.encoder_or_stop(view, loaded)
+architecture = (
     f"{num_layers} layers, {num_heads} heads, d_model {model.config.hidden_size}, "
-    f"d_head {model.config.head_dim}, at most {max_tokens} tokens."
+    f"d_head {model.config.head_dim}, at most {max_tokens} tokens"
+)
+st.caption(
+    page_model.model_line(loaded, model, architecture)
+    or f":material/memory: {minilm.MODEL_NAME} from {layout.plain(loaded.source)}: {architecture}."
 )
 
 # -- the text -------------------------------------------------------------------------------------

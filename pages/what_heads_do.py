@@ -4,19 +4,27 @@ attribution), what each head's job is (probes), and why attention is not an expl
 import streamlit as st
 
 from attention_core import AttentionInputError
+from attention_core.models import LlamaModel
 from ui.heads import data, explanation, figures, inputs, probes, reading
-from ui.models import smollm
+from ui.models import page_model, smollm
 from ui.widgets.layout import labelled_radio, page_intro, plain, what_to_try
 from ui.widgets.state import PageState
 
 view = PageState("heads")
+# "minilm" runs the probes on the encoder; the prompt is still read by the shipped decoder.
+model_key = page_model.decoder_key(view, also=("minilm",))
+kind = view.value("model")
+decoder = page_model.SHIPPED_DECODER if kind == "minilm" else kind
+loaded = page_model.named_decoder(decoder)
+cfg = loaded.model.config if isinstance(loaded.model, LlamaModel) else None
+num_layers, num_heads = (cfg.num_hidden_layers, cfg.num_attention_heads) if cfg else (30, 9)
 page_intro(
     "What heads do",
     "A decoder's next-token logits read one vector: the residual stream, the sum of what the "
     "embedding, every attention head and every MLP wrote into it. Read it after each layer and "
     "you see when the answer appears; split it by writer and you see who wrote it; probe the "
-    f"heads with built sequences and you see what each one does. On {smollm.MODEL_NAME}, run by "
-    "this project's own code.",
+    f"heads with built sequences and you see what each one does. On "
+    f"{page_model.model_name(loaded, smollm.MODEL_NAME)}, run by this project's own code.",
     r"r_L = e + \sum_{l}\Big(\sum_h z_{l,h} W_{O,h}^\top + m_l\Big),\qquad "
     r"\mathrm{logits} = \frac{\gamma \odot r_L}{\sqrt{\mathrm{mean}(r_L^2) + \varepsilon}}\,E^\top",
 )
@@ -26,16 +34,17 @@ prompt_key = view.text_key("prompt", inputs.DEFAULT_PROMPT, max_chars=inputs.MAX
 position_key = view.int_key("position", 0, lo=0, hi=data.MAX_PROMPT_TOKENS)
 token_key = view.text_key("token", "", max_chars=inputs.MAX_TOKEN_CHARS)
 vs_key = view.text_key("vs", "", max_chars=inputs.MAX_TOKEN_CHARS)
-layer_key = view.int_key("layer", inputs.DEFAULT_LAYER, lo=1, hi=30)
-head_key = view.int_key("head", inputs.DEFAULT_HEAD, lo=1, hi=9)
-model_key = view.choice_key("model", "smollm2", list(data.MODELS))
+layer_key = view.int_key("layer", min(inputs.DEFAULT_LAYER, num_layers), lo=1, hi=num_layers)
+head_key = view.int_key("head", min(inputs.DEFAULT_HEAD, num_heads), lo=1, hi=num_heads)
 seed_key = view.int_key("seed", 0, lo=0, hi=inputs.MAX_SEED)
 length_key = view.int_key("length", inputs.DEFAULT_LENGTH, lo=inputs.PROBE_LENGTHS[0],
                           hi=inputs.PROBE_LENGTHS[1])  # fmt: skip
 query_key = view.int_key("query", 0, lo=0, hi=inputs.MAX_QUERY)
 
-loaded = smollm.load_decoder()
-model = smollm.model_or_stop(view, loaded)
+model = page_model.decoder_or_stop(view, loaded)
+line = page_model.model_line(loaded, model, f"{num_layers} layers, {num_heads} heads")
+if line:
+    st.caption(line)
 
 # -- the prompt -----------------------------------------------------------------------------------
 
@@ -68,7 +77,7 @@ st.markdown(f"{len(ids)} tokens: {listed}. After token {at + 1} the model's like
 # -- when the answer appears, and who writes it ---------------------------------------------------
 
 keys = {"token": token_key, "vs": vs_key, "layer": layer_key, "head": head_key}
-reading.section(view, ids, at, keys)
+reading.section(view, decoder, ids, at, keys)
 
 # -- what each head does, found by probes ---------------------------------------------------------
 
@@ -79,7 +88,7 @@ st.markdown(
     "second half, looks at the token that *followed* the same token in the first half is an "
     "**induction head** (Olsson et al. 2022): it copies what came next last time."
 )
-kind = labelled_radio("Model", data.MODELS, model_key)
+kind = labelled_radio("Model", page_model.decoder_labels(data.MODELS), model_key)
 probes.section(view, kind, seed_key, length_key, text)
 
 # -- attention is not explanation -----------------------------------------------------------------

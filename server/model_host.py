@@ -14,6 +14,9 @@ nobody has used it for a while, and what was computed with it let go with it.
     host.release()          let the model and those caches go, and hand the memory back
     host.forget()           the same, and read the files again at the next load
 
+    ChosenModelHost(read, ...)  the same for one model of several a server lists: host.want(name)
+                            lets another one go and loads `name` at the next start
+
 `read(progress)` returns a result with a `model` attribute (None when the model could not be
 loaded, the result then saying why). How a model is read (a child process that keeps it, or a
 plain read here), and what a page shows meanwhile, are the caller's: nothing here draws.
@@ -177,3 +180,40 @@ def _trim_soon() -> None:
     timer = threading.Timer(1.0, release_freed_memory)
     timer.daemon = True
     timer.start()
+
+
+class ChosenModelHost(ModelHost):
+    """The one model, of those a server lists, held besides its defaults: asking for another
+    lets the held one go, with what was computed with it, and loads the one asked for next.
+
+    `read(name, progress)` reads the model `name`; its result says which name it holds
+    (`loaded.name`), so a session that finds another model there (a viewer asked for another
+    one meanwhile) waits for its own."""
+
+    def __init__(
+        self,
+        read: Callable[[str, Callable[[int, int], None]], Loaded],
+        *,
+        name: str,
+        idle_minutes: Callable[[], float] = lambda: 0.0,
+    ):
+        self._choice_lock = threading.Lock()
+        self._wanted = ""
+        self._read_named = read
+        super().__init__(self._read_wanted, name=name, idle_minutes=idle_minutes)
+
+    def _read_wanted(self, progress: Callable[[int, int], None]) -> Loaded:
+        return self._read_named(self._wanted, progress)
+
+    @property
+    def wanted(self) -> str:
+        return self._wanted
+
+    def want(self, name: str) -> None:
+        """Hold `name` from now on: another model held or loading is let go."""
+        with self._choice_lock:
+            if name == self._wanted:
+                return
+            if self._wanted:
+                self.forget()
+            self._wanted = name

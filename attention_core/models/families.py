@@ -6,6 +6,8 @@
     family_of(config)            the family of a parsed config.json, or a ``ModelFileError``
                                  naming the families that are supported
     checkpoint_kind(source)      "gguf", "folder" or "hub": how ``source`` names a checkpoint
+    listed_checkpoints(text)     a server's comma-separated list of checkpoints, by name: a
+                                 folder or file by its name without extension, a Hub id by the id
     open_checkpoint(source, …)   a ``.gguf`` file, a Hugging Face folder or a Hub id, loaded;
                                  refused from its config alone (before any weight is read, and
                                  before any weight is downloaded) when it is too large or of a
@@ -48,8 +50,12 @@ __all__ = [
     "CheckpointKind",
     "Family",
     "checkpoint_kind",
+    "checkpoint_name",
     "family_of",
+    "family_of_model",
+    "listed_checkpoints",
     "open_checkpoint",
+    "parameter_count_of",
 ]
 
 Model = LlamaModel | GPT2Model | BertModel
@@ -137,6 +143,24 @@ def family_of(config: dict[str, Any], source: str = CONFIG_FILE) -> Family:
     )
 
 
+def family_of_model(model: Model) -> Family:
+    """The family of a loaded model."""
+    if isinstance(model, BertModel):
+        model_type = "bert"
+    elif isinstance(model, GPT2Model):
+        model_type = "gpt2"
+    else:
+        model_type = model.config.model_type
+    return next(family for family in FAMILIES if model_type in family.model_types)
+
+
+def parameter_count_of(model: Model) -> int:
+    """The learned numbers of a loaded model, counted from its config (a tied head once)."""
+    if isinstance(model, BertModel):
+        return bert_parameter_count(model.config)
+    return model.parameter_count
+
+
 def checkpoint_kind(source: str) -> CheckpointKind:
     """How ``source`` names a checkpoint: a ``.gguf`` file, a folder, or a Hub id (owner/name,
     when no such folder exists here). Reads nothing but whether the folder exists."""
@@ -146,6 +170,25 @@ def checkpoint_kind(source: str) -> CheckpointKind:
     if _HUB_ID.fullmatch(text) and ".." not in text and not Path(text).expanduser().exists():
         return "hub"
     return "folder"
+
+
+def checkpoint_name(source: str) -> str:
+    """The name a listed checkpoint goes by in a link (``?model=``): a Hub id as it is, a folder
+    or file by its last part without the extension."""
+    text = source.strip()
+    if checkpoint_kind(text) == "hub":
+        return text
+    return Path(text.rstrip("/\\")).stem or text
+
+
+def listed_checkpoints(text: str) -> dict[str, str]:
+    """``{name: source}`` for a comma-separated list of folders, GGUF files and Hub ids (the
+    first of two sources with one name keeps it)."""
+    listed: dict[str, str] = {}
+    for source in (part.strip() for part in text.split(",")):
+        if source:
+            listed.setdefault(checkpoint_name(source), source)
+    return listed
 
 
 def open_checkpoint(

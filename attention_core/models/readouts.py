@@ -49,6 +49,7 @@ __all__ = [
     "decoder_contributions",
     "decoder_lens",
     "decoder_parts",
+    "decoder_probe_pool",
     "decoder_roles",
     "encoder_contributions",
     "encoder_roles",
@@ -60,6 +61,13 @@ __all__ = [
 # MiniLM's [PAD], [unused*], [CLS], [SEP], [MASK] and single characters.
 DECODER_PROBE_POOL = range(1000, 20_000)
 ENCODER_PROBE_POOL = range(2000, 29_000)
+
+
+def decoder_probe_pool(vocab_size: int) -> range:
+    """``DECODER_PROBE_POOL`` within a vocabulary of ``vocab_size`` tokens: a smaller one (a
+    tiny or an unfamiliar model) keeps the same share past its first tenth."""
+    return range(min(DECODER_PROBE_POOL.start, vocab_size // 10),
+                 min(DECODER_PROBE_POOL.stop, vocab_size))  # fmt: skip
 
 
 @dataclass(frozen=True, eq=False)

@@ -28,7 +28,7 @@ from attention_core.probing import attention_rollout
 from attention_core.token_attribution import rank_correlation
 from server.lane import LONG_RUNS
 from server.process_load import run_where_kept
-from ui.models import minilm, smollm
+from ui.models import minilm, page_model, smollm
 from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
 
 # The page's prompt is cut to this many tokens: a pass keeps every head's pattern, and a longer
@@ -123,17 +123,18 @@ class ProbeRoles:
 
 
 def probe_roles(kind: str, seed: int, length: int) -> ProbeRoles:
-    """Every head's roles on `length` random tokens repeated twice, for `kind` "smollm2" or
-    "minilm" (the model must be loaded)."""
-    model = _model(kind)
+    """Every head's roles on `length` random tokens repeated twice, for `kind` "minilm" or a
+    decoder's name ("smollm2", a listed one: the model must be loaded)."""
+    model = model_of(kind)
     return _probe_roles(kind, seed, length, id(model), model)
 
 
 @smollm.let_go_with_model
 @bounded_by_bytes(8 * MB, name="heads.roles", lane=LONG_RUNS)  # ~1.7 MB an entry
 def _probe_roles(kind, seed, length, model_id, _model) -> ProbeRoles:
-    if kind == "smollm2":
-        ids = repeated_tokens(readouts.DECODER_PROBE_POOL, length, seed)
+    if kind != "minilm":
+        pool = readouts.decoder_probe_pool(_model.config.vocab_size)
+        ids = repeated_tokens(pool, length, seed)
         weights, roles = run_where_kept(readouts.decoder_roles, _model, ids)
         tokens = tuple(_model.token_text(i) for i in ids)
     else:
@@ -157,15 +158,16 @@ class CausalCheck:
     digest: str
 
 
-def causal_check(seed: int, length: int) -> CausalCheck:
-    model = smollm.load_decoder().model
-    return _causal_check(seed, length, id(model), model)
+def causal_check(kind: str, seed: int, length: int) -> CausalCheck:
+    """The causal check on decoder `kind` (a name ``page_model.named_decoder`` knows)."""
+    model = model_of(kind)
+    return _causal_check(kind, seed, length, id(model), model)
 
 
 @smollm.let_go_with_model
 @bounded_by_bytes(MB, name="heads.causal", lane=LONG_RUNS)
-def _causal_check(seed, length, model_id, _model: LlamaModel) -> CausalCheck:
-    probe = _probe_roles("smollm2", seed, length, model_id, _model)
+def _causal_check(kind, seed, length, model_id, _model: LlamaModel) -> CausalCheck:
+    probe = _probe_roles(kind, seed, length, model_id, _model)
     layers, heads = probe.roles.induction.shape
     top = [(layer, head) for layer, head, _ in strongest_heads(probe.roles.induction, MAX_ABLATED)]
     # The random heads are drawn from those that are not among the top ones, seeded.
@@ -199,7 +201,7 @@ class Explanation:
 
 
 def explanation(kind: str, ids: tuple[int, ...], layer: int, query: int) -> Explanation:
-    model = _model(kind)
+    model = model_of(kind)
     return _explanation(kind, ids, layer, query, id(model), model)
 
 
@@ -207,7 +209,7 @@ def explanation(kind: str, ids: tuple[int, ...], layer: int, query: int) -> Expl
 @bounded_by_bytes(8 * MB, name="heads.explanation", lane=LONG_RUNS)
 def _explanation(kind, ids, layer, query, model_id, _model) -> Explanation:
     ids_array = np.asarray(ids, dtype=np.int64)
-    if kind == "smollm2":
+    if kind != "minilm":
         trace = run_where_kept(run_llama, _model, ids_array, keep=("weights", "v"))
         weights = trace.attention_weights
         norms = readouts.decoder_contributions(_model, trace, layer, query)
@@ -221,7 +223,7 @@ def _explanation(kind, ids, layer, query, model_id, _model) -> Explanation:
         norms = readouts.encoder_contributions(_model, trace, layer, query)
         hiding = encoder_hiding_effects(_model, ids_array, query)
         tokens = trace.tokens
-    seen = slice(0, query + 1) if kind == "smollm2" else slice(None)
+    seen = slice(0, query + 1) if kind != "minilm" else slice(None)
     measures = {
         "attention": weights[layer, :, query, seen].mean(axis=0),
         "rollout": attention_rollout(weights[: layer + 1]).rollout[query, seen],
@@ -236,5 +238,6 @@ def _explanation(kind, ids, layer, query, model_id, _model) -> Explanation:
     return Explanation(tokens[seen], query, measures, correlations, digest)
 
 
-def _model(kind: str):
-    return (smollm.load_decoder() if kind == "smollm2" else minilm.load_model()).model
+def model_of(kind: str):
+    """The model `kind` names: "minilm", or a decoder's name (``page_model.named_decoder``)."""
+    return (minilm.load_model() if kind == "minilm" else page_model.named_decoder(kind)).model

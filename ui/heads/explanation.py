@@ -7,15 +7,15 @@ import streamlit as st
 
 from attention_core import AttentionInputError
 from ui.heads import data, figures, inputs, questions, tables
-from ui.models import minilm, smollm
+from ui.models import minilm, page_model
 from ui.widgets import render
 from ui.widgets.state import PageState, write_url_after_fragment
 
 
 def model_ids(kind: str, text: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """The prompt as the chosen model reads it: its ids and tokens."""
-    if kind == "smollm2":
-        model = smollm.load_decoder().model
+    if kind != "minilm":
+        model = page_model.named_decoder(kind).model
         ids, _ = inputs.prompt_ids(model, text)
         return ids, tuple(model.token_text(i) for i in ids)
     tokenized = minilm.load_model().model.tokenize(text)
@@ -46,7 +46,7 @@ def section(view: PageState, kind: str, query_key: str, text: str) -> None:
         format_func=inputs.token_choice_label(shown),
     )  # fmt: skip
     at = (query or len(tokens)) - 1
-    if kind == "smollm2" and at == 0:
+    if kind != "minilm" and at == 0:
         # A decoder's first token sees one key: every measure gives it everything, and a rank
         # correlation of one value is undefined.
         st.info("The first token of a decoder sees only itself: all four measures give it the "
@@ -54,18 +54,21 @@ def section(view: PageState, kind: str, query_key: str, text: str) -> None:
                 icon=":material/looks_one:")  # fmt: skip
         write_url_after_fragment(view)
         return
-    layers = 30 if kind == "smollm2" else 6
+    layers = data.model_of(kind).config.num_hidden_layers
     with st.spinner("Hiding each token in turn (one forward pass each)…"):
         found = data.explanation(kind, ids, layers - 1, at)
     questions.ask_questions(view, found)
     drawn = render.digested(found.digest, found)  # the four measures, keyed by their digest
-    render.show(render.cached(figures.explanation_figure, drawn, layers - 1),
-                filename=f"heads-explanation-{kind}", key="heads.explanation")  # fmt: skip
+    render.show(
+        render.cached(figures.explanation_figure, drawn, layers - 1),
+        filename=f"heads-explanation-{figures.file_part(kind)}",
+        key="heads.explanation",
+    )
     names = list(data.MEASURES.values())
     st.markdown("**Rank correlations** (Spearman's ρ; 1 = the same order of tokens):")
     st.dataframe(tables.correlation_frame(names, found.correlations),
                  key="heads.correlations")  # fmt: skip
-    hiding = "next-token KL divergence" if kind == "smollm2" else "1 − cos of its last vector"
+    hiding = "next-token KL divergence" if kind != "minilm" else "1 − cos of its last vector"
     st.caption(
         f"Each row is one measure's share per token, of its own total, so the rows can be "
         f"compared. Hiding a token means no query of any layer may attend to it; the effect "

@@ -110,7 +110,7 @@ def probe_head_figure(probe: data.ProbeRoles, kind: str, layer: int, head: int) 
     a stripe one period back, one step right of the diagonal."""
     names = labels(probe.tokens)
     n = len(names)
-    blocked = np.triu(np.ones((n, n), dtype=bool), k=1) if kind == "smollm2" else None
+    blocked = np.triu(np.ones((n, n), dtype=bool), k=1) if kind != "minilm" else None
     return heatmaps.heatmap(
         probe.weights[layer, head],
         row_labels=names,
@@ -159,3 +159,8 @@ def explanation_figure(found: data.Explanation, layer: int) -> go.Figure:
 def correlation_table(found: data.Explanation) -> describe.ChartTable:
     names = tuple(data.MEASURES.values())
     return describe.ChartTable(found.correlations, names, names, row_title="Spearman's ρ")
+
+
+def file_part(name: str) -> str:
+    """A model's name as part of a download's file name (a Hub id's "/" would make a folder)."""
+    return name.replace("/", "-")

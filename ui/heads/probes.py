@@ -30,7 +30,7 @@ def section(view: PageState, kind: str, seed_key: str, length_key: str, text: st
     probe = data.probe_roles(kind, int(seed), int(length))
     drawn = render.digested(probe.digest, probe)  # the probe's roles, keyed by their digest
     render.show(render.cached(figures.roles_figure, drawn),
-                filename=f"heads-roles-{kind}", key="heads.roles")  # fmt: skip
+                filename=f"heads-roles-{figures.file_part(kind)}", key="heads.roles")  # fmt: skip
     st.dataframe(tables.strongest_roles(probe.roles), hide_index=True, key="heads.strongest")
     shown = " ".join(f"`{plain(figures.token_label(t))}`" for t in probe.tokens)
     st.markdown(f"The probe ({len(probe.tokens)} tokens, seed {seed}): {shown}")
@@ -44,7 +44,7 @@ def section(view: PageState, kind: str, seed_key: str, length_key: str, text: st
     if kind == "minilm":
         special_heads(text)
     else:
-        causal_check(view, int(seed), int(length))
+        causal_check(view, kind, int(seed), int(length))
     write_url_after_fragment(view)
 
 
@@ -76,7 +76,7 @@ def special_heads(text: str) -> None:
         st.caption("This prompt has no punctuation: that map is all 0. Add a comma or a full stop.")
 
 
-def causal_check(view: PageState, seed: int, length: int) -> None:
+def causal_check(view: PageState, kind: str, seed: int, length: int) -> None:
     check = st.expander("Causal check: remove the induction heads", icon=":material/content_cut:",
                         key=view.bool_key("check", False), on_change="rerun")  # fmt: skip
     if not check.open:
@@ -88,7 +88,7 @@ def causal_check(view: PageState, seed: int, length: int) -> None:
             f"heads' outputs set to 0, against k heads drawn at random (seed {seed})."
         )
         with st.spinner("Running the probe again with heads removed…"):
-            found = data.causal_check(seed, length)
+            found = data.causal_check(kind, seed, length)
         render.show(render.cached(figures.causal_figure, render.digested(found.digest, found)),
                     filename="heads-causal-check", key="heads.causal")  # fmt: skip
         k = len(found.heads)

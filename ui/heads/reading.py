@@ -13,16 +13,19 @@ import streamlit as st
 
 from attention_core import AttentionInputError
 from ui.heads import data, figures, inputs, tables
-from ui.models import smollm
+from ui.models import page_model
 from ui.widgets import render
 from ui.widgets.byte_cache import digest_of
 from ui.widgets.state import PageState, write_url_after_fragment
 
 
 @st.fragment
-def section(view: PageState, ids: tuple[int, ...], at: int, keys: dict[str, str]) -> None:
-    """The logit lens and the attribution of the token at `at` + 1, read at position `at`."""
-    model = smollm.load_decoder().model
+def section(
+    view: PageState, decoder: str, ids: tuple[int, ...], at: int, keys: dict[str, str]
+) -> None:
+    """The logit lens and the attribution of the token at `at` + 1, read at position `at`, by
+    the decoder named `decoder` (``page_model.named_decoder``)."""
+    model = page_model.named_decoder(decoder).model
     readout = data.prompt_readout(model, ids, at)
     best = int(readout.next_logits.argmax())
     st.header(":material/visibility: When does the answer appear? The logit lens")
@@ -64,17 +67,17 @@ def section(view: PageState, ids: tuple[int, ...], at: int, keys: dict[str, str]
                 filename="heads-attribution", key="heads.attribution")  # fmt: skip
     st.caption(tables.attribution_sentence(split, what))
     st.dataframe(tables.top_writers(split), hide_index=True, key="heads.top_writers")
-    chosen_head(view, ids, at, (token.id, vs_id), keys)
+    chosen_head(view, decoder, ids, at, (token.id, vs_id), keys)
     write_url_after_fragment(view)
 
 
 @st.fragment
 def chosen_head(
-    view: PageState, ids: tuple[int, ...], at: int, tokens: tuple[int, int | None],
-    keys: dict[str, str],
+    view: PageState, decoder: str, ids: tuple[int, ...], at: int,
+    tokens: tuple[int, int | None], keys: dict[str, str],
 ) -> None:  # fmt: skip
     """One head's share of the logit and its attention pattern over the prompt."""
-    model = smollm.load_decoder().model
+    model = page_model.named_decoder(decoder).model
     readout = data.prompt_readout(model, ids, at)
     split = data.attribution(model, readout, *tokens)
     layer_col, head_col = st.columns(2)

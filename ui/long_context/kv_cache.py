@@ -32,7 +32,7 @@ from server.lane import LONG_RUNS
 from server.process_load import run_where_kept
 from ui.long_context import data
 from ui.long_context.figures import SMOOTHING, running_mean
-from ui.models import smollm
+from ui.models import page_model, smollm
 from ui.widgets import describe, lines, render, theme
 from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
 from ui.widgets.state import PageState, write_url_after_fragment
@@ -66,8 +66,9 @@ EFFECT_COLUMNS = number_columns(
 )
 
 
-def section(view: PageState, text_ids: tuple[int, ...]) -> None:
-    """The KV-cache section: bytes by variant and context length, then SmolLM2's experiments."""
+def section(view: PageState, text_ids: tuple[int, ...], decoder: str) -> None:
+    """The KV-cache section: bytes by variant and context length, then the experiments of the
+    decoder named `decoder` (``page_model.named_decoder``)."""
     llama_cache = cache_bytes(variant_bytes_per_token(LLAMA_3_8B, "GQA"), CONTEXTS[-1])
     st.markdown(
         "Every token a decoder has read leaves a key and a value in every layer, for every KV "
@@ -91,8 +92,10 @@ def section(view: PageState, text_ids: tuple[int, ...]) -> None:
     )
     st.subheader("Bytes per token, and at a context length", anchor="kv-bytes")
     _memory(view)
-    st.subheader("SmolLM2 with a smaller cache", anchor="kv-experiments")
-    _experiments(text_ids)
+    loaded = page_model.named_decoder(decoder)
+    name = page_model.model_name(loaded, smollm.MODEL_NAME)
+    st.subheader(f"{name} with a smaller cache", anchor="kv-experiments")
+    _experiments(text_ids, loaded.model, name)
 
 
 # -- bytes by variant ------------------------------------------------------------------------------
@@ -225,22 +228,21 @@ def _experiment(text_ids, model_id, _model: LlamaModel) -> KVExperiment:
     return run_where_kept(kv_experiment, _model, ids, full=full)
 
 
-def _experiments(text_ids: tuple[int, ...]) -> None:
+def _experiments(text_ids: tuple[int, ...], model: LlamaModel | None, name: str) -> None:
     ids = tuple(text_ids[:MAX_EXPERIMENT_TOKENS])
     if len(ids) < 2:
         st.info("The experiments need a text of at least two tokens.", icon=":material/edit:")
         return
-    model = smollm.load_decoder().model
     if model is None:
-        st.info(f"{smollm.MODEL_NAME} is not loaded: the experiments need it.",
-                icon=":material/cloud_off:")  # fmt: skip
+        st.info(f"{name} is not loaded: the experiments need it.", icon=":material/cloud_off:")
         return
     config = model.config
     st.markdown(
-        f"{smollm.MODEL_NAME} has {config.num_attention_heads} query heads sharing "
+        f"{name} has {config.num_attention_heads} query heads sharing "
         f"{config.num_key_value_heads} KV heads in each of its {config.num_hidden_layers} layers. "
         "Here it reads the text with its full cache and then with three smaller ones, made "
-        "without retraining: the 3 KV heads **mean-pooled into one** (MQA), and every cached "
+        f"without retraining: the {config.num_key_value_heads} KV heads **mean-pooled into one** "
+        "(MQA), and every cached "
         "key and value **quantized** to 8 or 4 bits, each vector with its own scale. Each "
         "is compared with the full cache at every position: the KL divergence between the two "
         "next-token distributions, and whether the most likely next token stays the same."

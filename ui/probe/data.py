@@ -41,9 +41,8 @@ def probe_trace(model: BertModel, text: str) -> minilm.PageTrace:
     return minilm.page_trace(model, text)
 
 
-def rollout_of(text: str) -> Rollout:
+def rollout_of(model: BertModel, text: str) -> Rollout:
     """Attention rollout of `text` through every layer (residual ½, as the paper)."""
-    model = minilm.load_model().model
     return _rollout(text, id(model), model)
 
 
@@ -54,9 +53,8 @@ def _rollout(text: str, model_id: int, _model: BertModel) -> Rollout:
     return read_only(attention_rollout(minilm.page_trace(_model, text).weights))
 
 
-def projection_of(text: str, layer: int, head: int) -> QueryKeyProjection:
+def projection_of(model: BertModel, text: str, layer: int, head: int) -> QueryKeyProjection:
     """The joint query-key map of head (`layer`, `head`), both from 0."""
-    model = minilm.load_model().model
     return _projection(text, layer, head, id(model), model)
 
 

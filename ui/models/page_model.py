@@ -1,0 +1,109 @@
+"""Which model a real-model page runs: the shipped one (SmolLM2, MiniLM) or one the server lists
+(ui.models.chosen), chosen in the sidebar and carried by ``?model=``.
+
+    decoder_key(view), encoder_key(view)      bind ``?model=`` to the page's choices, first
+    load_decoder(key), load_encoder(key)      the sidebar's choice, then the model loaded
+                                              (the shipped one's host, or the listed one's)
+    decoder_or_stop(view, loaded), encoder_or_stop(view, loaded)
+                                              the model; without one (or of a family the page
+                                              does not run), the page ends saying why
+    model_line(loaded, model, details)        the caption under the title: which model, and
+                                              where from, naming no server path
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attention_core.models import BertModel, LlamaModel
+from attention_core.models.families import checkpoint_name, family_of_model
+from ui.models import chosen, minilm, smollm
+from ui.widgets.state import PageState
+
+SHIPPED_DECODER, SHIPPED_ENCODER = "smollm2", "minilm"
+
+
+def decoder_key(view: PageState, also: tuple[str, ...] = ()) -> str:
+    """The widget key of the page's decoder, bound to ``?model=`` (``also``: more names the
+    link may carry, such as the heads page's "minilm" for its probes)."""
+    return chosen.bind(view, "decoder", SHIPPED_DECODER, also)
+
+
+def decoder_labels(shipped: dict[str, str]) -> dict[str, str]:
+    """A radio's labels for the page's decoders: the ``shipped`` ones (name -> label), then each
+    listed decoder by its name."""
+    listed = chosen.options("decoder", SHIPPED_DECODER)
+    return {**shipped, **{name: name for name in listed if name not in shipped}}
+
+
+def encoder_key(view: PageState) -> str:
+    return chosen.bind(view, "encoder", SHIPPED_ENCODER)
+
+
+def load_decoder(key: str, *, in_sidebar: bool = True) -> smollm.LoadResult | chosen.ChosenLoad:
+    """The decoder the sidebar's choice names (or, ``in_sidebar=False``, the page's own control
+    bound to ``key``): a name of ``chosen.listed()``, or the shipped SmolLM2 for any other."""
+    if in_sidebar:
+        name = chosen.selector("decoder", key, SHIPPED_DECODER, smollm.MODEL_NAME)
+    else:
+        name = st.session_state[key]
+    return named_decoder(name)
+
+
+def load_encoder(key: str) -> minilm.LoadResult | chosen.ChosenLoad:
+    name = chosen.selector("encoder", key, SHIPPED_ENCODER, minilm.MODEL_NAME)
+    if name not in chosen.listed():
+        return minilm.load_model()
+    return chosen.load(name)
+
+
+def named_decoder(name: str) -> smollm.LoadResult | chosen.ChosenLoad:
+    """The decoder ``name`` names: a listed one, or the shipped SmolLM2 for any other name (a
+    fragment passes the name, not the model: a session keeps a fragment's arguments)."""
+    return chosen.load(name) if name in chosen.listed() else smollm.load_decoder()
+
+
+def decoder_or_stop(view: PageState, loaded: object) -> LlamaModel:
+    if isinstance(loaded, chosen.ChosenLoad):
+        runs = "decoder pages run Llama and Qwen2 decoders (GPT-2 runs in the core, not yet here)"
+        return _listed_or_stop(view, loaded, LlamaModel, runs)
+    return smollm.model_or_stop(view, loaded)
+
+
+def encoder_or_stop(view: PageState, loaded: object) -> BertModel:
+    if isinstance(loaded, chosen.ChosenLoad):
+        return _listed_or_stop(view, loaded, BertModel, "encoder pages run BERT encoders")
+    return minilm.model_or_stop(view, loaded)
+
+
+def _listed_or_stop(view: PageState, loaded: chosen.ChosenLoad, kind: type, runs: str):
+    model = loaded.model
+    if model is None:
+        st.error(loaded.error, icon=":material/cloud_off:")
+    elif not isinstance(model, kind):
+        family = family_of_model(model)
+        st.error(
+            f"{family.name} is a {family.kind}, and this page's {runs}: choose another model "
+            "in the sidebar.",
+            icon=":material/block:",
+        )
+    else:
+        return model
+    st.button("Try loading it again", icon=":material/refresh:", on_click=chosen.forget)
+    view.sync_url()
+    st.stop()
+
+
+def model_name(loaded: object, shipped: str) -> str:
+    """What the page calls its model: the shipped one's name, or the listed one's."""
+    if isinstance(loaded, chosen.ChosenLoad):
+        return checkpoint_name(loaded.source)
+    return shipped
+
+
+def model_line(loaded: object, model: object, details: str) -> str | None:
+    """The caption of a listed model (None for a shipped one, whose page writes its own):
+    ``chosen.model_line`` and the page's ``details`` (layers, heads…)."""
+    if not isinstance(loaded, chosen.ChosenLoad):
+        return None
+    return f"{chosen.model_line(model, loaded.origin)}: {details}"
