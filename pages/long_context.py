@@ -32,7 +32,6 @@ sinks_key = view.int_key("sinks", inputs.DEFAULT_SINKS, lo=0, hi=inputs.MAX_SINK
 model_key = page_model.decoder_key(view)
 loaded = page_model.load_decoder(model_key)
 model = page_model.decoder_or_stop(view, loaded)
-name = page_model.model_name(loaded, smollm.MODEL_NAME)
 config = model.config
 line = page_model.model_line(
     loaded, model, f"{config.num_hidden_layers} layers, {config.num_attention_heads} heads"

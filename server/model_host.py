@@ -209,6 +209,11 @@ class ChosenModelHost(ModelHost):
     def wanted(self) -> str:
         return self._wanted
 
+    def forget(self) -> None:
+        """Let the model go, and want none until asked again."""
+        self._wanted = ""
+        super().forget()
+
     def want(self, name: str) -> None:
         """Hold `name` from now on: another model held or loading is let go."""
         with self._choice_lock:

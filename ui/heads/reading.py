@@ -81,8 +81,9 @@ def chosen_head(
     readout = data.prompt_readout(model, ids, at)
     split = data.attribution(model, readout, *tokens)
     layer_col, head_col = st.columns(2)
-    layer = layer_col.slider("Layer", 1, 30, key=keys["layer"])
-    head = head_col.slider("Head", 1, 9, key=keys["head"])
+    config = model.config
+    layer = layer_col.slider("Layer", 1, config.num_hidden_layers, key=keys["layer"])
+    head = head_col.slider("Head", 1, config.num_attention_heads, key=keys["head"])
     st.markdown(f"**Layer {layer}, head {head}** adds {split.heads[layer - 1, head - 1]:+.3f} to "
                 "the logit. Where it looks, from every token of the prompt:")  # fmt: skip
     drawn = render.digested(readout.digest, readout)

@@ -1,0 +1,162 @@
+"""Your own model on the real-model pages: checkpoints a server lists in ATTENTION_EXPLORER_MODELS
+(tiny ones, built by transformers in the test), opened by a link's ``?model=``.
+
+What the pages' charts and tables hold is compared with transformers on the same files; a link
+naming anything the server did not list is refused with a notice, reads no file and opens no
+connection; a model the pages cannot run gets a sentence.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attention_core.models import loading
+from harness.app_pages import open_model_page
+from tests.plotly_json import figures, plotly_array
+from tests.tiny_checkpoints import write_tiny
+from ui.models import chosen
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.slow
+PROMPT = "the cat sat on the mat and the dog"
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("listed")
+    made = {family: write_tiny(family, root / f"tiny-{family}") for family in
+            ("llama", "qwen2", "gpt2", "bert")}  # fmt: skip
+    huge = root / "huge-llama"
+    shutil.copytree(made["llama"], huge)
+    config = json.loads((huge / "config.json").read_text())
+    (huge / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 100_000}))
+    t5 = root / "tiny-t5"
+    shutil.copytree(made["gpt2"], t5)
+    (t5 / "config.json").write_text(json.dumps({"model_type": "t5", "architectures": ["T5Model"]}))
+    made["huge"], made["t5"] = huge, t5
+    return made
+
+
+@pytest.fixture(autouse=True)
+def listed(folders, monkeypatch):
+    monkeypatch.setenv(chosen.MODELS_ENV_VAR, ",".join(str(p) for p in folders.values()))
+    yield
+    chosen.HOST.forget()
+
+
+def table(at, column: str):
+    return next(frame.value for frame in at.dataframe if column in frame.value.columns)
+
+
+def chart(at, key: str) -> dict:
+    for element in at.main.get("plotly_chart"):
+        if element.proto.id.endswith(key):
+            return json.loads(element.proto.spec)
+    raise AssertionError(f"no chart {key}")
+
+
+def encode(folder: Path, text: str, special: bool = False) -> list[int]:
+    """transformers' tokens of `text` by the folder's tokenizer.json (AutoTokenizer would build
+    the family's own tokenizer class around a tiny WordLevel vocabulary, and get it wrong)."""
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"))
+    return tokenizer(text, add_special_tokens=special)["input_ids"]
+
+
+def causal_lm(folder: Path):
+    return transformers.AutoModelForCausalLM.from_pretrained(
+        folder, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
+
+
+def test_the_decoder_page_on_a_listed_llama_shows_what_transformers_computes(folders):
+    at = open_model_page("pages/decoder_llm.py", {"model": "tiny-llama", "prompt": PROMPT}, 240)
+    assert not at.error
+    assert any("Llama · 57,072 parameters" in c.value for c in at.caption)
+    hf = causal_lm(folders["llama"])
+    ids = encode(folders["llama"], PROMPT)
+    with torch.no_grad():
+        p = torch.softmax(hf(torch.tensor([ids])).logits[0, -1].double(), -1).numpy()
+    shown = table(at, "probability")
+    best = np.argsort(-p)[: len(shown)]
+    assert shown["id"].tolist() == best.tolist()
+    np.testing.assert_allclose(shown["probability"], np.round(p[best], 4), atol=1e-4)
+
+
+def test_the_heads_page_on_a_listed_qwen2_reads_transformers_lens_and_patterns(folders):
+    at = open_model_page("pages/what_heads_do.py", {"model": "tiny-qwen2", "prompt": PROMPT}, 240)
+    assert not at.error
+    hf = causal_lm(folders["qwen2"])
+    ids = encode(folders["qwen2"], PROMPT)
+    with torch.no_grad():
+        out = hf(torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
+    p = torch.softmax(out.logits[0, -1].double(), -1)
+    top = int(p.argmax())
+    lens = plotly_array(chart(at, "heads.lens")["data"][0]["y"])
+    assert lens[-1] == pytest.approx(float(p[top]), abs=1e-4)  # the lens's last layer
+    # The chosen head (its defaults, past a 2-layer 4-head model's end, become layer 2 head 4).
+    pattern = plotly_array(chart(at, "heads.pattern")["data"][0]["z"]).astype(np.float64)
+    expected = out.attentions[1][0, 3].numpy()
+    future = np.triu(np.ones_like(expected, dtype=bool), k=1)  # drawn blank: a decoder's mask
+    np.testing.assert_array_equal(np.isnan(pattern), future)
+    np.testing.assert_allclose(np.nan_to_num(pattern), expected, atol=1e-5)
+
+
+def test_the_pretrained_page_on_a_listed_bert_draws_transformers_attention(folders):
+    at = open_model_page("pages/real_model.py", {"model": "tiny-bert", "text": "the cat sat",
+                                                 "layer": "2", "head": "3"}, 240)  # fmt: skip
+    assert not at.error
+    hf = transformers.BertModel.from_pretrained(folders["bert"], attn_implementation="eager")
+    assert any("BERT · 4,688 parameters" in c.value for c in at.caption)
+    (spec,) = [s for s in figures(at) if (s["layout"].get("title") or {}).get("text", "")
+               .startswith("Layer ")]  # fmt: skip
+    zoom = plotly_array(spec["data"][0]["z"]).astype(np.float64)
+    tokenizer = transformers.BertTokenizerFast(
+        tokenizer_file=str(folders["bert"] / "tokenizer.json")
+    )
+    ids = torch.tensor([tokenizer("the cat sat")["input_ids"]])
+    with torch.no_grad():
+        attention = hf(ids, output_attentions=True).attentions[1][0, 2].numpy()
+    np.testing.assert_allclose(zoom, attention, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "crafted",
+    ["not-listed", "/etc/passwd", "../tiny-llama", "openai-community/gpt2", "tiny-llama/../x"],
+)
+def test_a_link_naming_what_the_server_did_not_list_is_refused_and_reads_nothing(
+    crafted, monkeypatch
+):
+    read, connected = [], []
+    real_read = loading.read_config
+    monkeypatch.setattr(loading, "read_config", lambda p: read.append(str(p)) or real_read(p))
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: connected.append(a))
+    at = open_model_page("pages/decoder_llm.py", {"model": crafted}, 240)
+    notices = [w.value for w in at.warning]
+    assert any(f"`model={crafted}` was ignored" in n for n in notices), notices
+    assert any("SmolLM2-135M-Instruct from" in c.value for c in at.caption)
+    assert not [p for p in read if crafted.strip("./") in p]
+    assert connected == []
+    assert chosen.HOST.wanted == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "page", "sentence"),
+    [
+        ("tiny-gpt2", "pages/decoder_llm.py", "GPT-2 runs in the core"),
+        ("huge-llama", "pages/decoder_llm.py", "more than the 600,000,000 this app runs"),
+        ("tiny-t5", "pages/decoder_llm.py", "'T5Model' model, an architecture this app does not"),
+    ],
+)
+def test_a_model_the_page_cannot_run_gets_a_sentence(name, page, sentence):
+    at = open_model_page(page, {"model": name}, 240)
+    errors = " ".join(e.value for e in at.error)
+    assert sentence in errors
+    assert "/tiny" not in errors and "/huge" not in errors  # no server path is shown
