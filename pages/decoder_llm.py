@@ -7,7 +7,7 @@ from attention_core.cost import decoding_score_counts
 from attention_core.models import LlamaModel
 from attention_core.models.llama import MAX_CONTEXT_TOKENS
 from ui.decoder import branching, choosing, figures, generation, inputs, trace, what_if
-from ui.models import minilm, page_model, smollm
+from ui.models import agreement, minilm, page_model, smollm
 from ui.widgets import heatmaps, render
 from ui.widgets.layout import page_intro, plain, what_to_try
 from ui.widgets.state import PageState
@@ -77,6 +77,7 @@ room = min(generation.MAX_STEPS, MAX_CONTEXT_TOKENS - len(prompt.input_ids))
 if view.value("step") > room:
     view.set("step", room)
 prompt_ids = tuple(int(i) for i in prompt.input_ids)
+agreement.check(view, loaded, model, prompt_ids)
 state = generation.continuation(model, prompt_ids, view.value("step"), sampling)
 
 can_go = not state.ended and view.value("step") < room

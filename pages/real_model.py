@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attention_core.models import BertModel
-from ui.models import head_link, minilm, page_model
+from ui.models import agreement, head_link, minilm, page_model
 from ui.pretrained import (
     data,
     figures,
@@ -67,6 +67,7 @@ for column, (name, (title, _, _)) in zip(
         width="stretch",
     )
 text, trace = minilm.traced_text(view, text_key, lambda text: minilm.page_trace(model, text))
+agreement.check(view, loaded, model, tuple(int(i) for i in model.tokenize(text).input_ids))
 drawn = render.digested(trace.digest, trace)  # the trace for a figure, keyed by its digest
 
 tokens = trace.labels()

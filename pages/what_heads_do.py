@@ -6,7 +6,7 @@ import streamlit as st
 from attention_core import AttentionInputError
 from attention_core.models import LlamaModel
 from ui.heads import data, explanation, figures, inputs, probes, reading
-from ui.models import page_model, smollm
+from ui.models import agreement, page_model, smollm
 from ui.widgets.layout import labelled_radio, page_intro, plain, what_to_try
 from ui.widgets.state import PageState
 
@@ -66,6 +66,7 @@ position = st.selectbox(
 )  # fmt: skip
 at = (position or len(ids)) - 1
 readout = data.prompt_readout(model, ids, at)
+agreement.check(view, loaded, model, ids)
 best = int(readout.next_logits.argmax())
 best_text = plain(figures.token_label(model.token_text(best)))
 listed = " · ".join(f"`{plain(t)}`" for t in shown)

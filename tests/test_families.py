@@ -23,6 +23,7 @@ from attention_core.models.families import (
     open_checkpoint,
 )
 from attention_core.models.loading import ModelFileError, ModelNotFoundError
+from attention_core.validation import AttentionInputError
 from tests.hub_cache import lay_out_hub_cache
 from tests.tiny_checkpoints import write_tiny
 
@@ -158,3 +159,17 @@ def test_a_hub_id_not_in_the_cache_is_one_sentence_and_no_download(tmp_path, mon
     monkeypatch.setattr("socket.create_connection", no_network)
     with pytest.raises(ModelNotFoundError, match="does not download models"):
         open_checkpoint("teacher/not-here")
+
+
+def test_agreement_is_the_largest_difference_and_the_share_of_same_top_tokens():
+    from attention_core.models.fidelity import agreement
+
+    ours = np.array([[0.0, 2.0, 1.0], [3.0, 0.0, 0.5]])
+    theirs = np.array([[0.0, 1.5, 1.75], [3.0, 0.25, 0.5]])  # position 0's top moves to 2
+    found = agreement(ours, theirs, "decoder")
+    assert found.largest_difference == 0.75
+    assert found.same_top_token == 0.5
+    assert found.positions == 2
+    assert agreement(ours, theirs, "encoder").same_top_token is None
+    with pytest.raises(AttentionInputError, match="different tokens"):
+        agreement(ours, theirs[:1], "decoder")
