@@ -30,7 +30,7 @@ from ui.widgets.state import PageState
 view = PageState("long_context")
 text = {text!r}
 ids = tuple(smollm.load_decoder().model.encode(text)) if text else ()
-kv_cache.section(view, ids)
+kv_cache.section(view, ids, "smollm2")
 view.sync_url()
 """
 TEXT = (

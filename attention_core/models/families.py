@@ -28,6 +28,7 @@ import numpy as np
 
 from .bert import BertConfig, BertModel, load_bert
 from .bert.config import parameter_count as bert_parameter_count
+from .folder import saved_matrix_format
 from .gpt2 import GPT2Model, load_gpt2
 from .gpt2.config import GPT2Config
 from .gpt2.config import parameter_count as gpt2_parameter_count
@@ -42,7 +43,6 @@ from .loading import (
     ModelFileError,
     ModelNotFoundError,
     read_config,
-    saved_matrix_format,
 )
 
 __all__ = [

@@ -47,17 +47,15 @@ __all__ = [
     "ModelLocation",
     "ModelNotFoundError",
     "cached_hub_dir",
-    "check_folder",
     "find_model_dir",
     "missing_model_files",
     "number_format",
     "open_tokenizer",
     "read_config",
-    "read_tensors",
     "read_tokenizer",
     "read_weights",
     "release_file_pages",
-    "saved_matrix_format",
+    "safetensors_header",
     "to_storage",
     "widen",
 ]
@@ -257,7 +255,7 @@ def read_weights(path: Path | str, *, mapped: Collection[str] = ()) -> dict[str,
     if not path.is_file():
         raise ModelFileError(f"The model weights file {path} does not exist. {_reinstall_hint()}")
     try:
-        header_size, header = _safetensors_header(path)
+        header_size, header = safetensors_header(path)
         tensors = {name: info for name, info in header.items() if name != "__metadata__"}
         mapped = {name for name in mapped if tensors.get(name, {}).get("dtype") == "F32"}
         if mapped or any(info.get("dtype") == "BF16" for info in tensors.values()):
@@ -269,89 +267,6 @@ def read_weights(path: Path | str, *, mapped: Collection[str] = ()) -> dict[str,
             f"({type(exc).__name__}: {_first_line(exc)}). The file is probably damaged or "
             f"incomplete: {_reinstall_hint()}"
         ) from exc
-
-
-def saved_matrix_format(folder: Path | str) -> str:
-    """How a Hugging Face folder's checkpoint stores its matrices, "float32", "float16" or
-    "bfloat16", read from the safetensors headers alone (the first shard's, when sharded)."""
-    folder = Path(folder)
-    path = folder / WEIGHTS_FILE
-    if not path.is_file():
-        try:
-            path = folder / min(
-                json.loads((folder / INDEX_FILE).read_text())["weight_map"].values()
-            )
-            _size, header = _safetensors_header(path)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ModelFileError(f"The weights in {folder} cannot be read ({exc}).") from exc
-    else:
-        try:
-            _size, header = _safetensors_header(path)
-        except (OSError, ValueError) as exc:
-            raise ModelFileError(f"The weights file {path} cannot be read ({exc}).") from exc
-    kinds = {
-        info.get("dtype")
-        for name, info in header.items()
-        if name != "__metadata__" and isinstance(info, dict) and len(info.get("shape", ())) == 2
-    }
-    named = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
-    return next((named[k] for k in ("BF16", "F16", "F32") if k in kinds), "float32")
-
-
-def check_folder(path: Path | str, family: str) -> Path:
-    """``path`` as a folder holding a checkpoint as ``save_pretrained`` writes it (config.json,
-    model.safetensors or its shards, tokenizer.json), or a ``ModelNotFoundError`` saying which
-    files are missing; ``family`` names the kind of model in the message ("GPT-2")."""
-    folder = Path(path).expanduser()
-    needs = f"{CONFIG_FILE}, {WEIGHTS_FILE} and {TOKENIZER_FILE}"
-    if not folder.is_dir():
-        raise ModelNotFoundError(
-            f"{folder} is not a folder: a {family} checkpoint is a folder holding {needs} "
-            "(what save_pretrained writes)."
-        )
-    has_weights = (folder / WEIGHTS_FILE).is_file() or (folder / INDEX_FILE).is_file()
-    missing = [
-        name
-        for name, there in (
-            (CONFIG_FILE, (folder / CONFIG_FILE).is_file()),
-            (f"{WEIGHTS_FILE} (its weights)", has_weights),
-            (TOKENIZER_FILE, (folder / TOKENIZER_FILE).is_file()),
-        )
-        if not there
-    ]
-    hint = ""
-    other = sorted(
-        p.name for pattern in ("*.bin", "*.h5", "*.msgpack") for p in folder.glob(pattern)
-    )
-    if not has_weights and other:
-        hint = (
-            f" It holds {', '.join(other)}, a format this code does not read: save the model "
-            "again with save_pretrained, which writes safetensors."
-        )
-    if missing:
-        raise ModelNotFoundError(
-            f"The folder {folder} has no {' and no '.join(missing)}: a {family} checkpoint "
-            f"needs {needs}, as save_pretrained writes them.{hint}"
-        )
-    return folder
-
-
-def read_tensors(folder: Path | str) -> dict[str, np.ndarray]:
-    """Every tensor of a Hugging Face folder's checkpoint by name: model.safetensors, or the
-    shards its model.safetensors.index.json names (save_pretrained shards a large model)."""
-    folder = Path(folder)
-    if (folder / WEIGHTS_FILE).is_file():
-        return read_weights(folder / WEIGHTS_FILE)
-    try:
-        shards = sorted(set(json.loads((folder / INDEX_FILE).read_text())["weight_map"].values()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ModelFileError(
-            f"The weight index {folder / INDEX_FILE} cannot be read ({exc}): save the model again."
-        ) from exc
-    state: dict[str, np.ndarray] = {}
-    for shard in shards:
-        state.update(read_weights(folder / shard))
-    return state
 
 
 def release_file_pages(array: np.ndarray) -> None:
@@ -375,7 +290,7 @@ _SAFETENSORS_DTYPES = {
 }  # fmt: skip
 
 
-def _safetensors_header(path: Path) -> tuple[int, dict[str, Any]]:
+def safetensors_header(path: Path) -> tuple[int, dict[str, Any]]:
     with open(path, "rb") as f:
         size = int.from_bytes(f.read(8), "little")
         if size > 100_000_000:  # safetensors' own limit: the first bytes are not a header size

@@ -10,13 +10,12 @@ from pathlib import Path
 import numpy as np
 
 from ..decoder import DecoderModel
+from ..folder import check_folder, read_tensors
 from ..loading import (
     CONFIG_FILE,
     TOKENIZER_FILE,
-    check_folder,
     number_format,
     read_config,
-    read_tensors,
     read_tokenizer,
 )
 from .config import GPT2Config, parameter_count

@@ -33,16 +33,15 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..folder import check_folder, read_tensors
 from ..loading import (
     BFLOAT16,
     TOKENIZER_FILE,
     ModelFileError,
     ModelNotFoundError,
     cached_hub_dir,
-    check_folder,
     number_format,
     read_config,
-    read_tensors,
     read_tokenizer,
     to_storage,
     widen,
