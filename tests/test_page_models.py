@@ -172,3 +172,15 @@ def test_the_page_checks_its_own_tokens_against_transformers_when_asked(page, na
     assert largest < 1e-4
     if name == "tiny-llama":
         assert "the same at 100% of them" in line
+
+
+def test_on_a_local_run_the_sidebar_opens_a_folder_typed_there(folders, monkeypatch):
+    monkeypatch.setenv(chosen.MODELS_ENV_VAR, "")
+    at = open_model_page("pages/decoder_llm.py", {}, 240)
+    assert not at.sidebar.text_input  # a shared server takes no typed path
+    monkeypatch.setenv(chosen.LOCAL_ENV_VAR, "1")
+    at.run()
+    at.sidebar.text_input(key="models.typed_source").input(str(folders["qwen2"])).run()
+    assert at.sidebar.selectbox[0].value == "tiny-qwen2"
+    assert any("Qwen2 · 22,784 parameters" in c.value for c in at.caption)
+    assert at.query_params["model"] in ("tiny-qwen2", ["tiny-qwen2"])
