@@ -8,8 +8,8 @@ module per job, in the order a pass needs them:
     forward  the forward pass, its formula in the docstring: ``run_gpt2``
 
 A Hugging Face folder is read by ``attention_core.models.folder`` (``check_folder``,
-``read_tensors``) and ``loading.read_tokenizer``, as every family's is. The shared pieces (LayerNorm, GELU
-and its tanh form) are in ``attention_core.models.layers``; the attention is
+``read_tensors``) and ``loading.read_tokenizer``, as every family's is. The shared pieces
+(LayerNorm, GELU and its tanh form) are in ``attention_core.models.layers``; the attention is
 ``attention_core.decoding.decode_step`` over the one SDPA. Importing this package needs NumPy
 only.
 """
