@@ -56,15 +56,20 @@ class StreamlitServer:
     """`streamlit run app.py` (or another `script`) on a free localhost port, stopped on `close()`.
 
     With `wait=False` the process is started but not awaited; call `wait_healthy()` later, so
-    several servers can boot at once.
+    several servers can boot at once. `env` adds environment variables (a server's settings).
     """
 
     def __init__(
-        self, extra_args: tuple[str, ...] = (), *, wait: bool = True, script: str = "app.py"
+        self,
+        extra_args: tuple[str, ...] = (),
+        *,
+        wait: bool = True,
+        script: str = "app.py",
+        env: dict[str, str] | None = None,
     ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
         self.log = ROOT / "artifacts" / f"streamlit-{self.port}.log"
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = self.log.open("w")
