@@ -33,6 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.timing import summary, timed
+
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = {
     "smollm2": dict(family="llama", hidden_size=960, num_hidden_layers=32, num_attention_heads=15,
@@ -40,16 +42,6 @@ SHAPES = {
     "qwen2": dict(family="qwen2", hidden_size=896, num_hidden_layers=24, num_attention_heads=14,
                   num_key_value_heads=2, intermediate_size=4864, rope_theta=1000000.0),
 }  # fmt: skip
-
-
-def timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return (time.perf_counter() - start) * 1e3
-
-
-def summary(values: list[float]) -> dict:
-    return {"median": round(statistics.median(values), 2), "min": round(min(values), 2)}
 
 
 def build(shape: str) -> Path:

@@ -28,7 +28,7 @@ import numpy as np
 
 from .bert import BertConfig, BertModel, load_bert
 from .bert.config import parameter_count as bert_parameter_count
-from .folder import saved_matrix_format
+from .folder import hub_folder, saved_matrix_format
 from .gpt2 import GPT2Model, load_gpt2
 from .gpt2.config import GPT2Config
 from .gpt2.config import parameter_count as gpt2_parameter_count
@@ -37,9 +37,6 @@ from .llama import parameter_count as llama_parameter_count
 from .loading import (
     BFLOAT16,
     CONFIG_FILE,
-    INDEX_FILE,
-    TOKENIZER_FILE,
-    WEIGHTS_FILE,
     ModelFileError,
     ModelNotFoundError,
     read_config,
@@ -226,7 +223,8 @@ def open_checkpoint(
         return family
 
     if kind == "hub":
-        folder, family = _fetch_from_hub(source, check, allow_download)
+        folder = hub_folder(source, check, allow_download)
+        family = check(read_config(folder / CONFIG_FILE), f"{source}/{CONFIG_FILE}")
     else:
         folder = Path(source).expanduser()
         if not (folder / CONFIG_FILE).is_file():
@@ -236,47 +234,3 @@ def open_checkpoint(
             )
         family = check(read_config(folder / CONFIG_FILE), str(folder / CONFIG_FILE))
     return family.load(folder, **options)
-
-
-def _fetch_from_hub(
-    repo_id: str, check: Callable[[dict[str, Any], str], Family], allow_download: bool
-) -> tuple[Path, Family]:
-    """The local folder of the Hub repository ``repo_id``'s checkpoint files, each taken from
-    huggingface_hub's cache when it holds it and downloaded (if allowed) when not; config.json
-    first, so that ``check`` refuses a model before its weights are fetched."""
-    try:
-        from huggingface_hub import hf_hub_download
-    except ImportError:
-        raise ModelNotFoundError(
-            f"{repo_id} is a Hugging Face Hub id, and fetching it needs the package "
-            "huggingface_hub, which is not installed."
-        ) from None
-
-    def fetch(name: str) -> Path:
-        try:
-            return Path(hf_hub_download(repo_id, name, local_files_only=True))
-        except Exception:  # not in the cache: the network, if this server may use it
-            if not allow_download:
-                raise ModelNotFoundError(
-                    f"{repo_id} is not in this machine's Hugging Face cache, and this server "
-                    "does not download models."
-                ) from None
-        try:
-            return Path(hf_hub_download(repo_id, name))
-        except Exception as exc:  # network, HTTP and cache errors all mean "not available"
-            raise ModelNotFoundError(
-                f"{name} of the Hugging Face Hub repository {repo_id} could not be fetched "
-                f"({type(exc).__name__}): check the id and this machine's connection."
-            ) from exc
-
-    config_path = fetch(CONFIG_FILE)
-    family = check(read_config(config_path), f"{repo_id}/{CONFIG_FILE}")
-    try:
-        fetch(WEIGHTS_FILE)
-    except ModelNotFoundError:
-        index = read_config(fetch(INDEX_FILE))  # a sharded checkpoint: its index, its shards
-        for shard in sorted(set((index.get("weight_map") or {}).values())):
-            fetch(shard)
-    fetch(TOKENIZER_FILE)
-    # hf_hub_download puts every file of one revision in the same snapshot folder.
-    return config_path.parent, family

@@ -4,12 +4,16 @@ config.json, model.safetensors (or model.safetensors.index.json and its shards),
     check_folder(path, family)    the folder, or a ModelNotFoundError naming the missing files
     read_tensors(folder)          every tensor by name, from one file or from the shards
     saved_matrix_format(folder)   "float32", "float16" or "bfloat16", from the headers alone
+    hub_folder(repo_id, check, …) a Hub repository's files in huggingface_hub's cache (fetched
+                                  if allowed), config.json checked before any weight is fetched
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -20,11 +24,12 @@ from .loading import (
     WEIGHTS_FILE,
     ModelFileError,
     ModelNotFoundError,
+    read_config,
     read_weights,
     safetensors_header,
 )
 
-__all__ = ["check_folder", "read_tensors", "saved_matrix_format"]
+__all__ = ["check_folder", "hub_folder", "read_tensors", "saved_matrix_format"]
 
 
 def saved_matrix_format(folder: Path | str) -> str:
@@ -108,3 +113,47 @@ def read_tensors(folder: Path | str) -> dict[str, np.ndarray]:
     for shard in shards:
         state.update(read_weights(folder / shard))
     return state
+
+
+def hub_folder(
+    repo_id: str, check: Callable[[dict[str, Any], str], object], allow_download: bool
+) -> Path:
+    """The local folder of the Hub repository ``repo_id``'s checkpoint files, each taken from
+    huggingface_hub's cache when it holds it and downloaded (if allowed) when not; config.json
+    first, so that ``check(config, where)`` refuses a model before its weights are fetched."""
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        raise ModelNotFoundError(
+            f"{repo_id} is a Hugging Face Hub id, and fetching it needs the package "
+            "huggingface_hub, which is not installed."
+        ) from None
+
+    def fetch(name: str) -> Path:
+        try:
+            return Path(hf_hub_download(repo_id, name, local_files_only=True))
+        except Exception:  # not in the cache: the network, if this server may use it
+            if not allow_download:
+                raise ModelNotFoundError(
+                    f"{repo_id} is not in this machine's Hugging Face cache, and this server "
+                    "does not download models."
+                ) from None
+        try:
+            return Path(hf_hub_download(repo_id, name))
+        except Exception as exc:  # network, HTTP and cache errors all mean "not available"
+            raise ModelNotFoundError(
+                f"{name} of the Hugging Face Hub repository {repo_id} could not be fetched "
+                f"({type(exc).__name__}): check the id and this machine's connection."
+            ) from exc
+
+    config_path = fetch(CONFIG_FILE)
+    check(read_config(config_path), f"{repo_id}/{CONFIG_FILE}")
+    try:
+        fetch(WEIGHTS_FILE)
+    except ModelNotFoundError:
+        index = read_config(fetch(INDEX_FILE))  # a sharded checkpoint: its index, its shards
+        for shard in sorted(set((index.get("weight_map") or {}).values())):
+            fetch(shard)
+    fetch(TOKENIZER_FILE)
+    # hf_hub_download puts every file of one revision in the same snapshot folder.
+    return config_path.parent
