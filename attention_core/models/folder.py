@@ -135,8 +135,8 @@ def hub_folder(
         except Exception:  # not in the cache: the network, if this server may use it
             if not allow_download:
                 raise ModelNotFoundError(
-                    f"{repo_id} is not in this machine's Hugging Face cache, and this server "
-                    "does not download models."
+                    f"{repo_id} is not in this machine's Hugging Face cache, and cannot be "
+                    "downloaded here (no connection to the Hub, or downloads are off)."
                 ) from None
         try:
             return Path(hf_hub_download(repo_id, name))
