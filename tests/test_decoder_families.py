@@ -8,6 +8,7 @@ beside a small WordLevel tokenizer and loaded by our ``load_llama``:
                    in the config (not d_model / heads = 12)
     qwen2_tied     Qwen2 (biases on q, k, v), tied head, 4 query heads sharing 1 KV head
     qwen2_untied   Qwen2, untied head, 6 query heads over 2 KV heads
+    mistral_window Mistral, its sliding window longer than any text read here
     llama_rope_llama3   Llama with Llama 3.1's "llama3" RoPE scaling
 
 Each is compared in float32 with transformers in float32 (eager attention): every position's
@@ -61,6 +62,11 @@ CASES = {
         family="qwen2", tie=True, hidden_size=32, num_attention_heads=4, num_key_value_heads=1,
         intermediate_size=64, rope_theta=1000000.0, rms_norm_eps=1e-6,
     ),
+    # Mistral's default window (4,096) is longer than any text read here: full attention.
+    "mistral_window": dict(
+        family="mistral", tie=False, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=64, rope_theta=10000.0, rms_norm_eps=1e-5, sliding_window=4096,
+    ),
     "qwen2_untied": dict(
         family="qwen2", tie=False, hidden_size=48, num_attention_heads=6, num_key_value_heads=2,
         intermediate_size=96, rope_theta=10000.0, rms_norm_eps=1e-6,
@@ -105,7 +111,8 @@ def _hf_model(case: str):
     family, tie = spec.pop("family"), spec.pop("tie")
     rope = {"rope_type": "default", "rope_theta": spec.pop("rope_theta")}
     rope.update(spec.pop("rope_scaling", {}))
-    config_class = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config}[family]
+    config_class = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config,
+                    "mistral": transformers.MistralConfig}[family]  # fmt: skip
     config = config_class(
         vocab_size=VOCAB_SIZE,
         num_hidden_layers=2,
@@ -118,7 +125,8 @@ def _hf_model(case: str):
         **spec,
     )
     torch.manual_seed(sum(map(ord, case)))
-    model_class = {"llama": transformers.LlamaForCausalLM, "qwen2": transformers.Qwen2ForCausalLM}
+    model_class = {"llama": transformers.LlamaForCausalLM, "qwen2": transformers.Qwen2ForCausalLM,
+                   "mistral": transformers.MistralForCausalLM}  # fmt: skip
     model = model_class[family](config)
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -229,8 +237,8 @@ def _copy_with_config(folder: Path, tmp_path: Path, change: dict, garbage: bool 
 
 def test_a_model_type_we_do_not_run_is_refused_by_name(saved, tmp_path):
     folder, _ = saved["qwen2_tied", "float32"]
-    copy = _copy_with_config(folder, tmp_path, {"model_type": "mistral"})
-    with pytest.raises(ModelFileError, match=r"'mistral' model; .* 'llama' and 'qwen2' models"):
+    copy = _copy_with_config(folder, tmp_path, {"model_type": "phi3"})
+    with pytest.raises(ModelFileError, match=r"'phi3' model; .* 'llama' and 'qwen2' and 'mistral'"):
         load_llama(copy)
 
 
@@ -347,3 +355,10 @@ def test_a_cached_step_equals_the_full_pass(saved, case):
     prefix = run_llama(ours, ids[:-1])
     step = run_llama(ours, ids[-1:], prefix.cache).next_token_logits
     np.testing.assert_allclose(step, full, atol=1e-5, rtol=0)
+
+
+def test_a_mistral_window_shorter_than_a_text_read_here_is_refused(saved, tmp_path):
+    folder, _ = saved["mistral_window", "float32"]
+    short = _copy_with_config(folder, tmp_path, {"sliding_window": 16})
+    with pytest.raises(ModelFileError, match="slides a window of 16 tokens"):
+        load_llama(short)

@@ -117,6 +117,9 @@ def _load_bert(path: Path, **_options: Any) -> Model:
 FAMILIES: tuple[Family, ...] = (
     Family("Llama", "decoder", ("llama",), "SmolLM2, Llama 3.2", _llama_count, _load_llama),
     Family("Qwen2", "decoder", ("qwen2",), "Qwen2, Qwen2.5", _llama_count, _load_llama),
+    Family(
+        "Mistral", "decoder", ("mistral",), "Mistral, no short window", _llama_count, _load_llama
+    ),
     Family("GPT-2", "decoder", ("gpt2",), "GPT-2, DistilGPT2", _gpt2_count, _load_gpt2),
     Family("BERT", "encoder", ("bert",), "BERT, MiniLM", _bert_count, _load_bert),
 )

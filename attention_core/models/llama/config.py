@@ -23,7 +23,14 @@ from ..loading import ModelFileError
 __all__ = ["SUPPORTED_FAMILIES", "LlamaConfig", "parameter_count"]
 
 # model_type -> what the family adds to llama's architecture.
-SUPPORTED_FAMILIES = {"llama": "no biases", "qwen2": "biases on q, k and v"}
+SUPPORTED_FAMILIES = {
+    "llama": "no biases",
+    "qwen2": "biases on q, k and v",
+    "mistral": "a sliding window, run when it is at least as long as any text read here",
+}
+# The most tokens a pass reads here (forward.MAX_SCORED_TOKENS): a sliding window at least this
+# long hides no key, so the model computes exactly as with full causal attention.
+LONGEST_PASS = 1024
 
 
 @dataclass(frozen=True)
@@ -184,6 +191,12 @@ def _refuse_what_the_forward_does_not_run(config: dict[str, Any], family: str, s
     if act != "silu":
         raise ModelFileError(
             f"{source} uses the activation {act!r}; our decoder code runs SwiGLU with SiLU only."
+        )
+    window = config.get("sliding_window")
+    if family == "mistral" and window is not None and int(window) < LONGEST_PASS:
+        raise ModelFileError(
+            f"{source} slides a window of {window} tokens; our decoder code runs full causal "
+            f"attention, the same as a window of at least {LONGEST_PASS} (the most it reads)."
         )
     if config.get("use_sliding_window"):
         raise ModelFileError(

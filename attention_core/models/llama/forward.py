@@ -39,7 +39,7 @@ from attention_core.validation import AttentionInputError, check_int, check_toke
 from .. import points
 from ..checkpoint import check_logits
 from ..layers import rms_norm, silu
-from .config import LlamaConfig
+from .config import LONGEST_PASS, LlamaConfig
 from .files import widen
 from .model import LlamaModel
 from .steps import KeptSteps, LlamaCache, LlamaLayerSteps, LlamaTrace
@@ -52,7 +52,7 @@ __all__ = ["MAX_CONTEXT_TOKENS", "MAX_SCORED_TOKENS", "read_text", "run_llama"]
 # Prompts (prompt.MAX_PROMPT_TOKENS) leave room for 64 generated tokens.
 MAX_CONTEXT_TOKENS = 256
 # A text scored in one pass keeps no steps (score_llama): its limit is time, not memory.
-MAX_SCORED_TOKENS = 1024
+MAX_SCORED_TOKENS = LONGEST_PASS
 
 
 def run_llama(
