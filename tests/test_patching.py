@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from attention_core.models import patching, points
-from attention_core.models.llama import load_llama, run_llama
 from attention_core.models.llama import files as llama_files
+from attention_core.models.llama import load_llama, run_llama
 from attention_core.validation import AttentionInputError
 from tests.hf_models import smollm2_reference
 
@@ -35,7 +35,7 @@ PAIRS = [
         "The capital of Italy is the city of",
         " Paris",
         " Rome",
-    ),  # fmt: skip
+    ),
 ]
 # Our pass and transformers' differ by float32 rounding (their products sum in other orders).
 LD_TOLERANCE = 2e-3
@@ -90,8 +90,13 @@ def test_bad_pairs_are_learner_facing_errors(model):
 def test_the_runs_read_both_prompts(model):
     runs = _runs(model, PAIRS[0])
     assert runs.first_change == 9  # " Anna" against " Tom": positions before it are shared
-    for ids, ld, probabilities in ((runs.clean_ids, runs.clean_ld, runs.probabilities[0]),
-                                   (runs.corrupt_ids, runs.corrupt_ld, runs.probabilities[1])):  # fmt: skip
+    both = zip(
+        (runs.clean_ids, runs.corrupt_ids),
+        (runs.clean_ld, runs.corrupt_ld),
+        runs.probabilities,
+        strict=True,
+    )
+    for ids, ld, probabilities in both:
         logits = run_llama(model, ids).next_token_logits.astype(np.float64)
         p = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
         assert ld == pytest.approx(logits[runs.answer] - logits[runs.wrong], abs=1e-4)
