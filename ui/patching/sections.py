@@ -75,7 +75,7 @@ def blocks(view: PageState, pair: data.Pair, keys: dict[str, str]) -> None:
     drawn = render.digested(digest_of(found.digest, kind), shares)
     title = f"Share of the clean LD restored by patching the {BLOCK_KINDS[kind]}"
     render.show(render.cached(figures.stream_figure, drawn, rows, columns, title),
-                filename=f"patching-{kind}", key="patching.blocks")  # fmt: skip
+                filename=f"patching-{kind}", key="patching.block_map")  # fmt: skip
     st.caption(tables.carriers(shares, rows, columns))
     write_url_after_fragment(view)
 
