@@ -8,7 +8,6 @@ references), on a pair that is not the page's default.
 
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
@@ -16,10 +15,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attention_core.models import patching
-from attention_core.models.llama import files as llama_files
 from harness.app_pages import open_model_page
-from tests.hf_models import smollm2_reference
-from tests.plotly_json import plotly_array
+from tests.hf_models import smollm2_or_skip
+from tests.plotly_json import chart, frame, plotly_array
 from tests.test_patching import _hf_head_map, _hf_stream_map
 from ui.patching import data
 from ui.widgets.byte_cache import every_cache
@@ -38,30 +36,11 @@ HELD_OUT = {
 
 @pytest.fixture(scope="module")
 def reference():
-    path = llama_files.package_gguf_path()
-    if path is None:
-        pytest.skip(f"the model package is not installed ({llama_files.LLM_PACKAGE})")
-    pytest.importorskip("transformers")
-    pytest.importorskip("accelerate")
-    return smollm2_reference(path)
+    return smollm2_or_skip()
 
 
 def open_page(params: dict[str, str] | None = None) -> AppTest:
     return open_model_page(PAGE, params, timeout=600)
-
-
-def chart(at: AppTest, key: str) -> dict:
-    for element in at.main.get("plotly_chart"):
-        if element.proto.id.endswith(key):
-            return json.loads(element.proto.spec)
-    raise AssertionError(f"no chart {key}")
-
-
-def frame(at: AppTest, column: str):
-    for element in at.dataframe:
-        if any(column in name for name in element.value.columns):
-            return element.value
-    raise AssertionError(f"no table with a column {column!r}")
 
 
 def test_the_default_link_shows_the_indirect_object_pair():
@@ -140,7 +119,7 @@ def test_an_answer_of_several_tokens_uses_its_first_piece_and_says_so():
 
 def test_a_change_of_head_or_kind_is_cached_and_shared():
     at = open_page()
-    computed = {c: c.computed() for c in (data._pair_runs, data._stream_map, data._head_map)}
+    computed = {c: c.computed() for c in (data._pair_runs, data._patched)}
     at.slider(key="patching.layer").set_value(30).run()
     at.slider(key="patching.head").set_value(2).run()
     assert not at.exception
@@ -148,14 +127,12 @@ def test_a_change_of_head_or_kind_is_cached_and_shared():
     assert at.query_params["head"] in ("2", ["2"])
     assert {c: c.computed() for c in computed} == computed  # no pass for a head change
     at.toggle(key="patching.blocks").set_value(True).run()
-    streams = data._stream_map.computed()
-    assert streams == computed[data._stream_map] + 1  # the attention map, once
+    maps = data._patched.computed()
+    assert maps == computed[data._patched] + 1  # the attention map, once
     second = open_page({"blocks": "1", "layer": "30", "head": "2"})  # another viewer
     assert not second.exception
-    assert (
-        data._stream_map.computed() == streams
-        and data._head_map.computed() == computed[data._head_map]
-    )
-    for cached in (data._pair_runs, data._stream_map, data._head_map):
+    assert data._patched.computed() == maps  # the second viewer computes nothing
+    assert data._pair_runs.computed() == computed[data._pair_runs]
+    for cached in (data._pair_runs, data._patched):
         assert cached.holding()[1] <= cached.max_bytes
     assert every_cache()["patching.runs"][0] >= 1

@@ -18,7 +18,7 @@ from attention_core.models import patching, points
 from attention_core.models.llama import files as llama_files
 from attention_core.models.llama import load_llama, run_llama
 from attention_core.validation import AttentionInputError
-from tests.hf_models import smollm2_reference
+from tests.hf_models import smollm2_or_skip
 
 torch = pytest.importorskip("torch")
 
@@ -51,9 +51,7 @@ def model():
 
 @pytest.fixture(scope="module")
 def reference():
-    pytest.importorskip("transformers")
-    pytest.importorskip("accelerate")
-    return smollm2_reference(llama_files.package_gguf_path())[0]
+    return smollm2_or_skip()[0]
 
 
 def _runs(model, pair):

@@ -12,7 +12,6 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from attention_core.models.llama import files as llama_files
 from harness.browser import (
     exceptions,
     key_selector,
@@ -22,7 +21,7 @@ from harness.browser import (
     wait_for_link,
 )
 from tests.e2e.links import LinkState, expect_slider
-from tests.hf_models import smollm2_reference
+from tests.hf_models import smollm2_or_skip
 
 torch = pytest.importorskip("torch")
 
@@ -33,10 +32,7 @@ CORRUPT = "When Mary and John went to the store, Mary gave a drink to"
 @pytest.fixture(scope="module")
 def expected_lds():
     """transformers' LD = logit(" Mary") − logit(" John") after both default prompts."""
-    path = llama_files.package_gguf_path()
-    if path is None:
-        pytest.skip(f"the model package is not installed ({llama_files.LLM_PACKAGE})")
-    hf, tokenizer = smollm2_reference(path)
+    hf, tokenizer = smollm2_or_skip()
     (mary,), (john,) = (tokenizer(t, add_special_tokens=False)["input_ids"]
                         for t in (" Mary", " John"))  # fmt: skip
     lds = []

@@ -4,7 +4,7 @@ cache bounded in bytes (ui.widgets.byte_cache).
     pair_runs(model, pair)            the clean and the corrupted pass (``PatchRuns``)
     stream_map(model, pair, kind)     `(boundary or layer, n)` LD, resid / attn_out / mlp_out
     head_map(model, pair, last_only)  `(layer, head)` LD, heads patched at every position or
-                                      at the last one only
+                                      at the last one only (both maps share one cache)
 
 The maps are many batched passes (a few seconds): they wait their turn in the long runs' lane
 and run in the process that keeps the model (server.process_load.run_where_kept). Nothing here
@@ -68,23 +68,18 @@ def _pair_runs(pair: Pair, model_id: int, _model: LlamaModel) -> PairRuns:
 
 def stream_map(model: LlamaModel, pair: Pair, kind: str) -> np.ndarray:
     """LD `(L + 1, n)` for "resid", `(L, n)` for "attn_out" and "mlp_out"."""
-    return _stream_map(pair, kind, id(model), model)
-
-
-@smollm.let_go_with_model
-@bounded_by_bytes(MB, name="patching.stream", lane=LONG_RUNS)  # ~3 KB an entry
-def _stream_map(pair: Pair, kind: str, model_id: int, _model: LlamaModel) -> np.ndarray:
-    runs = _pair_runs(pair, model_id, _model).runs
-    return run_where_kept(patching.patch_stream, _model, runs, kind)
+    return _patched(pair, kind, id(model), model)
 
 
 def head_map(model: LlamaModel, pair: Pair, last_only: bool) -> np.ndarray:
     """LD `(L, head)`."""
-    return _head_map(pair, last_only, id(model), model)
+    return _patched(pair, "heads.last" if last_only else "heads", id(model), model)
 
 
 @smollm.let_go_with_model
-@bounded_by_bytes(MB, name="patching.heads", lane=LONG_RUNS)  # ~2 KB an entry
-def _head_map(pair: Pair, last_only: bool, model_id: int, _model: LlamaModel) -> np.ndarray:
+@bounded_by_bytes(MB, name="patching.maps", lane=LONG_RUNS)  # ~3 KB an entry
+def _patched(pair: Pair, what: str, model_id: int, _model: LlamaModel) -> np.ndarray:
     runs = _pair_runs(pair, model_id, _model).runs
-    return run_where_kept(patching.patch_heads, _model, runs, last_only=last_only)
+    if what in KINDS:
+        return run_where_kept(patching.patch_stream, _model, runs, what)
+    return run_where_kept(patching.patch_heads, _model, runs, last_only=what == "heads.last")

@@ -34,35 +34,22 @@ def row_labels(kind: str, rows: int) -> list[str]:
 def stream_figure(shares: np.ndarray, rows: Sequence[str], columns: Sequence[str],
                   title: str) -> go.Figure:  # fmt: skip
     """Restored share `(rows, n)`: one corrupted pass per cell, its point patched there."""
-    return heatmaps.heatmap(
-        shares,
-        row_labels=rows,
-        col_labels=columns,
-        kind="scores",
-        title=title,
-        row_title="where the patch goes in",
-        col_title="position patched",
-        annotate=False,
-        decimals=2,
-        height=640,
-    )
+    return _restored(shares, rows, columns, title, ("where the patch goes in", "position patched"))
 
 
 def head_figure(shares: np.ndarray, title: str) -> go.Figure:
     """Restored share `(layer, head)`: one corrupted pass per head, its output patched."""
     layers, heads = shares.shape
-    return heatmaps.heatmap(
-        shares,
-        row_labels=[f"layer {i + 1}" for i in range(layers)],
-        col_labels=[f"h{h + 1}" for h in range(heads)],
-        kind="scores",
-        title=title,
-        row_title="layer",
-        col_title="head",
-        annotate=False,
-        decimals=2,
-        height=640,
-    )
+    rows = [f"layer {i + 1}" for i in range(layers)]
+    return _restored(shares, rows, [f"h{h + 1}" for h in range(heads)], title, ("layer", "head"))
+
+
+def _restored(shares: np.ndarray, rows: Sequence[str], columns: Sequence[str], title: str,
+              axes: tuple[str, str]) -> go.Figure:  # fmt: skip
+    # Diverging around 0: a patch can restore less than nothing, or more than all.
+    return heatmaps.heatmap(shares, row_labels=rows, col_labels=columns, kind="scores",
+                            title=title, row_title=axes[0], col_title=axes[1], annotate=False,
+                            decimals=2, height=640)  # fmt: skip
 
 
 def head_attention_figure(weights: np.ndarray, tokens: Sequence[Sequence[str]],

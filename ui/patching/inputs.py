@@ -66,18 +66,15 @@ def answer_id(model: LlamaModel, text: str, which: str) -> tuple[int, str]:
 def read_pair(model: LlamaModel, texts: dict[str, str]) -> ReadPair:
     """The pair of `texts` (keys "clean", "corrupt", "answer", "wrong")."""
     problems, notes, ids = {}, {}, {}
-    for which in ("clean", "corrupt"):
+    readers = {
+        "clean": lambda: prompt_ids(model, texts["clean"], "clean"),
+        "corrupt": lambda: prompt_ids(model, texts["corrupt"], "corrupted"),
+        "answer": lambda: answer_id(model, texts["answer"], "answer"),
+        "wrong": lambda: answer_id(model, texts["wrong"], "wrong answer"),
+    }
+    for which, reader in readers.items():
         try:
-            ids[which], note = prompt_ids(model, texts[which], which)
-        except AttentionInputError as error:
-            problems[which] = str(error)
-            continue
-        if note:
-            notes[which] = note
-    tokens = {}
-    for which, what in (("answer", "answer"), ("wrong", "wrong answer")):
-        try:
-            tokens[which], note = answer_id(model, texts[which], what)
+            ids[which], note = reader()
         except AttentionInputError as error:
             problems[which] = str(error)
             continue
@@ -96,14 +93,14 @@ def read_pair(model: LlamaModel, texts: dict[str, str]) -> ReadPair:
                 "The two prompts are the same, so LD_clean = LD_corrupt and nothing can be "
                 "restored: change a word of the corrupted prompt (a name, a city)."
             )
-    if tokens.get("answer") is not None and tokens.get("answer") == tokens.get("wrong"):
+    if ids.get("answer") is not None and ids.get("answer") == ids.get("wrong"):
         problems["wrong"] = (
             "The answer and the wrong answer are the same token, so their logit difference is "
             "always 0: give two different tokens."
         )
     if problems:
         return ReadPair(None, problems, notes)
-    pair = Pair(ids["clean"], ids["corrupt"], tokens["answer"], tokens["wrong"])
+    pair = Pair(ids["clean"], ids["corrupt"], ids["answer"], ids["wrong"])
     return ReadPair(pair, problems, notes)
 
 
