@@ -136,3 +136,15 @@ def test_a_change_of_head_or_kind_is_cached_and_shared():
     for cached in (data._pair_runs, data._patched):
         assert cached.holding()[1] <= cached.max_bytes
     assert every_cache()["patching.runs"][0] >= 1
+
+
+def test_the_default_view_prepared_after_a_load_is_all_the_default_link_needs():
+    from ui.models import smollm
+    from ui.patching import default_view
+
+    assert default_view.prepare in smollm.HOST.default_views
+    default_view.prepare(smollm.load_decoder().model)
+    prepared = {c: c.computed() for c in (data._pair_runs, data._patched)}
+    at = open_page()
+    assert not at.error
+    assert {c: c.computed() for c in prepared} == prepared  # its viewer computes nothing
