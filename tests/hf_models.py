@@ -32,3 +32,18 @@ def minilm_reference(model_dir: Path):
     from transformers import BertModel
 
     return BertModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
+
+
+def smollm2_or_skip():
+    """``smollm2_reference`` on the model package's GGUF, or the test skipped, saying what is
+    missing (the package, transformers or accelerate)."""
+    import pytest
+
+    from attention_core.models.llama import files
+
+    path = files.package_gguf_path()
+    if path is None:
+        pytest.skip(f"the model package is not installed ({files.LLM_PACKAGE})")
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    return smollm2_reference(path)

@@ -20,3 +20,19 @@ def plotly_array(value) -> np.ndarray:
 def figures(at: AppTest) -> list[dict]:
     """Every plotly figure on the page, in the order drawn."""
     return [json.loads(chart.proto.spec) for chart in at.main.get("plotly_chart")]
+
+
+def chart(at: AppTest, key: str) -> dict:
+    """The figure drawn with the widget key `key`."""
+    for element in at.main.get("plotly_chart"):
+        if element.proto.id.endswith(key):
+            return json.loads(element.proto.spec)
+    raise AssertionError(f"no chart {key}")
+
+
+def frame(at: AppTest, column: str):
+    """The table on the page that has a column whose name holds `column`."""
+    for element in at.dataframe:
+        if any(column in name for name in element.value.columns):
+            return element.value
+    raise AssertionError(f"no table with a column {column!r}")

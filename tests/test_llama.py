@@ -646,6 +646,49 @@ def test_a_cache_from_another_model_is_refused(model):
         run_llama(model, [5], fewer_layers)
 
 
+@pytest.mark.slow
+def test_a_pass_started_at_a_boundary_goes_on_as_the_full_pass(model):
+    """start=(l, resid.l) runs layers l.. on the stream the full pass had there: the same
+    logits bit for bit; a batch of streams gives each one's logits (to float32 rounding: one
+    product over the batch's rows sums in another order); a batch after a common prefix's
+    cache gives the full pass's; tokens= computes those logits only."""
+    ids = _ids(model, 12)
+    full = run_llama(model, ids, keep=("hidden",))
+    for boundary in (0, 7, 30):
+        stream = full.point(points.resid(boundary))
+        started = run_llama(model, ids, start=(boundary, stream), keep=("hidden",))
+        np.testing.assert_array_equal(started.logits, full.logits)
+        np.testing.assert_array_equal(started.point(points.resid(boundary)), stream)
+        if boundary:
+            with pytest.raises(AttentionInputError, match="did not keep"):
+                started.point(points.resid(boundary - 1))
+    other = run_llama(model, _other_ids(model, 12), keep=("hidden",))
+    streams = np.stack([full.point(points.resid(7)), other.point(points.resid(7))])
+    batch = run_llama(model, ids, start=(7, streams), keep=())
+    assert batch.logits.shape == (2, 1, model.config.vocab_size)
+    np.testing.assert_allclose(batch.logits[0], full.logits, atol=1e-4)
+    alone = run_llama(model, ids, start=(7, streams[1]), keep=())
+    np.testing.assert_allclose(batch.logits[1], alone.logits, atol=1e-4)
+    prefix = run_llama(model, ids[:5], keep=())
+    after = run_llama(model, ids[5:], prefix.cache, start=(7, streams[:1, 5:]), keep=())
+    np.testing.assert_allclose(after.logits[0], full.logits, atol=1e-4)
+    every = run_llama(model, ids, all_logits=True).logits
+    some = run_llama(model, ids, tokens=[17, 4, 17], all_logits=True)
+    np.testing.assert_allclose(some.logits, every[:, [17, 4, 17]], atol=1e-4)
+
+
+@pytest.mark.slow
+def test_a_bad_start_is_a_clear_error(model):
+    ids = _ids(model, 6)
+    stream = np.zeros((6, model.config.hidden_size), np.float32)
+    with pytest.raises(AttentionInputError, match=r"from 0 .* to 30"):
+        run_llama(model, ids, start=(31, stream))
+    with pytest.raises(AttentionInputError, match=r"starts from \(6, 576\)"):
+        run_llama(model, ids, start=(3, stream[:5]))
+    with pytest.raises(AttentionInputError, match="Token ids must lie"):
+        run_llama(model, ids, tokens=[model.config.vocab_size])
+
+
 def assert_same_numbers(loaded, model):
     """The same stored weights, and the same logits bit for bit."""
     np.testing.assert_array_equal(loaded.weights.layers[7].w_q, model.weights.layers[7].w_q)

@@ -8,7 +8,6 @@ prompts and probes that are not the page's defaults.
 from __future__ import annotations
 
 import gc
-import json
 import re
 import weakref
 
@@ -18,10 +17,9 @@ from streamlit.testing.v1 import AppTest
 
 from attention_core.head_roles import head_roles, repeated_tokens
 from attention_core.models import readouts
-from attention_core.models.llama import files as llama_files
 from harness.app_pages import open_model_page
-from tests.hf_models import minilm_reference, smollm2_reference
-from tests.plotly_json import plotly_array
+from tests.hf_models import minilm_reference, smollm2_or_skip
+from tests.plotly_json import chart, frame, plotly_array
 from ui.heads import data
 from ui.widgets.byte_cache import every_cache
 
@@ -34,31 +32,11 @@ HELD_OUT = "The Eiffel Tower stands in the city of"
 
 @pytest.fixture(scope="module")
 def reference():
-    path = llama_files.package_gguf_path()
-    if path is None:
-        pytest.skip(f"the model package is not installed ({llama_files.LLM_PACKAGE})")
-    pytest.importorskip("transformers")
-    pytest.importorskip("accelerate")
-    return smollm2_reference(path)
+    return smollm2_or_skip()
 
 
 def open_page(params: dict[str, str] | None = None) -> AppTest:
     return open_model_page(PAGE, params, timeout=600)
-
-
-def chart(at: AppTest, key: str) -> dict:
-    for element in at.main.get("plotly_chart"):
-        if element.proto.id.endswith(key):
-            return json.loads(element.proto.spec)
-    raise AssertionError(f"no chart {key}")
-
-
-def frame(at: AppTest, column: str):
-    """The table on the page that has a column named `column`."""
-    for element in at.dataframe:
-        if column in element.value.columns:
-            return element.value
-    raise AssertionError(f"no table with a column {column!r}")
 
 
 def hf_stream(reference, ids: np.ndarray) -> dict:

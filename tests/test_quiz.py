@@ -249,7 +249,8 @@ def test_link_ids_keep_this_pages_and_explain_the_rest():
         "`mask.row2` is asked on another page, not here."
     ]
     assert all(
-        qid.split(".")[0] in {"sdpa", "mask", "mha", "pe", "bert", "heads"} for qid in QUESTIONS
+        qid.split(".")[0] in {"sdpa", "mask", "mha", "pe", "bert", "heads", "patching"}
+        for qid in QUESTIONS
     )
 
 
@@ -284,3 +285,22 @@ def test_the_most_attended_token_against_the_one_whose_hiding_matters():
     assert agreeing.correct == frozenset({0}) and agreeing.is_right(0)
     with pytest.raises(ValueError, match="one value per key"):
         attention_agrees_with_hiding([1.0], [1.0], ["a"], "a")
+
+
+def test_the_answer_reaches_the_last_token_at_the_first_boundary_past_half():
+    from attention_core.lessons.patching_quiz import answer_reaches_last_token
+    from attention_core.validation import AttentionInputError
+
+    # Boundaries 0..10 in five bands: 0–1, 2–3, 4–6, 7–8, 9–10 (edges 0, 2, 4, 7, 9, 11).
+    shares = [0.0, 0.0, 0.1, 0.2, 0.3, 0.4, 0.45, 0.55, 0.9, 1.0, 1.0]
+    question = answer_reaches_last_token(shares)
+    assert question.id == "patching.arrives" and len(question.options) == 6
+    assert question.options[0] == "the embedding to after layer 1"
+    assert question.answer == "after layer 7 to after layer 8"  # 0.55 at boundary 7
+    assert "From after layer 7" in question.explanation and "55%" in question.explanation
+    assert question.is_right(3) and not question.is_right(2)
+    never = answer_reaches_last_token([0.1] * 11)
+    assert never.answer.startswith("Never") and "10%" in never.explanation
+    assert answer_reaches_last_token([0.7] * 11).answer.startswith("the embedding")
+    with pytest.raises(AttentionInputError):
+        answer_reaches_last_token([0.5, 0.6])

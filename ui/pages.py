@@ -137,6 +137,16 @@ PAGES: tuple[PageRecord, ...] = (
         quiz="heads",
     ),
     PageRecord(
+        "pages/carries_the_answer.py",
+        "What carries the answer",
+        ":material/swap_horiz:",
+        "patching",
+        "In practice",
+        "Activation patching: put one activation of a clean run into a corrupted one, and see "
+        "which layers, tokens and heads carry the answer.",
+        quiz="patching",
+    ),
+    PageRecord(
         "pages/long_context.py",
         "Long context and the KV cache",
         ":material/straighten:",

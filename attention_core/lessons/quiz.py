@@ -50,6 +50,7 @@ QUESTIONS = {
     "pe.shuffle": "Does reordering the sentence change each word's output?",
     "pe.nearest": "At which distance are two positions' encodings most alike?",
     "heads.agree": "Is the token attention favours the one that matters most?",
+    "patching.arrives": "At which layer does the answer reach the last token?",
 }
 
 # Two weights this close are the same number reached by two roundings, not a winner and a loser.

@@ -97,6 +97,7 @@ def test_presenter_shows_the_question_then_reveals_the_answer(server, browser):
         ("multi-head", "mha.previous"),
         ("positional", "pe.shuffle,pe.nearest"),
         ("pretrained", "bert.previous"),
+        ("patching", "patching.arrives"),
     ],
 )
 def test_each_pages_questions_open_from_a_link_without_axe_violations(server, browser, path, ids):

@@ -65,6 +65,8 @@ def run_llama(
     head_mask: object = None,
     edits: Mapping[str, points.Edit] | None = None,
     keep: Sequence[str] | None = None,
+    start: tuple[int, np.ndarray] | None = None,
+    tokens: Sequence[int] | None = None,
 ) -> LlamaTrace:
     """Run the decoder on ``input_ids`` `(n,)`, continuing ``cache`` (None = a fresh prompt).
 
@@ -89,8 +91,21 @@ def run_llama(
     its replacement, of the same shape; the pass goes on with the replacement, and the trace
     keeps it (``trace.point(name)`` reads what the pass went on with). The softmax steps (and
     ``attention.output``) are kept as computed, before an edit of the heads.
+
+    ``start`` = (l, stream) begins the pass at layer boundary l with ``stream`` as resid.l
+    instead of running layers 0..l-1 on the embeddings: `(n, d_model)`, or `(batch, n,
+    d_model)` for a batch of streams over the same ids (activation patching runs one per
+    patch). With a batch every point, edit and the logits gain that leading axis; layers
+    before l keep no steps (``trace.point`` of a point before l is an error, resid.l reads
+    ``stream``), and ``cache`` is then read from layer l on: an unbatched cache of a common
+    prefix broadcasts over the batch (``trace.cache`` is None for a pass started past layer 0
+    without one).
+
+    ``tokens`` names the vocabulary ids whose logits the pass computes (all by default), for a
+    caller that reads a few: logits are then `(..., n_logits, len(tokens))` in that order.
     """
     ids, past, attend, edits = _checked_inputs(model, input_ids, cache, attend, head_mask, edits)
+    first, stream = _checked_start(model, start, ids.shape[0])
     if past + ids.shape[0] > MAX_CONTEXT_TOKENS:
         raise AttentionInputError(
             f"{past + ids.shape[0]} tokens is more than this page's maximum of "
@@ -98,12 +113,18 @@ def run_llama(
             "shorter prompt."
         )
     weights = model.weights
-    embeddings, rope, scratch = _start(model, ids, past)
-    embeddings = points.edit_at(edits, points.resid, 0, embeddings)
-    hidden = embeddings
-    layers, caches = [], []
+    rows = ids.shape[0] if stream is None else stream.size // stream.shape[-1]
+    embeddings, rope, scratch = _start(model, ids, past, rows)
+    layers, caches = _skipped(first, cache)
+    if first == 0:
+        embeddings = embeddings if stream is None else stream
+        embeddings = points.edit_at(edits, points.resid, 0, embeddings)
+        hidden = embeddings
+    else:
+        hidden = points.edit_at(edits, points.resid, first, stream)
+        layers[-1] = KeptSteps({"hidden": hidden})  # resid.first as the pass went on with it
     for steps, layer_cache in _layer_by_layer(
-        model, embeddings, rope, scratch, cache=cache, attend=attend, edits=edits
+        model, hidden, rope, scratch, cache=cache, attend=attend, edits=edits, first=first
     ):
         layers.append(
             steps if keep is None else KeptSteps({name: getattr(steps, name) for name in keep})
@@ -112,7 +133,10 @@ def run_llama(
         hidden = steps.hidden
         del steps  # what keep leaves goes now, not once the next layer has run
     final = rms_norm(hidden, weights.final_norm, model.config.rms_norm_eps)
-    logits = _linear(final if all_logits else final[-1:], weights.unembedding, scratch)
+    unembedding = weights.unembedding
+    if tokens is not None:  # a few rows of the head: a patch reads two logits, not 49,152
+        unembedding = unembedding[check_token_ids(tokens, model.config.vocab_size)]
+    logits = _linear(final if all_logits else final[..., -1:, :], unembedding, scratch)
     check_logits(logits)
     return LlamaTrace(
         input_ids=ids.astype(np.int64),
@@ -121,7 +145,10 @@ def run_llama(
         layers=tuple(layers),
         final_hidden=final,
         logits=logits,
-        cache=LlamaCache(tuple(caches), model.config.num_attention_heads),
+        # A pass started past layer 0 without a cache has none for the layers it skipped.
+        cache=LlamaCache(tuple(caches), model.config.num_attention_heads)
+        if len(caches) == len(weights.layers)
+        else None,
     )
 
 
@@ -190,9 +217,42 @@ def _checked_inputs(model, input_ids, cache, attend, head_mask, edits):
     return ids, past, attend, edits
 
 
-def _start(model: LlamaModel, ids: np.ndarray, past: int):
+def _checked_start(
+    model: LlamaModel, start: tuple[int, np.ndarray] | None, n: int
+) -> tuple[int, np.ndarray | None]:
+    """``run_llama``'s start checked: the first layer to run and the stream `(n, d_model)` or
+    `(batch, n, d_model)` float32 it reads (0 and None without a start)."""
+    if start is None:
+        return 0, None
+    config = model.config
+    boundary, stream = start
+    boundary = check_int(boundary, "the start's layer boundary", minimum=0)
+    if boundary > config.num_hidden_layers:
+        raise AttentionInputError(
+            f"The start's layer boundary is {boundary}, but this model's boundaries run from 0 "
+            f"(the embeddings) to {config.num_hidden_layers} (after its last layer)."
+        )
+    stream = np.asarray(stream, dtype=np.float32)
+    if stream.ndim not in (2, 3) or stream.shape[-2:] != (n, config.hidden_size):
+        raise AttentionInputError(
+            f"The start's stream is shaped {stream.shape}, but a pass over {n} tokens starts "
+            f"from ({n}, {config.hidden_size}) or (batch, {n}, {config.hidden_size})."
+        )
+    return boundary, stream
+
+
+def _skipped(first: int, cache: LlamaCache | None) -> tuple[list, list]:
+    """The steps and caches of the layers a started pass does not run (before ``first``):
+    nothing kept, each layer's cache as it was given."""
+    return [KeptSteps({}) for _ in range(first)], [] if cache is None else list(
+        cache.layers[:first]
+    )
+
+
+def _start(model: LlamaModel, ids: np.ndarray, past: int, rows: int | None = None):
     """The embeddings `(n, d_model)` float32, RoPE's (cos, sin) for positions past .. past+n-1,
-    and the buffer every widened weight block is written into (None for float32 weights)."""
+    and the buffer every widened weight block is written into (None for float32 weights) for
+    products of ``rows`` rows (n by default)."""
     config, weights = model.config, model.weights
     n = ids.shape[0]
     embeddings = widen(weights.embed[ids])  # (n, d_model) float32
@@ -206,7 +266,7 @@ def _start(model: LlamaModel, ids: np.ndarray, past: int):
     rope = rotary_tables(
         positions, config.head_dim, config.rope_theta, like=embeddings, frequencies=frequencies
     )
-    return embeddings, rope, _widening_buffer(model, n)
+    return embeddings, rope, _widening_buffer(model, n if rows is None else rows)
 
 
 def _widening_buffer(model: LlamaModel, n: int) -> np.ndarray | None:
@@ -236,11 +296,13 @@ def _layer_by_layer(
     attend: np.ndarray | None = None,
     edits: Mapping[str, points.Edit] | None = None,
     kv_codec: object = None,
+    first: int = 0,
 ) -> Iterator[tuple[LlamaLayerSteps, KVCache]]:
-    """Each decoder layer's steps and grown cache in turn, each layer reading the output of the
-    one before, from `hidden` `(n, d_model)` on. A caller that drops a layer's steps before
-    asking for the next has at most one layer's steps alive (the generator drops its own)."""
-    for index, layer in enumerate(model.weights.layers):
+    """Each decoder layer's steps and grown cache in turn, from layer ``first`` on, each layer
+    reading the output of the one before, from `hidden` `(..., n, d_model)` on. A caller that
+    drops a layer's steps before asking for the next has at most one layer's steps alive (the
+    generator drops its own)."""
+    for index, layer in enumerate(model.weights.layers[first:], start=first):
         steps, layer_cache = _decoder_layer(
             model, index, layer, hidden, None if cache is None else cache.layers[index], rope,
             attend, edits, scratch, kv_codec,
@@ -262,37 +324,39 @@ def _decoder_layer(
     scratch: np.ndarray | None,
     kv_codec: object = None,
 ) -> tuple[LlamaLayerSteps, KVCache]:
-    """One decoder layer on `hidden` `(n, d_model)`: its steps, and its cache grown by n. The
-    layer's points go through ``edits`` (None: none, and not one lookup)."""
+    """One decoder layer on `hidden` `(n, d_model)` (or `(batch, n, d_model)`: every array
+    below gains the leading axis): its steps, and its cache grown by n. The layer's points go
+    through ``edits`` (None: none, and not one lookup)."""
     config = model.config
     h_heads, kv_heads, dh = config.num_attention_heads, config.num_key_value_heads, config.head_dim
-    group, eps, n = config.group_size, config.rms_norm_eps, hidden.shape[0]
+    group, eps, n = config.group_size, config.rms_norm_eps, hidden.shape[-2]
+    batch = hidden.shape[:-2]  # () for one sequence
     x = rms_norm(hidden, layer.attn_norm, eps)
     qkv = _linear(x, layer.w_qkv, scratch)  # (n, (H + 2·KV)·d_head): q, k, v side by side
     if layer.b_qkv is not None:  # Qwen2: q, k and v are affine, o is not
         qkv += layer.b_qkv
-    qkv = qkv.reshape(n, h_heads + 2 * kv_heads, dh).transpose(1, 0, 2)
-    q = qkv[:h_heads]  # (head, n, d_head)
-    k = qkv[h_heads : h_heads + kv_heads]  # (kv_head, n, d_head)
-    v = qkv[h_heads + kv_heads :]  # (kv_head, n, d_head)
+    qkv = np.moveaxis(qkv.reshape(*batch, n, h_heads + 2 * kv_heads, dh), -2, -3)
+    q = qkv[..., :h_heads, :, :]  # (head, n, d_head)
+    k = qkv[..., h_heads : h_heads + kv_heads, :, :]  # (kv_head, n, d_head)
+    v = qkv[..., h_heads + kv_heads :, :, :]  # (kv_head, n, d_head)
     # RoPE turns each (i, i + d/2) pair by an angle ∝ position, so q·k sees only the offset.
-    qk_rot = rotate_half_pairs(qkv[: h_heads + kv_heads], *rope)  # q and k in one call
-    q_rot, k_rot = qk_rot[:h_heads], qk_rot[h_heads:]
+    qk_rot = rotate_half_pairs(qkv[..., : h_heads + kv_heads, :, :], *rope)  # q and k at once
+    q_rot, k_rot = qk_rot[..., :h_heads, :, :], qk_rot[..., h_heads:, :, :]
     cached_k, cached_v = (k_rot, v) if kv_codec is None else kv_codec(index, k_rot, v)
     # GQA: the `group` query heads of a KV head broadcast against its one key/value set.
     step = decode_step(
         cache,
-        q_rot.reshape(kv_heads, group, n, dh),
-        cached_k[:, None],
-        cached_v[:, None],
+        q_rot.reshape(*batch, kv_heads, group, n, dh),
+        cached_k[..., None, :, :],
+        cached_v[..., None, :, :],
         attend=attend,
         checked=False,  # ids and cache were checked by the caller; these arrays are our own
     )
-    computed_heads = step.output.reshape(h_heads, n, dh)  # (head, n, d_head)
+    computed_heads = step.output.reshape(*batch, h_heads, n, dh)  # (head, n, d_head)
     head_outputs = points.edit_at(edits, points.heads, index, computed_heads)
     # The steps keep an edited copy only: unedited, the heads are attention.output.
     edited_heads = None if head_outputs is computed_heads else head_outputs
-    concat = head_outputs.transpose(1, 0, 2).reshape(n, h_heads * dh)
+    concat = np.moveaxis(head_outputs, -3, -2).reshape(*batch, n, h_heads * dh)
     attn_output = _linear(concat, layer.w_o, scratch)  # (n, d_model)
     attn_output = points.edit_at(edits, points.attn_out, index, attn_output)
     # Pre-norm residuals: each block reads a normalised copy and adds its result back.
@@ -300,7 +364,7 @@ def _decoder_layer(
     y = rms_norm(residual, layer.ffn_norm, eps)
     # SwiGLU: the SiLU-gated branch decides, element by element, how much of `up` passes.
     gate_up = _linear(y, layer.w_gate_up, scratch)  # (n, 2·d_ff): gate, up side by side
-    gate, up = gate_up[:, : config.intermediate_size], gate_up[:, config.intermediate_size :]
+    gate, up = gate_up[..., : config.intermediate_size], gate_up[..., config.intermediate_size :]
     gated = silu(gate)
     gated *= up
     ffn_output = _linear(gated, layer.w_down, scratch)  # (n, d_model)
@@ -355,6 +419,8 @@ def _linear(x: np.ndarray, w: np.ndarray, scratch: np.ndarray | None = None) -> 
     """
     if w.dtype == np.float32:
         return x @ w.T
+    if x.ndim != 2:  # a batch of sequences: one product over all their rows
+        return _linear(x.reshape(-1, x.shape[-1]), w, scratch).reshape(*x.shape[:-1], -1)
     if scratch is None:  # 512 rows at a time, as a prompt's pass does (`_start`)
         scratch = np.empty(min(w.shape[0], 512) * w.shape[1], dtype=np.float32)
     rows = max(1, min(w.shape[0], scratch.size // w.shape[1]))

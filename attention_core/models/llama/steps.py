@@ -77,8 +77,9 @@ class LlamaLayerSteps:
     edited_heads: np.ndarray | None = None
 
     def _heads(self, x: np.ndarray) -> np.ndarray:
-        # (kv_head, group, ...) -> (head, ...): head h = kv_head·group + g, transformers' order.
-        return x.reshape(-1, *x.shape[2:])
+        # (..., kv_head, group, n, k) -> (..., head, n, k): head h = kv_head·group + g, as in
+        # transformers; a started pass's batch axis (run_llama's start) stays in front.
+        return x.reshape(*x.shape[:-4], -1, *x.shape[-2:])
 
     @property
     def weights(self) -> np.ndarray:
