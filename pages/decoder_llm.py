@@ -45,12 +45,12 @@ architecture = (
     f"{num_layers} layers, {num_heads} query heads sharing {cfg.num_key_value_heads} KV heads, "
     f"d_head {cfg.head_dim}, RoPE base {cfg.rope_theta:g}"
 )
-st.caption(
-    page_model.model_line(loaded, model, architecture)
-    or f":material/memory: {smollm.MODEL_NAME} from {plain(loaded.source)}: {architecture}; "
+page_model.show_model_line(
+    loaded, model, architecture,
+    shipped=f":material/memory: {smollm.MODEL_NAME} from {plain(loaded.source)}: {architecture}; "
     f"weights saved as {model.saved_as}, held as {model.weights.storage}, computed in float32 "
-    f"(loaded in {model.load_seconds:.1f} s)."
-)
+    f"(loaded in {model.load_seconds:.1f} s).",
+)  # fmt: skip
 
 # -- the prompt -----------------------------------------------------------------------------------
 

@@ -33,11 +33,9 @@ model_key = page_model.decoder_key(view)
 loaded = page_model.load_decoder(model_key)
 model = page_model.decoder_or_stop(view, loaded)
 config = model.config
-line = page_model.model_line(
+page_model.show_model_line(
     loaded, model, f"{config.num_hidden_layers} layers, {config.num_attention_heads} heads"
 )
-if line:
-    st.caption(line)
 
 # -- the text, the window, the sinks --------------------------------------------------------------
 

@@ -48,10 +48,11 @@ architecture = (
     f"{num_layers} layers, {num_heads} heads, d_model {model.config.hidden_size}, "
     f"d_head {model.config.head_dim}, at most {max_tokens} tokens"
 )
-st.caption(
-    page_model.model_line(loaded, model, architecture)
-    or f":material/memory: {minilm.MODEL_NAME} from {layout.plain(loaded.source)}: {architecture}."
-)
+page_model.show_model_line(
+    loaded, model, architecture,
+    shipped=f":material/memory: {minilm.MODEL_NAME} from {layout.plain(loaded.source)}: "
+    f"{architecture}.",
+)  # fmt: skip
 
 # -- the text -------------------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@
     decoder_or_stop(view, loaded), encoder_or_stop(view, loaded)
                                               the model; without one (or of a family the page
                                               does not run), the page ends saying why
-    model_line(loaded, model, details)        the caption under the title: which model, and
+    show_model_line(loaded, model, details)   the caption under the title: which model, and
                                               where from, naming no server path
 """
 
@@ -101,9 +101,13 @@ def model_name(loaded: object, shipped: str) -> str:
     return shipped
 
 
-def model_line(loaded: object, model: object, details: str) -> str | None:
-    """The caption of a listed model (None for a shipped one, whose page writes its own):
-    ``chosen.model_line`` and the page's ``details`` (layers, heads…)."""
-    if not isinstance(loaded, chosen.ChosenLoad):
-        return None
-    return f"{chosen.model_line(model, loaded.origin)}: {details}"
+def show_model_line(
+    loaded: object, model: object, details: str, shipped: str | None = None
+) -> None:
+    """The caption under the title: a listed model's line (``chosen.model_line``) with the
+    page's ``details`` (layers, heads…); for a shipped model, the page's own ``shipped`` line
+    (None: nothing more than the intro says)."""
+    if isinstance(loaded, chosen.ChosenLoad):
+        st.caption(f"{chosen.model_line(model, loaded.origin)}: {details}")
+    elif shipped:
+        st.caption(shipped)
