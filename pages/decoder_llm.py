@@ -41,16 +41,9 @@ view.choice_key("what", "remove", list(what_if.MODES))
 view.int_key("what_token", what_if.DEFAULT_TOKEN, lo=1, hi=MAX_CONTEXT_TOKENS)
 
 model = page_model.decoder_or_stop(view, loaded)
-architecture = (
-    f"{num_layers} layers, {num_heads} query heads sharing {cfg.num_key_value_heads} KV heads, "
-    f"d_head {cfg.head_dim}, RoPE base {cfg.rope_theta:g}"
-)
 page_model.show_model_line(
-    loaded, model, architecture,
-    shipped=f":material/memory: {smollm.MODEL_NAME} from {plain(loaded.source)}: {architecture}; "
-    f"weights saved as {model.saved_as}, held as {model.weights.storage}, computed in float32 "
-    f"(loaded in {model.load_seconds:.1f} s).",
-)  # fmt: skip
+    loaded, model, smollm.MODEL_NAME, more=f" (loaded in {model.load_seconds:.1f} s)"
+)
 
 # -- the prompt -----------------------------------------------------------------------------------
 

@@ -32,10 +32,7 @@ sinks_key = view.int_key("sinks", inputs.DEFAULT_SINKS, lo=0, hi=inputs.MAX_SINK
 model_key = page_model.decoder_key(view)
 loaded = page_model.load_decoder(model_key)
 model = page_model.decoder_or_stop(view, loaded)
-config = model.config
-page_model.show_model_line(
-    loaded, model, f"{config.num_hidden_layers} layers, {config.num_attention_heads} heads"
-)
+page_model.show_model_line(loaded, model, smollm.MODEL_NAME)
 
 # -- the text, the window, the sinks --------------------------------------------------------------
 

@@ -44,15 +44,7 @@ only_key = view.bool_key("only", False)
 pipeline_key = view.bool_key("steps", False)
 
 model = page_model.encoder_or_stop(view, loaded)
-architecture = (
-    f"{num_layers} layers, {num_heads} heads, d_model {model.config.hidden_size}, "
-    f"d_head {model.config.head_dim}, at most {max_tokens} tokens"
-)
-page_model.show_model_line(
-    loaded, model, architecture,
-    shipped=f":material/memory: {minilm.MODEL_NAME} from {layout.plain(loaded.source)}: "
-    f"{architecture}.",
-)  # fmt: skip
+page_model.show_model_line(loaded, model, minilm.MODEL_NAME)
 
 # -- the text -------------------------------------------------------------------------------------
 

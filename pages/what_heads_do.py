@@ -42,7 +42,7 @@ length_key = view.int_key("length", inputs.DEFAULT_LENGTH, lo=inputs.PROBE_LENGT
 query_key = view.int_key("query", 0, lo=0, hi=inputs.MAX_QUERY)
 
 model = page_model.decoder_or_stop(view, loaded)
-page_model.show_model_line(loaded, model, f"{num_layers} layers, {num_heads} heads")
+page_model.show_model_line(loaded, model, smollm.MODEL_NAME)
 
 # -- the prompt -----------------------------------------------------------------------------------
 

@@ -38,7 +38,6 @@ from server.hub import hub_reachable
 from server.model_host import ChosenModelHost
 from server.process_load import keep_with, load_and_keep
 from ui.widgets.byte_cache import bounded_by_bytes
-from ui.widgets.layout import plain
 from ui.widgets.state import PageState
 
 MODELS_ENV_VAR = "ATTENTION_EXPLORER_MODELS"
@@ -244,15 +243,17 @@ def forget() -> None:
     HOST.forget()
 
 
-def model_line(model: object, origin: str) -> str:
-    """One line: family, parameters, weights, and where the model came from."""
+def model_line(model: object, name: str, origin: str) -> str:
+    """One line: the model's name and where it came from (Markdown: escape what a server's
+    operator named, ``plain``), its family, parameters and weights."""
     family = families.family_of_model(model)
     count = families.parameter_count_of(model)
     saved = getattr(model, "saved_as", "") or "float32"
     storage = getattr(getattr(model, "weights", None), "storage", "float32")
     return (
-        f":material/memory: {family.name} · {_in_words(count)} parameters · weights saved as "
-        f"{plain(saved)}, held as {storage}, computed in float32 · from {plain(origin)}"
+        f":material/memory: {name} from {origin} · {family.name} · "
+        f"{_in_words(count)} parameters · weights saved as {saved}, held as {storage}, "
+        "computed in float32"
     )
 
 

@@ -7,8 +7,8 @@
     decoder_or_stop(view, loaded), encoder_or_stop(view, loaded)
                                               the model; without one (or of a family the page
                                               does not run), the page ends saying why
-    show_model_line(loaded, model, details)   the caption under the title: which model, and
-                                              where from, naming no server path
+    show_model_line(loaded, model, shipped)   the caption under the title: which model, where
+                                              from (naming no server path), its architecture
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import streamlit as st
 from attention_core.models import BertModel, LlamaModel
 from attention_core.models.families import checkpoint_name, family_of_model
 from ui.models import chosen, minilm, smollm
+from ui.widgets.layout import plain
 from ui.widgets.state import PageState
 
 SHIPPED_DECODER, SHIPPED_ENCODER = "smollm2", "minilm"
@@ -101,13 +102,29 @@ def model_name(loaded: object, shipped: str) -> str:
     return shipped
 
 
-def show_model_line(
-    loaded: object, model: object, details: str, shipped: str | None = None
-) -> None:
-    """The caption under the title: a listed model's line (``chosen.model_line``) with the
-    page's ``details`` (layers, heads…); for a shipped model, the page's own ``shipped`` line
-    (None: nothing more than the intro says)."""
+def architecture(model: object) -> str:
+    """The numbers a reader needs of a model: layers, heads, widths."""
+    config = model.config
+    if isinstance(model, BertModel):
+        return (
+            f"{config.num_hidden_layers} layers, {config.num_attention_heads} heads, d_model "
+            f"{config.hidden_size}, d_head {config.head_dim}, at most "
+            f"{config.max_position_embeddings} tokens"
+        )
+    return (
+        f"{config.num_hidden_layers} layers, {config.num_attention_heads} query heads sharing "
+        f"{config.num_key_value_heads} KV heads, d_head {config.head_dim}, RoPE base "
+        f"{config.rope_theta:g}"
+    )
+
+
+def show_model_line(loaded: object, model: object, shipped: str, more: str = "") -> None:
+    """The caption under the title: which model (a listed one's family, parameters, weights and
+    origin; the ``shipped`` one's name and where it was found), its ``architecture`` and
+    ``more`` (a sentence the page adds for its shipped model)."""
     if isinstance(loaded, chosen.ChosenLoad):
-        st.caption(f"{chosen.model_line(model, loaded.origin)}: {details}")
-    elif shipped:
-        st.caption(shipped)
+        name, origin = plain(checkpoint_name(loaded.source)), plain(loaded.origin)
+    else:
+        name, origin = shipped, plain(loaded.source)
+    line = chosen.model_line(model, name, origin)
+    st.caption(f"{line}{more}: {architecture(model)}.")
