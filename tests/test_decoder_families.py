@@ -362,3 +362,24 @@ def test_a_mistral_window_shorter_than_a_text_read_here_is_refused(saved, tmp_pa
     short = _copy_with_config(folder, tmp_path, {"sliding_window": 16})
     with pytest.raises(ModelFileError, match="slides a window of 16 tokens"):
         load_llama(short)
+
+
+def test_a_prompt_gets_the_bos_its_tokenizer_adds_as_transformers_tokenizer_does():
+    from tokenizers import processors
+
+    from attention_core.models.llama.prompt import tokenize_prompt
+
+    wrapped = _tokenizer()
+    tok = wrapped.backend_tokenizer
+    tok.post_processor = processors.TemplateProcessing(
+        single="<eos> $A", special_tokens=[("<eos>", 1)]
+    )
+    hf = transformers.PreTrainedTokenizerFast(tokenizer_object=tok)
+    text = "the cat sat on the mat"
+    prompt = tokenize_prompt(tok, text)
+    assert prompt.input_ids.tolist() == hf(text)["input_ids"]
+    assert prompt.input_ids[0] == 1 and prompt.num_input_tokens == 6
+    # Cut to 4 tokens: the BOS counts against the limit and stays first.
+    cut = tokenize_prompt(tok, text, max_tokens=4)
+    assert cut.input_ids.tolist() == hf("the cat sat")["input_ids"]
+    assert "first 3 of 6 tokens" in cut.notice

@@ -12,13 +12,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DecoderModel", "decode_ids", "encode_text", "token_text"]
+__all__ = ["DecoderModel", "decode_ids", "encode_prompt", "encode_text", "token_text"]
 
 
 def encode_text(tokenizer: Any, text: str) -> list[int]:
     """Token ids of ``text`` exactly: control-token text such as ``<|im_end|>`` becomes the
     control token, as in transformers, and no BOS is added (SmolLM2 and GPT-2 use none)."""
     return list(tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def encode_prompt(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of a text the model starts from, as transformers' ``tokenizer(text)`` gives
+    them: with the BOS a tokenizer's template adds (Llama 2, TinyLlama, Llama 3; SmolLM2 and
+    GPT-2 add none)."""
+    return list(tokenizer.encode(text, add_special_tokens=True).ids)
 
 
 def decode_ids(tokenizer: Any, ids: Sequence[int]) -> str:
@@ -46,6 +53,11 @@ class DecoderModel:
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` exactly (``encode_text``)."""
         return encode_text(self.tokenizer, text)
+
+    def encode_prompt(self, text: str) -> list[int]:
+        """Token ids of a text the model starts from (``encode_prompt``: a BOS where the
+        tokenizer adds one)."""
+        return encode_prompt(self.tokenizer, text)
 
     def decode(self, ids: Sequence[int]) -> str:
         return decode_ids(self.tokenizer, ids)

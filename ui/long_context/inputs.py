@@ -17,7 +17,7 @@ MAX_TEXT_CHARS = 6_000
 
 def text_ids(model: LlamaModel, text: str) -> tuple[tuple[int, ...], str]:
     """The text's token ids, cut to MAX_SCORED_TOKENS, and what to say if it was cut."""
-    ids = model.encode(text)
+    ids = model.encode_prompt(text)
     if len(ids) <= MAX_SCORED_TOKENS:
         return tuple(ids), ""
     return tuple(ids[:MAX_SCORED_TOKENS]), (

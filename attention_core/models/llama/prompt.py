@@ -18,7 +18,7 @@ import numpy as np
 
 from attention_core.validation import AttentionInputError
 
-from ..decoder import decode_ids, encode_text, token_text
+from ..decoder import decode_ids, encode_prompt, encode_text, token_text
 from ..loading import ModelFileError
 from .files import TokenizerSpec, build_tokenizer
 
@@ -80,17 +80,20 @@ def tokenize_prompt(
     if len(text) > MAX_PROMPT_CHARS:
         notices.append(f"the text was cut to its first {MAX_PROMPT_CHARS:,} characters")
         text = text[:MAX_PROMPT_CHARS]
-    # The template tokens are counted against the limit; only the user's text is cut.
-    overhead = len(encode_text(tokenizer, chat_text(""))) if chat else 0
-    ids = encode_text(tokenizer, text)
-    num_input = len(ids)
+    # The template's tokens (the chat template's, or a BOS the tokenizer adds as transformers'
+    # tokenizer(text) does: Llama 2, TinyLlama, Llama 3) count against the limit; only the
+    # user's words are cut.
+    words = encode_text(tokenizer, text)
+    framed = words if chat else encode_prompt(tokenizer, text)
+    start = _start_of(words, framed)
+    overhead = len(encode_text(tokenizer, chat_text(""))) if chat else len(framed) - len(words)
+    num_input = len(words)
     room = max(max_tokens - overhead, 1)
-    if len(ids) > room:
-        notices.append(f"the prompt was cut to its first {room} of {len(ids)} tokens")
-        ids = ids[:room]
-        text = decode_ids(tokenizer, ids)
-    if chat:
-        ids = encode_text(tokenizer, chat_text(text))
+    if len(words) > room:
+        notices.append(f"the prompt was cut to its first {room} of {len(words)} tokens")
+        text = decode_ids(tokenizer, words[:room])
+        framed = framed[:start] + words[:room] + framed[start + len(words) :]
+    ids = encode_text(tokenizer, chat_text(text)) if chat else framed
     arr = np.asarray(ids, dtype=np.int64)
     arr.setflags(write=False)
     notice = ""
@@ -109,6 +112,15 @@ def tokenize_prompt(
         num_input_tokens=num_input,
         notice=notice,
     )
+
+
+def _start_of(words: list[int], framed: list[int]) -> int:
+    """Where the text's own tokens begin among the ids its tokenizer's template frames them in
+    (after a BOS: 1)."""
+    for start in range(len(framed) - len(words) + 1):
+        if framed[start : start + len(words)] == words:
+            return start
+    return 0
 
 
 def chat_text(user: str, system: str = DEFAULT_SYSTEM_PROMPT) -> str:
