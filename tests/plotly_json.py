@@ -20,3 +20,12 @@ def plotly_array(value) -> np.ndarray:
 def figures(at: AppTest) -> list[dict]:
     """Every plotly figure on the page, in the order drawn."""
     return [json.loads(chart.proto.spec) for chart in at.main.get("plotly_chart")]
+
+
+def tick_labels(axis) -> list[str]:
+    """An axis's labels in order (a figure's layout axis, as a dict or a Plotly object): its
+    `ticktext`, or, for positions drawn as categories, the label each position is an alias of."""
+    ticktext = axis["ticktext"] if "ticktext" in axis else None
+    if ticktext is not None:
+        return list(ticktext)
+    return list((axis["labelalias"] or {}).values())

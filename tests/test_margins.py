@@ -125,7 +125,7 @@ def test_numbers_on_an_axis_are_measured_as_plotly_writes_them():
 def test_figures_leave_the_cache_with_their_margins_reserved():
     figure = render.cached(
         heatmaps.heatmap, np.full((3, 3), 1 / 3), row_labels=["the", "cat", "sat"],
-        col_labels=["the", "cat", "sat"], title="weights",
+        col_labels=["the", "cat", "sat"], title="weights", annotate=False,
     )  # fmt: skip
     drawn = figure.to_dict()["layout"]["margin"]
     assert drawn["l"] > 10 and drawn["r"] > 10

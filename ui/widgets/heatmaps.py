@@ -88,6 +88,7 @@ def heatmap(
 
     shown = np.where(removed, np.nan, matrix).astype(np.float32)
     scale = color_scale(kind, shown)
+    height = height or _height(rows)
     heat = {
         "type": "heatmap",
         "z": shown,
@@ -95,6 +96,10 @@ def heatmap(
         "x": np.arange(cols) * step,
         "y": np.arange(rows) * step,
         **scale.trace(),
+        # Numbers in the cells say what the colours mean, and the plot keeps the colour bar's
+        # width for them (in a narrow column, cells too narrow for their numbers overlapped).
+        "showscale": scale.show_bar and not annotate,
+        "colorbar": colorbar(height),
         "xgap": 1 if annotate else 0,
         "ygap": 1 if annotate else 0,
     }
@@ -120,7 +125,7 @@ def heatmap(
         traces.append(_cell_numbers(matrix, removed, scale, decimals, step))
     layout = {
         "title": {"text": title, "font": {"size": font_size() + 3}, "y": 0.99, "yanchor": "top"},
-        "height": height or _height(rows),
+        "height": height,
         # The key axis sits on top, under the title: leave room for both.
         "margin": {"l": 10, "r": 10, "t": 110 if title else 70, "b": 10},
         "font": {"size": font_size()},
@@ -274,6 +279,14 @@ class ColorScale:
 
 
 COLORBAR = {"thickness": 12, "len": 0.9}
+
+
+def colorbar(height: int) -> dict:
+    """A colour bar in a figure `height` px high, its labels at most as many as stay two lines
+    apart (the height is the server's to set, unlike the width: presenter mode's large type
+    made the labels of a short map's bar overlap)."""
+    bar = COLORBAR["len"] * (height - 150)  # the plot: the height less the title and key axis
+    return {**COLORBAR, "nticks": max(2, int(bar // (2.5 * font_size())))}
 
 
 def color_scale(kind: Kind, values: np.ndarray | None = None) -> ColorScale:
@@ -440,16 +453,30 @@ def _axes(
     step: int = 1,
     tick_every: int | None = None,
 ) -> dict:
+    """Both axes, labelled with their tokens. Positions are categories and each label an alias
+    of its position, so the browser labels every k-th position when the axis is too short for
+    all of them (Plotly spaces a category axis's labels 1.2 fonts apart) instead of drawing
+    them over each other: a phone and a laptop each get as many labels as fit. Key labels lie
+    flat or, where they would touch, upright (never slanted, where their boxes overlap).
+    `tick_every` labels every that many positions instead, whatever the width."""
+
     def ticks(labels: list[str]) -> dict:
-        every = tick_every or max(1, len(labels) // 40)
-        positions = list(range(0, len(labels), every))
-        return {
-            "tickvals": [p * step for p in positions],
-            "ticktext": [labels[p] for p in positions],
-        }
+        if tick_every:
+            positions = range(0, len(labels), tick_every)
+            return {
+                "tickvals": [p * step for p in positions],
+                "ticktext": [labels[p] for p in positions],
+            }
+        aliases = {str(p * step): label for p, label in enumerate(labels)}
+        return {"type": "category", "labelalias": aliases}
 
     return {
-        "xaxis": {"title": {"text": f"{col_title} →"}, "side": "top", **ticks(col_labels)},
+        "xaxis": {
+            "title": {"text": f"{col_title} →"},
+            "side": "top",
+            "autotickangles": [0, 90],
+            **ticks(col_labels),
+        },
         "yaxis": {
             "title": {"text": f"← {row_title}"},
             "autorange": "reversed",

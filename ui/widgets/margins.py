@@ -123,7 +123,7 @@ def _axis_needs(
         depth = widest * math.sin(angle) + tall * math.cos(angle)
         # Automatic ticks may fall on the plot's right end, and a level label is centred on
         # its tick: the last one then hangs half out. (Labels of cells sit inside the plot.)
-        automatic = axis.get("tickvals") is None and axis.get("ticktext") is None
+        automatic = all(axis.get(key) is None for key in ("tickvals", "ticktext", "labelalias"))
         if automatic and angle == 0 and (axis.get("domain") or (0, 1))[1] >= 0.99:
             yield "r", _text_width(labels[-1], tick_font) / 2 + LABEL_OVERHANG
     title = axis.get("title")
@@ -155,6 +155,8 @@ def _tick_labels(
     affix = str(axis.get("tickprefix") or "") + str(axis.get("ticksuffix") or "")
     if axis.get("ticktext") is not None:
         return [_plain(label) + affix for label in axis["ticktext"]]
+    if axis.get("labelalias"):  # positions as categories, each shown as its label
+        return [_plain(label) + affix for label in axis["labelalias"].values()]
     if axis.get("tickvals") is not None:
         coordinates = [_coordinates(axis["tickvals"])]
     else:
@@ -223,7 +225,8 @@ def _coordinates(values: Any, trace: Mapping | None = None, letter: str = "") ->
 
 def _number_labels(low: float, high: float, length: float) -> list[str]:
     """The widest labels Plotly writes for round ticks over [low, high] on `length` px: steps
-    of 1, 2 or 5 × 10ᵏ at least `TICK_SPACING` apart, SI prefixes from 10⁴ (10k)."""
+    of 1, 2 or 5 × 10ᵏ at least `TICK_SPACING` apart, SI prefixes from 10⁴ (10k), powers of
+    ten below 10⁻³."""
     span = high - low or abs(high) or 1.0
     rough = span / max(2.0, length / TICK_SPACING)
     power = 10.0 ** math.floor(math.log10(rough))
@@ -231,6 +234,10 @@ def _number_labels(low: float, high: float, length: float) -> list[str]:
     decimals = max(0, -math.floor(math.log10(step) + 1e-9))
     if max(abs(low), abs(high)) >= 1e4:
         labels = [f"{value / 1000:.{max(0, decimals - 3)}f}k" for value in (low, high)]
+    elif decimals > 3:
+        # Past three decimals Plotly writes a power of ten (2×10⁻¹⁶), not 0.0000000000000002.
+        exponent = str(-decimals).translate(_SUPERSCRIPTS)
+        labels = [f"{'-' if value < 0 else ''}5×10{exponent}" for value in (low, high)]
     else:
         labels = [f"{value:.{decimals}f}" for value in (low, high)]
     return [label.replace("-", "−") for label in labels]
