@@ -133,14 +133,20 @@ def test_format_number_writes_infinities_and_no_negative_zero():
     assert describe.format_number(0.12345, 4) == "0.1235"
 
 
-def test_grid_shares_one_scale_across_heads():
-    stack = np.stack([np.eye(3), np.full((3, 3), 1 / 3)])
-    fig = heatmaps.heatmap_grid(
-        stack, titles=["head 1", "head 2"], row_labels="abc", col_labels="abc"
-    )
-    assert len(fig.data) == 2
-    assert fig.layout.coloraxis.cmin == 0.0 and fig.layout.coloraxis.cmax == 1.0
-    assert all(trace.coloraxis == "coloraxis" for trace in fig.data)
+def test_grid_shares_one_scale_across_panels_that_reflow():
+    stack = np.stack([np.eye(3), np.full((3, 3), 1 / 3), np.eye(3)[::-1] * 4])
+    grid = heatmaps.heatmap_grid(
+        stack, titles=["head 1", "head 2", "head 3"], row_labels="abc", col_labels="abc",
+        kind="sequential", columns=2, highlight=1,
+    )  # fmt: skip
+    # A figure per panel, two a row on a wide screen (st.columns stacks them on a phone).
+    assert isinstance(grid, render.Panels) and grid.columns == 2 and len(grid.figures) == 3
+    traces = [figure.data[0] for figure in grid.figures]
+    assert {(trace.zmin, trace.zmax) for trace in traces} == {(0.0, 4.0)}
+    # One colour bar, on the last panel; the chosen panel's title in bold.
+    assert [trace.showscale for trace in traces] == [False, False, True]
+    assert [figure.layout.title.text for figure in grid.figures][1] == "<b>head 2</b>"
+    assert tick_labels(grid.figures[2].layout.yaxis) == ["a", "b", "c"]
 
 
 def test_rnn_diagram_draws_every_pair_once():

@@ -81,14 +81,19 @@ def test_tokens_that_look_like_tags_count_and_formatting_tags_do_not():
 
 
 def test_only_panels_on_the_figures_edge_push_its_margins():
-    figure = heatmaps.heatmap_grid(
-        np.full((2, 3, 3), 1 / 3),
-        titles=["head 1", "head 2"],
-        row_labels=["a", "b", "c"],
-        col_labels=["x", "y", "z"],
-        columns=2,
-    )
-    data, layout = figure._data, figure._layout
+    # Two panels side by side in one figure (as the multi-head page's split into heads).
+    short_labels = {"tickvals": [0, 1, 2], "ticktext": ["a", "b", "c"]}
+    data = [
+        {"type": "heatmap", "z": np.full((3, 3), 1 / 3), "showscale": False, "xaxis": x, "yaxis": y}
+        for x, y in (("x", "y"), ("x2", "y2"))
+    ]
+    layout = {
+        "xaxis": {"domain": [0, 0.45]},
+        "xaxis2": {"domain": [0.55, 1], "anchor": "y2"},
+        "yaxis": dict(short_labels),
+        "yaxis2": {**short_labels, "anchor": "x2"},
+        "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
+    }
     short = margins.reserved(data, layout)["l"]
     long = ["a", "b", "a-very-long-token"]
     # The right panel's y labels sit between the panels, inside the figure.

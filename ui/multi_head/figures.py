@@ -57,9 +57,10 @@ def head_boxes(
 
 def projections_figure(
     weights: Sequence[tuple[str, np.ndarray]], num_heads: int, *, heads_on: str
-) -> go.Figure:
+) -> render.Panels:
     """`(d_model, d_model)` projections side by side (nn.Linear layout), one shared scale,
-    each head's part framed in its colour.
+    each head's part framed in its colour: a figure each, so that a phone shows them one
+    under the other, as large as the screen allows (`render.Panels`).
 
     W_Q, W_K, W_V: head h owns output rows h·d_head..(h+1)·d_head-1 (heads_on="rows");
     W_O: head h's concat features meet columns h·d_head.. (heads_on="cols").
@@ -68,35 +69,23 @@ def projections_figure(
     d_model = weights[0][1].shape[0]
     scale = heatmaps.color_scale("values", np.concatenate([w.ravel() for _, w in weights]))
     along = "y" if heads_on == "rows" else "x"
-    panels = heatmaps.panel_domains(count, columns=count, x_gap=0.08, y_gap=0.0)
-    traces, layout, shapes, titles = [], {}, [], []
-    for index, ((name, matrix), (suffix, x_domain, _)) in enumerate(
-        zip(weights, panels, strict=True)
-    ):
-        traces.append(_projection_trace(name, matrix, suffix))
-        layout.update(_projection_axes(d_model, suffix, x_domain, first=index == 0))
-        shapes += head_boxes(
-            num_heads,
-            d_model,
-            along=along,
-            span=(-0.5, d_model - 0.5),
-            xref=f"x{suffix}",
-            yref=f"y{suffix}",
+    panels = []
+    for index, (name, matrix) in enumerate(weights):
+        layout = _projection_axes(d_model)
+        layout.update(
+            coloraxis={**scale.axis(), "showscale": index == count - 1},
+            shapes=head_boxes(num_heads, d_model, along=along, span=(-0.5, d_model - 0.5)),
+            annotations=[_title_below(f"<b>{name}</b> {shape_text(matrix.shape)}")],
+            height=int(min(460, 200 + (300 if count == 1 else 220) * min(1.0, d_model / 16))),
+            margin={"l": 10, "r": 10, "t": 60, "b": 40},
+            font={"size": theme.font_size()},
         )
-        titles.append(_title_below(f"<b>{name}</b> {shape_text(matrix.shape)}", x_domain))
-    layout.update(
-        coloraxis=scale.axis(),
-        shapes=shapes,
-        annotations=titles,
-        height=int(min(460, 200 + (300 if count == 1 else 220) * min(1.0, d_model / 16))),
-        margin={"l": 10, "r": 10, "t": 60, "b": 40},
-        font={"size": theme.font_size()},
-    )
-    return render.figure(traces, layout)
+        panels.append(render.figure([_projection_trace(name, matrix)], layout))
+    return render.Panels(tuple(panels), count)
 
 
-def _projection_trace(name: str, matrix: np.ndarray, suffix: str) -> dict:
-    """One weight matrix `(out, in)` as a heatmap on axes `x{suffix}`, `y{suffix}`; the hover
+def _projection_trace(name: str, matrix: np.ndarray) -> dict:
+    """One weight matrix `(out, in)` as a heatmap; the hover
     names the output and input feature (from 1), small matrices print their numbers."""
     rows, cols = matrix.shape
     annotate = rows <= 6
@@ -105,8 +94,6 @@ def _projection_trace(name: str, matrix: np.ndarray, suffix: str) -> dict:
         "z": matrix.astype(np.float32),
         "x": np.arange(cols),
         "y": np.arange(rows),
-        "xaxis": f"x{suffix}",
-        "yaxis": f"y{suffix}",
         "coloraxis": "coloraxis",
         "xgap": 1 if annotate else 0,
         "ygap": 1 if annotate else 0,
@@ -125,39 +112,31 @@ def _projection_trace(name: str, matrix: np.ndarray, suffix: str) -> dict:
     return trace
 
 
-def _projection_axes(d_model: int, suffix: str, x_domain: list[float], *, first: bool) -> dict:
+def _projection_axes(d_model: int) -> dict:
     """A square panel's axes: input features across the top, output features down."""
     ticks = list(range(0, d_model, max(1, d_model // 16)))
     axis = {
         "tickvals": ticks,
         "ticktext": [str(t + 1) for t in ticks],
         "tickfont": {"size": theme.font_size() - 2},
+        "constrain": "domain",
     }
     return {
-        f"xaxis{suffix}": {
+        "xaxis": {**axis, "side": "top", "title": {"text": "input feature →"}},
+        "yaxis": {
             **axis,
-            "domain": x_domain,
-            "anchor": f"y{suffix}",
-            "side": "top",
-            "title": {"text": "input feature →"},
-            "constrain": "domain",
-        },
-        f"yaxis{suffix}": {
-            **axis,
-            "anchor": f"x{suffix}",
             "autorange": "reversed",
-            "scaleanchor": f"x{suffix}",
-            "constrain": "domain",
-            **({"title": {"text": "← output feature"}} if first else {}),
+            "scaleanchor": "x",
+            "title": {"text": "← output feature"},
         },
     }
 
 
-def _title_below(text: str, x_domain: list[float]) -> dict:
-    """A panel title under the panel, centred on its x domain."""
+def _title_below(text: str) -> dict:
+    """A panel title under the panel, centred."""
     return {
         "text": text,
-        "x": (x_domain[0] + x_domain[1]) / 2,
+        "x": 0.5,
         "y": 0,
         "xref": "paper",
         "yref": "paper",
