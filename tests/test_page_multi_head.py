@@ -66,8 +66,9 @@ def pattern_grid(at: AppTest) -> tuple[list[str], np.ndarray]:
 
 def flow_picture(at: AppTest) -> ET.Element:
     """The flow diagram: the page's one inline SVG, parsed (so it is well-formed XML)."""
-    (svg,) = [m.value for m in at.markdown if m.value.startswith("<svg")]
-    return ET.fromstring(svg)
+    (region,) = [m.value for m in at.markdown if "<svg" in m.value]
+    (svg,) = ET.fromstring(region)  # in a region that scrolls sideways on a narrow screen
+    return svg
 
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -33,7 +33,7 @@ MIN_TEXT_PX = 7
 # Boxes that share less than this (px, in both directions) only touch: glyph boxes include the
 # line's leading, so neighbouring lines of one label may graze each other.
 OVERLAP_PX = 1.5
-MAX_SHOWN = 8  # findings of each kind written out in a failure
+MAX_SHOWN = 6  # findings of each kind written out in a failure
 
 TWO_FRAMES_JS = "() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"
 
@@ -101,11 +101,17 @@ READ_JS = r"""([minText, overlapPx]) => {
       }
     }
   }
-  // Wider than the screen: an element reaching past either side, unless a region that scrolls
-  // sideways (overflow-x auto or scroll) holds it. The sidebar (closed on a phone) is not read.
+  // Wider than the screen: an element reaching past either side of the page's main area (the
+  // sidebar, closed on a phone, is not read), unless held as below.
   const width = document.documentElement.clientWidth;
   const wide = [];
-  const scrolls = (node) => ['auto', 'scroll'].includes(getComputedStyle(node).overflowX);
+  // Held: in a region that scrolls sideways, or in one clipped to nothing (the 1 px box that
+  // holds a slider's input for screen readers only).
+  const holds = (node) => {
+    const style = getComputedStyle(node);
+    return ['auto', 'scroll'].includes(style.overflowX)
+      || style.clip !== 'auto' || style.clipPath !== 'none';
+  };
   const main = document.querySelector("[data-testid='stMain']");
   for (const el of main.querySelectorAll('*')) {
     if (el.parentElement.closest('svg')) continue;  // a picture is measured as one box
@@ -113,7 +119,7 @@ READ_JS = r"""([minText, overlapPx]) => {
     if (box.width === 0 || (box.right <= width + 1 && box.left >= -1)) continue;
     let held = false;
     for (let node = el.parentElement; node && node !== main; node = node.parentElement) {
-      if (scrolls(node)) { held = true; break; }
+      if (holds(node)) { held = true; break; }
     }
     if (held || !el.checkVisibility({ opacityProperty: true, visibilityProperty: true })) continue;
     const testid = el.closest('[data-testid]')?.getAttribute('data-testid') ?? '';

@@ -53,7 +53,6 @@ def heatmap(
     annotate: bool | None = None,
     height: int | None = None,
     cell_hover: bool | None = None,
-    tick_every: int | None = None,
     scale: ColorScale | None = None,
 ) -> go.Figure:
     """A labelled heatmap of a `(rows, cols)` matrix.
@@ -61,8 +60,8 @@ def heatmap(
     `hover` adds one line per cell saying how its value was computed. `blocked` (True where a
     mask removed the cell) and any −∞ in `values` are drawn grey and written −∞. `cell_hover`
     False gives every cell one hover template (position and value) instead of its own text,
-    the default past MAX_HOVER_TEXT_CELLS; `tick_every` labels every that many rows and columns;
-    `scale` replaces the kind's own colour scale (panels that share one).
+    the default past MAX_HOVER_TEXT_CELLS; `scale` replaces the kind's own colour scale (panels
+    that share one).
     """
     matrix = np.asarray(values, dtype=np.float64)
     if matrix.ndim != 2:
@@ -133,7 +132,7 @@ def heatmap(
         # The key axis sits on top, under the title: leave room for both.
         "margin": {"l": 10, "r": 10, "t": 110 if title else 70, "b": 10},
         "font": {"size": font_size()},
-        **_axes(row_labels, col_labels, row_title, col_title, step, tick_every),
+        **_axes(row_labels, col_labels, row_title, col_title, step),
     }
     table = describe.matrix_table(
         np.where(removed, -np.inf, matrix),
@@ -372,27 +371,16 @@ def _hex_rgb(color: str) -> np.ndarray:
 
 
 def _axes(
-    row_labels: list[str],
-    col_labels: list[str],
-    row_title: str,
-    col_title: str,
-    step: int = 1,
-    tick_every: int | None = None,
+    row_labels: list[str], col_labels: list[str], row_title: str, col_title: str, step: int = 1
 ) -> dict:
     """Both axes, labelled with their tokens. Positions are categories and each label an alias
     of its position, so the browser labels every k-th position when the axis is too short for
-    all of them (Plotly spaces a category axis's labels 1.2 fonts apart) instead of drawing
-    them over each other: a phone and a laptop each get as many labels as fit. Key labels lie
-    flat or, where they would touch, upright (never slanted, where their boxes overlap).
-    `tick_every` labels every that many positions instead, whatever the width."""
+    all of them (Plotly spaces a category axis's labels 1.2 fonts apart; ui.small_screens
+    thins what still touches) instead of drawing them over each other: a phone and a laptop
+    each get as many labels as fit. Key labels lie flat or, where they would touch, upright
+    (never slanted, where their boxes overlap)."""
 
     def ticks(labels: list[str]) -> dict:
-        if tick_every:
-            positions = range(0, len(labels), tick_every)
-            return {
-                "tickvals": [p * step for p in positions],
-                "ticktext": [labels[p] for p in positions],
-            }
         aliases = {str(p * step): label for p, label in enumerate(labels)}
         return {"type": "category", "labelalias": aliases}
 
