@@ -324,22 +324,23 @@ def test_without_torch_the_page_says_how_to_install_it(monkeypatch):
 
 def test_the_split_picture_and_the_flow_diagram_carry_the_shapes():
     at = open_page()
+    # Q and its split into heads: a figure each, side by side on a wide screen.
+    (wide,) = [s for s in figures(at) if "Q: (pos, d_model) = (6, 8)" in annotations(s)]
     (split,) = [s for s in figures(at) if any("split_heads(Q)" in a for a in annotations(s))]
-    assert "Q: (pos, d_model) = (6, 8)" in annotations(split)
-    assert "split_heads(Q):<br>(head, pos, d_head) = (4, 6, 2)" in annotations(split)
+    assert annotations(split) == ["split_heads(Q):<br>(head, pos, d_head) = (4, 6, 2)"]
     steps = expected_steps()
-    np.testing.assert_allclose(decode(split["data"][0]["z"]), steps.q, atol=1e-6)
-    stacked = decode(split["data"][1]["z"]).astype(np.float64)
+    np.testing.assert_allclose(decode(wide["data"][0]["z"]), steps.q, atol=1e-6)
+    stacked = decode(split["data"][0]["z"]).astype(np.float64)
     # Head h's block sits at rows 7h..7h+5 (one blank row between heads) = Q[:, 2h:2h+2].
     for h in range(4):
         np.testing.assert_allclose(
             stacked[7 * h : 7 * h + 6], steps.q[:, 2 * h : 2 * h + 2], atol=1e-6
         )
-    assert len(split["layout"]["shapes"]) == 8  # 4 frames on Q, 4 on the stack
+    assert len(wide["layout"]["shapes"]) == len(split["layout"]["shapes"]) == 4  # a frame a head
 
     at.radio(key="multi_head.split").set_value("V").run()
-    (split,) = [s for s in figures(at) if any("split_heads(V)" in a for a in annotations(s))]
-    np.testing.assert_allclose(decode(split["data"][0]["z"]), steps.v, atol=1e-6)
+    (wide,) = [s for s in figures(at) if any(a.startswith("V: (pos") for a in annotations(s))]
+    np.testing.assert_allclose(decode(wide["data"][0]["z"]), steps.v, atol=1e-6)
 
     picture = flow_picture(at)
     boxes, labels = boxes_and_labels(picture)
@@ -572,8 +573,8 @@ def test_controls_inside_fragments_update_their_pictures_and_the_link():
     titles = [title(s) for s in figures(at)]
     assert titles[titles.index("head 1") + 2] == "<b>head 3</b>"
     at.radio(key="multi_head.split").set_value("K").run()
-    (split,) = [s for s in figures(at) if any("split_heads(K)" in a for a in annotations(s))]
-    np.testing.assert_allclose(decode(split["data"][0]["z"]), expected_steps().k, atol=1e-6)
+    (wide,) = [s for s in figures(at) if any(a.startswith("K: (pos") for a in annotations(s))]
+    np.testing.assert_allclose(decode(wide["data"][0]["z"]), expected_steps().k, atol=1e-6)
     assert at.query_params["head"] == "3" and at.query_params["split"] == "K"
 
 

@@ -172,45 +172,51 @@ def banded_matrix_figure(
     )
 
 
-# The wide matrix on the left, its split into heads on the right (paper x coordinates).
-SPLIT_DOMAINS = ([0.0, 0.55], [0.72, 0.92])
+# The columns of the wide matrix and of its split into heads, side by side on a wide screen.
+SPLIT_WIDTHS = (3, 2)
 
 
 def head_split_figure(
     matrix: np.ndarray, heads: np.ndarray, *, tokens: Sequence[str], name: str
-) -> go.Figure:
-    """`matrix` `(pos, d_model)` beside `heads` `(head, pos, d_head)` = split_heads(matrix).
+) -> render.Panels:
+    """`matrix` `(pos, d_model)` beside `heads` `(head, pos, d_head)` = split_heads(matrix): a
+    figure each, side by side on a wide screen and one above the other on a phone.
 
-    Left: the wide matrix, each head's columns framed in its colour. Right: the same numbers as a
-    stack of per-head blocks (the head axis moved in front), framed in the same colours.
+    First: the wide matrix, each head's columns framed in its colour. Second: the same numbers as
+    a stack of per-head blocks (the head axis moved in front), framed in the same colours.
     """
     pos, d_model = matrix.shape
     num_heads, _, d_head = heads.shape
     stacked, labels, stride = stack_heads(heads, tokens)
     wide, split = _split_traces(matrix, stacked, name, heatmaps.color_scale("values", matrix))
-    layout = {
-        **_split_axes(tokens, d_model, d_head, labels),
-        "shapes": [
-            *head_boxes(num_heads, d_model, along="x", span=(-0.5, pos - 0.5)),
-            *head_boxes(
-                num_heads,
-                num_heads * pos,
-                along="y",
-                span=(-0.5, d_head - 0.5),
-                xref="x2",
-                yref="y2",
-                stride=stride,
-            ),
-        ],
-        "annotations": [
-            *_split_titles(name, matrix.shape, heads.shape),
-            *_head_labels(num_heads, d_head, pos),
-        ],
+    wide_axes, split_axes = _split_axes(tokens, d_model, d_head, labels)
+    wide_title, split_title = _split_titles(name, matrix.shape, heads.shape)
+    common = {
         "height": int(min(700, max(320, 120 + 18 * stacked.shape[0]))),
         "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
         "font": {"size": theme.font_size()},
     }
-    return render.figure([wide, split], layout)
+    wide_figure = render.figure(
+        [wide],
+        {
+            **wide_axes,
+            "shapes": head_boxes(num_heads, d_model, along="x", span=(-0.5, pos - 0.5)),
+            "annotations": [wide_title, *_head_labels(num_heads, d_head, pos)],
+            **common,
+        },
+    )
+    split_figure = render.figure(
+        [split],
+        {
+            **split_axes,
+            "shapes": head_boxes(
+                num_heads, num_heads * pos, along="y", span=(-0.5, d_head - 0.5), stride=stride
+            ),
+            "annotations": [split_title],
+            **common,
+        },
+    )
+    return render.Panels((wide_figure, split_figure), 2, widths=SPLIT_WIDTHS)
 
 
 def stack_heads(heads: np.ndarray, tokens: Sequence[str]) -> tuple[np.ndarray, list[str], int]:
@@ -249,40 +255,39 @@ def _split_traces(
         "z": stacked.astype(np.float32),
         "x": np.arange(stacked.shape[1]),
         "y": np.arange(stacked.shape[0]),
-        "xaxis": "x2",
-        "yaxis": "y2",
         "showscale": False,
         "hovertemplate": "%{z:.4f}<extra></extra>",
     }
     return wide, split
 
 
-def _split_axes(tokens: Sequence[str], d_model: int, d_head: int, labels: list[str]) -> dict:
+def _split_axes(
+    tokens: Sequence[str], d_model: int, d_head: int, labels: list[str]
+) -> tuple[dict, dict]:
+    """The wide matrix's axes, and the stacked heads'."""
     few_rows = len(labels) <= 40
-    return {
-        "xaxis": _feature_axis("feature (d_model) →", d_model, SPLIT_DOMAINS[0]),
+    wide = {
+        "xaxis": _feature_axis("feature (d_model) →", d_model),
         "yaxis": {
             "autorange": "reversed",
             "tickvals": list(range(len(tokens))),
             "ticktext": list(tokens),
         },
-        "xaxis2": {
-            **_feature_axis("feature in the head (d_head) →", d_head, SPLIT_DOMAINS[1]),
-            "anchor": "y2",
-        },
-        "yaxis2": {
-            "anchor": "x2",
+    }
+    split = {
+        "xaxis": _feature_axis("feature in the head (d_head) →", d_head),
+        "yaxis": {
             "autorange": "reversed",
             "tickvals": list(range(len(labels))) if few_rows else [],
             "ticktext": labels if few_rows else [],
         },
     }
+    return wide, split
 
 
-def _feature_axis(title: str, count: int, domain: list[float]) -> dict:
+def _feature_axis(title: str, count: int) -> dict:
     """An x axis of `count` features numbered from 1 (numbers hidden past 24)."""
     return {
-        "domain": domain,
         "title": {"text": title},
         "tickvals": list(range(count)),
         "ticktext": [str(j + 1) for j in range(count)],
@@ -291,11 +296,11 @@ def _feature_axis(title: str, count: int, domain: list[float]) -> dict:
 
 
 def _split_titles(name: str, shape: Sequence[int], heads_shape: Sequence[int]) -> list[dict]:
-    """The two panels' titles, each with the shape of what it shows."""
+    """The two figures' titles, each with the shape of what it shows."""
     return [
         {
             "text": text,
-            "x": (domain[0] + domain[1]) / 2,
+            "x": 0.5,
             "y": 1.0,
             "xref": "paper",
             "yref": "paper",
@@ -304,13 +309,9 @@ def _split_titles(name: str, shape: Sequence[int], heads_shape: Sequence[int]) -
             "showarrow": False,
             "font": {"size": theme.font_size()},
         }
-        for text, domain in zip(
-            (
-                f"{name}: (pos, d_model) = {shape_text(shape)}",
-                f"split_heads({name}):<br>(head, pos, d_head) = {shape_text(heads_shape)}",
-            ),
-            SPLIT_DOMAINS,
-            strict=True,
+        for text in (
+            f"{name}: (pos, d_model) = {shape_text(shape)}",
+            f"split_heads({name}):<br>(head, pos, d_head) = {shape_text(heads_shape)}",
         )
     ]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -47,6 +47,7 @@ class Panels:
 
     figures: tuple[go.Figure, ...]
     columns: int
+    widths: tuple[float, ...] | None = None  # of the columns of a row (equal by default)
 
 
 def show(fig: go.Figure | Panels, *, filename: str, key: str | None = None, **options: Any) -> None:
@@ -78,7 +79,7 @@ def show(fig: go.Figure | Panels, *, filename: str, key: str | None = None, **op
 def _show_panels(panels: Panels, *, filename: str, key: str | None, **options: Any) -> None:
     for start in range(0, len(panels.figures), panels.columns):
         row = panels.figures[start : start + panels.columns]
-        columns = st.columns(panels.columns)[: len(row)]
+        columns = st.columns(panels.widths or panels.columns)[: len(row)]
         for index, (column, panel) in enumerate(zip(columns, row, strict=True), start):
             with column:
                 name = None if key is None else f"{key}.{index}"
@@ -170,7 +171,7 @@ def _built_figure(
     # objects: unpickling a figure costs more than building it.
     built = _build(*_args, **_options)
     if isinstance(built, Panels):
-        return Panels(tuple(map(_shared, built.figures)), built.columns)
+        return replace(built, figures=tuple(map(_shared, built.figures)))
     return _shared(built)
 
 
