@@ -66,10 +66,16 @@ def model_view(at: AppTest) -> dict:
 
 
 def roles(at: AppTest) -> dict:
-    (spec,) = [
+    """The roles of the heads, drawn a few heads a figure, as one trace of `(layer, head)`."""
+    panels = [
         s for s in figures(at) if "layer %{y}, head %{x}" in s["data"][0].get("hovertemplate", "")
     ]
-    return spec
+    traces = [spec["data"][0] for spec in panels]
+    text = [
+        [cell for trace in traces for cell in trace["text"][i]]
+        for i in range(len(traces[0]["text"]))
+    ]
+    return {"data": [{**traces[0], "text": text}]}
 
 
 def markdown(at: AppTest) -> str:

@@ -377,8 +377,8 @@ def _axes(
     of its position, so the browser labels every k-th position when the axis is too short for
     all of them (Plotly spaces a category axis's labels 1.2 fonts apart; ui.small_screens
     thins what still touches) instead of drawing them over each other: a phone and a laptop
-    each get as many labels as fit. Key labels lie flat or, where they would touch, upright
-    (never slanted, where their boxes overlap)."""
+    each get as many labels as fit. Key labels always lie flat: turned upright, they reached
+    into the title above them by more than the margin reserved for one line."""
 
     def ticks(labels: list[str]) -> dict:
         aliases = {str(p * step): label for p, label in enumerate(labels)}
@@ -388,7 +388,7 @@ def _axes(
         "xaxis": {
             "title": {"text": f"{col_title} →"},
             "side": "top",
-            "autotickangles": [0, 90],
+            "tickangle": 0,
             **ticks(col_labels),
         },
         "yaxis": {

@@ -47,7 +47,8 @@ OUTSIDE_GAP = 0.02
 # The plot's width is the browser's to decide (a full-width chart's plot is ~650 px at 1280 px
 # wide, one of two columns ~270); gaps given as a fraction of it are taken at the wide end.
 ASSUMED_PLOT_WIDTH = 700
-ASSUMED_LEGEND_WIDTH = 750
+# A legend below the plot wraps as on a phone's chart, the narrowest it is drawn.
+NARROW_LEGEND_WIDTH = 320
 LEGEND_SYMBOL = 40
 # Plotly spaces automatic ticks at least this far apart (px) along an axis or colour bar.
 TICK_SPACING = 40
@@ -86,7 +87,7 @@ def reserved(data: Sequence[Mapping], layout: Mapping) -> dict[str, int] | None:
                 needed[side] = max(needed[side], width)
     for side, width in _colorbar_needs(data, layout, font):
         needed[side] = max(needed[side], width)
-    for side, width in _legend_needs(data, layout, font):
+    for side, width in _legend_needs(data, layout, font, under=needed["b"]):
         needed[side] = max(needed[side], width)
     wider = {side: max(int(given[side]), math.ceil(needed[side])) for side in _SIDES}
     if wider == {side: int(given[side]) for side in _SIDES}:
@@ -287,9 +288,10 @@ def _colorbar_needs(
 
 
 def _legend_needs(
-    data: Sequence[Mapping], layout: Mapping, font: float
+    data: Sequence[Mapping], layout: Mapping, font: float, *, under: float = 0.0
 ) -> Iterable[tuple[str, float]]:
-    """The legend's depth into the margin it sits in, when it sits outside the plot."""
+    """The legend's depth into the margin it sits in, when it sits outside the plot; a legend
+    below the plot starts `under` px below it (under the x axis's labels and title)."""
     names = [
         _plain(trace["name"])
         for trace in data
@@ -303,18 +305,44 @@ def _legend_needs(
     items = [_text_width(name, legend_font) + LEGEND_SYMBOL for name in names]
     row = legend_font * LINE_HEIGHT + 12
     if legend.get("orientation") == "h":
-        y = float(legend.get("y", -0.1))
-        if y < 0:
-            rows = max(1, math.ceil(sum(items) / ASSUMED_LEGEND_WIDTH))
-            # Hung a fraction of the plot's height below it, and the plot shrinks as the margin
-            # grows: depth = |y| * (height - top - depth) + its rows + padding.
-            height = float(layout.get("height") or PLOTLY_HEIGHT)
-            top = float((layout.get("margin") or {}).get("t", PLOTLY_MARGINS["t"]))
-            yield "b", (-y * (height - top) + rows * row + 12) / (1 - y)
+        if float(legend.get("y", -0.1)) < 0:
+            # Its rows as a phone wraps them: a laptop's fewer rows leave a little room below.
+            rows = _legend_rows(items)
+            yield "b", under + rows * row + 12
         return
     x = float(legend.get("x", 1.02))
     if x >= 1:
         yield "r", (x - 1) * ASSUMED_PLOT_WIDTH + max(items) + 12
+
+
+def _legend_rows(items: Sequence[float]) -> int:
+    """How many rows a horizontal legend of items so wide (px) takes in NARROW_LEGEND_WIDTH."""
+    rows, left = 1, 0.0
+    for item in items:
+        if left and left + item > NARROW_LEGEND_WIDTH:
+            rows, left = rows + 1, 0.0
+        left += item
+    return rows
+
+
+def legend_below(data: Sequence[Mapping], layout: Mapping) -> dict | None:
+    """A horizontal legend below the plot moved to start under the x axis's labels and title
+    (a fraction of the plot's height below it: at a fixed fraction, presenter mode's larger
+    labels reached into it), or None if the figure has no such legend.
+
+    layout: with its margins reserved (`reserved`), which fix the plot's height.
+    """
+    legend = layout.get("legend") or {}
+    if legend.get("orientation") != "h" or float(legend.get("y", 0)) >= 0:
+        return None
+    font = _font_size(layout.get("font"), DEFAULT_FONT)
+    under = 0.0
+    for name in layout:
+        match = _AXIS.fullmatch(name)
+        if match and match[1] == "x" and isinstance(layout[name], Mapping):
+            for side, depth in _axis_needs("x", match[2], layout[name], data, layout, font):
+                under = max(under, depth if side == "b" else 0.0)
+    return {**legend, "y": -under / _plot_height(layout), "yanchor": "top"}
 
 
 def _plot_height(layout: Mapping) -> float:

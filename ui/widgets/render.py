@@ -95,6 +95,9 @@ def reserve_margins(fig: go.Figure) -> None:
         # `reserved` keeps the figure's other margin keys; set directly, since update_layout's
         # path parsing costs far more than the margin itself (bench/README.md).
         fig.layout.margin = margin
+    legend = margins.legend_below(fig._data, fig._layout)
+    if legend is not None:
+        fig.layout.legend = legend
 
 
 @dataclass(frozen=True, eq=False)
