@@ -8,7 +8,7 @@ file) and each screen, the page's drawn text is read back from the browser:
   a chart's labels lying on the map of another panel of the same chart;
 - chart or diagram text drawn under MIN_TEXT_PX high (its font size on screen);
 - anything wider than the screen that is not inside a region made to scroll sideways (a
-  table, a formula, a focusable scroll region).
+  table, a formula, a focusable scroll region), and chart text cut off at its chart's edge.
 
 All three must be empty.
 """
@@ -61,10 +61,11 @@ READ_JS = r"""([minText, overlapPx]) => {
   const pictures = [...document.querySelectorAll('svg')].filter((svg) =>
     !svg.closest('.js-plotly-plot') && !svg.parentElement.closest('svg')
     && svg.querySelector('text'));
-  const overlaps = [], tiny = [];
+  const overlaps = [], tiny = [], cut = [];
   for (const chart of [...charts, ...pictures]) {
     if (chart.getClientRects().length === 0) continue;  // in a closed expander or tab
     const labels = [];
+    const frame = (chart.querySelector('.main-svg') || chart).getBoundingClientRect();
     for (const text of chart.querySelectorAll('text')) {
       if (text.closest('.hoverlayer, .modebar, defs')) continue;
       // A line inside a label (tspan) belongs to that label; text nested in text is skipped.
@@ -76,6 +77,11 @@ READ_JS = r"""([minText, overlapPx]) => {
       const px = fontPx(text);
       const panel = text.closest('g.subplot')?.getAttribute('class') ?? '';
       labels.push({ text: content, box, px, panel });
+      // Past the edge of its chart's drawing, a label is cut off (Plotly does not wrap).
+      if (box.left < frame.left - 1 || box.right > frame.right + 1) {
+        cut.push({ element: `text cut off: ${content.slice(0, 30)}`, left: Math.round(box.left),
+                   right: Math.round(box.right) });
+      }
       if (px < minText) tiny.push({ chart: name(chart), text: content.slice(0, 30),
                                     px: Math.round(px * 10) / 10 });
     }
@@ -104,7 +110,7 @@ READ_JS = r"""([minText, overlapPx]) => {
   // Wider than the screen: an element reaching past either side of the page's main area (the
   // sidebar, closed on a phone, is not read), unless held as below.
   const width = document.documentElement.clientWidth;
-  const wide = [];
+  const wide = [...cut];
   // Held: in a region that scrolls sideways, or in one clipped to nothing (the 1 px box that
   // holds a slider's input for screen readers only).
   const holds = (node) => {

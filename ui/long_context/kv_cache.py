@@ -162,6 +162,9 @@ def memory_figure(context: int) -> go.Figure:
             "marker": {"color": VARIANT_COLORS[variant]},
             "text": [bytes_text(v) if np.isfinite(v) else "" for v in values[:, column]],
             "textposition": "outside",
+            # Full size even over a phone's narrow bars, where those that would meet are left
+            # to the hover (ui.small_screens): shrunk to the bar, they were 3 px high.
+            "constraintext": "none",
             "hovertemplate": f"%{{x}}, {variant}: %{{text}}<extra></extra>",
         }
         for column, variant in enumerate(VARIANTS)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +35,10 @@ TITLE_FONT = 14
 TITLE_GAP = 16
 # How far past half its width a level label at the plot's right end reaches.
 LABEL_OVERHANG = 10
+# A plot keeps at least this many lines of its type between its margins.
+MIN_PLOT_LINES = 10
+# Longer chart titles are broken into lines this long: about what a phone's chart holds.
+TITLE_CHARS = 40
 # Plotly's own margins and height, for what a figure does not set.
 PLOTLY_MARGINS = {"l": 80, "r": 80, "t": 100, "b": 80}
 PLOTLY_HEIGHT = 450
@@ -47,7 +52,8 @@ OUTSIDE_GAP = 0.02
 # The plot's width is the browser's to decide (a full-width chart's plot is ~650 px at 1280 px
 # wide, one of two columns ~270); gaps given as a fraction of it are taken at the wide end.
 ASSUMED_PLOT_WIDTH = 700
-# A legend below the plot wraps as on a phone's chart, the narrowest it is drawn.
+# A legend below the plot wraps as on a phone's chart, the narrowest it is drawn (wider in
+# proportion to larger type: presenter mode's is for a projector).
 NARROW_LEGEND_WIDTH = 320
 LEGEND_SYMBOL = 40
 # Plotly spaces automatic ticks at least this far apart (px) along an axis or colour bar.
@@ -85,6 +91,8 @@ def reserved(data: Sequence[Mapping], layout: Mapping) -> dict[str, int] | None:
             match = _AXIS.fullmatch(name)
             for side, width in _axis_needs(match[1], match[2], axis, data, layout, font):
                 needed[side] = max(needed[side], width)
+    # The chart's title sits above whatever lies in the top margin (a key axis, a legend).
+    needed["t"] += _title_depth(layout.get("title"), font)
     for side, width in _colorbar_needs(data, layout, font):
         needed[side] = max(needed[side], width)
     for side, width in _legend_needs(data, layout, font, under=needed["b"]):
@@ -132,7 +140,8 @@ def _axis_needs(
         title_font = _font_size(
             title.get("font") if isinstance(title, Mapping) else None, max(font, TITLE_FONT)
         )
-        depth += title_font * LINE_HEIGHT + TITLE_GAP * spacing
+        lines = _title_text(title).count("\n") + 1
+        depth += lines * title_font * LINE_HEIGHT + TITLE_GAP * spacing
     yield {"left": "l", "right": "r", "top": "t", "bottom": "b"}[side], depth + AXIS_DEPTH * spacing
 
 
@@ -307,7 +316,7 @@ def _legend_needs(
     if legend.get("orientation") == "h":
         if float(legend.get("y", -0.1)) < 0:
             # Its rows as a phone wraps them: a laptop's fewer rows leave a little room below.
-            rows = _legend_rows(items)
+            rows = _legend_rows(items, NARROW_LEGEND_WIDTH * max(1.0, legend_font / MEASURED_FONT))
             yield "b", under + rows * row + 12
         return
     x = float(legend.get("x", 1.02))
@@ -315,11 +324,11 @@ def _legend_needs(
         yield "r", (x - 1) * ASSUMED_PLOT_WIDTH + max(items) + 12
 
 
-def _legend_rows(items: Sequence[float]) -> int:
-    """How many rows a horizontal legend of items so wide (px) takes in NARROW_LEGEND_WIDTH."""
+def _legend_rows(items: Sequence[float], width: float) -> int:
+    """How many rows a horizontal legend of items so wide (px) takes in `width` px."""
     rows, left = 1, 0.0
     for item in items:
-        if left and left + item > NARROW_LEGEND_WIDTH:
+        if left and left + item > width:
             rows, left = rows + 1, 0.0
         left += item
     return rows
@@ -343,6 +352,51 @@ def legend_below(data: Sequence[Mapping], layout: Mapping) -> dict | None:
             for side, depth in _axis_needs("x", match[2], layout[name], data, layout, font):
                 under = max(under, depth if side == "b" else 0.0)
     return {**legend, "y": -under / _plot_height(layout), "yanchor": "top"}
+
+
+def taller(layout: Mapping) -> int | None:
+    """The figure's height grown so that, within its margins, its plot keeps at least
+    MIN_PLOT_LINES lines of its type; None if it has that. (A short chart's margins, grown for
+    presenter mode's larger labels, left a plot too short for its own axis title.)"""
+    margin = {**PLOTLY_MARGINS, **(layout.get("margin") or {})}
+    height = float(layout.get("height") or PLOTLY_HEIGHT)
+    least = MIN_PLOT_LINES * _font_size(layout.get("font"), DEFAULT_FONT) * LINE_HEIGHT
+    plot = height - float(margin["t"]) - float(margin["b"])
+    return math.ceil(height + least - plot) if plot < least else None
+
+
+def fitted_titles(layout: Mapping) -> dict[str, str]:
+    """New texts for titles too long for where they are drawn, by layout path ("title",
+    "yaxis2.title"): the chart's title in lines of at most TITLE_CHARS (a phone's chart is
+    about that many characters of title type wide, and Plotly cuts a title off rather than wrap
+    it), an x axis's title likewise, and a y axis's title longer than the plot is high in lines
+    that fit it (it ran into the chart's title). Titles with markup are left as they are."""
+    fitted = {}
+    title = _title_text(layout.get("title"))
+    if len(title) > TITLE_CHARS and "<" not in str(layout["title"]):
+        fitted["title"] = "<br>".join(textwrap.wrap(title, TITLE_CHARS))
+    font = _font_size(layout.get("font"), DEFAULT_FONT)
+    for name, axis in layout.items():
+        match = _AXIS.fullmatch(name)
+        if not (match and isinstance(axis, Mapping)):
+            continue
+        text = _title_text(axis.get("title"))
+        size = _font_size((axis.get("title") or {}).get("font"), max(font, TITLE_FONT))
+        long = _plot_height(layout) if match[1] == "y" else TITLE_CHARS * CHAR_WIDTH * font
+        fits = int(long / (CHAR_WIDTH * size))
+        if len(text) > fits and "<" not in text and "\n" not in text:
+            fitted[f"{name}.title"] = "<br>".join(textwrap.wrap(text, fits))
+    return fitted
+
+
+def _title_depth(title: Any, font: float) -> float:
+    """How deep the chart's title reaches into the top margin, its gap below included."""
+    text = _title_text(title)
+    if not text:
+        return 0.0
+    size = _font_size(title.get("font") if isinstance(title, Mapping) else None, font * 1.2)
+    # Below it, the gap, and the upper half of the plot's top label, which sits on the edge.
+    return (text.count("\n") + 1) * size * LINE_HEIGHT + TITLE_GAP + font * LINE_HEIGHT / 2
 
 
 def _plot_height(layout: Mapping) -> float:

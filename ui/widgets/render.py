@@ -88,16 +88,31 @@ def _show_panels(panels: Panels, *, filename: str, key: str | None, **options: A
 
 def reserve_margins(fig: go.Figure) -> None:
     """Widen the figure's margins to what its labels will need (`ui.margins`), so the browser
-    draws it once instead of drawing, measuring and drawing again."""
+    draws it once instead of drawing, measuring and drawing again; grow a figure whose margins
+    left its plot too short; break titles too long for a phone, or for the plot's height, into
+    lines (then the margins again, for the lines) and put a legend below the plot under its x
+    axis."""
+    _widen_margins(fig)
     # The figure's own dicts, read without the deep copy `to_dict` makes.
+    height = margins.taller(fig._layout)
+    if height is not None:
+        fig.layout.height = height
+    fitted = margins.fitted_titles(fig._layout)
+    for path, text in fitted.items():
+        fig.layout[f"{path}.text"] = text
+    if fitted:
+        _widen_margins(fig)
+    legend = margins.legend_below(fig._data, fig._layout)
+    if legend is not None:
+        fig.layout.legend = legend
+
+
+def _widen_margins(fig: go.Figure) -> None:
     margin = margins.reserved(fig._data, fig._layout)
     if margin is not None:
         # `reserved` keeps the figure's other margin keys; set directly, since update_layout's
         # path parsing costs far more than the margin itself (bench/README.md).
         fig.layout.margin = margin
-    legend = margins.legend_below(fig._data, fig._layout)
-    if legend is not None:
-        fig.layout.legend = legend
 
 
 @dataclass(frozen=True, eq=False)
