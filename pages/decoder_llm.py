@@ -7,7 +7,7 @@ from attention_core.cost import decoding_score_counts
 from attention_core.models.llama import MAX_CONTEXT_TOKENS
 from ui.decoder import branching, choosing, figures, generation, inputs, trace, what_if
 from ui.models import minilm, smollm
-from ui.widgets import heatmaps, render
+from ui.widgets import heatmaps, render, small_screens
 from ui.widgets.layout import page_intro, plain, what_to_try
 from ui.widgets.state import PageState
 
@@ -109,7 +109,7 @@ with top_col:
         st.info("The model has finished (it produced <|im_end|>).")
     else:
         choice = choosing.next_token_steps(model, state.ids, state.logits, sampling)
-        st.dataframe(choosing.next_token_table(model, choice), hide_index=True)
+        small_screens.table(choosing.next_token_table(model, choice), hide_index=True)
         st.caption(
             "softmax(logits / T) after top-k, top-p and min-p; what the draw picks from."
             if not sampling.greedy

@@ -25,7 +25,7 @@ from attention_core.models.llama.generation import Sampling, step_rng
 from attention_core.sampling import FilterSteps, SamplingSteps, sampling_steps
 from ui.decoder.generation import Continuation
 from ui.models import smollm
-from ui.widgets import describe, render, theme
+from ui.widgets import describe, render, small_screens, theme
 from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
 from ui.widgets.render import figure
 
@@ -313,7 +313,7 @@ def show_choice(model: LlamaModel, state: Continuation, sampling: Sampling) -> N
         + ("by the model (T = 1)" if used.greedy else "after the filters"),
         delta_color="off",
     )
-    st.dataframe(stages_table(steps), hide_index=True)
+    small_screens.table(stages_table(steps), hide_index=True)
     st.caption(
         "Each stage renormalises what it keeps, so its share is of the distribution it was given; "
         "the share of the tempered distribution above is their product."

@@ -16,7 +16,7 @@ import streamlit as st
 
 from attention_core import attention_entropy, head_statistics
 from ui.multi_head.labels import head_names
-from ui.widgets import heatmaps, render
+from ui.widgets import heatmaps, render, small_screens
 
 STAT_COLUMNS = {
     "mean_entropy": "entropy (nats)",
@@ -94,7 +94,7 @@ def head_statistics_table(weights: np.ndarray) -> pd.DataFrame:
 
 
 def show_statistics_table(table: pd.DataFrame) -> None:
-    st.dataframe(
+    small_screens.table(
         table,
         hide_index=True,
         width="stretch",

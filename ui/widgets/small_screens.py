@@ -10,12 +10,12 @@ The server does not know the screen's width, so what depends on it is done in th
 - Text drawn in a plot never overlaps either: a point's label that would meet one kept before
   it is left to the hover, and numbers written in cells too narrow for them are all left out
   (the colours, the hover and "Show chart data as tables" still carry them).
-- Tables keep their first column in view when they scroll sideways (`pinned_first_column`).
+- Tables keep their first column in view when they scroll sideways (`table`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
 import streamlit as st
 
@@ -102,7 +102,28 @@ CHART_TEXT_JS = """
 """
 
 
-def pinned_first_column(columns: Sequence[str]) -> dict:
-    """A `column_config` for `st.dataframe` that keeps the table's first column in view while
-    the rest scrolls sideways (a phone's narrow table)."""
-    return {columns[0]: st.column_config.Column(pinned=True)} if columns else {}
+def table(data: Any, **options: Any) -> None:
+    """`st.dataframe(data, **options)` whose first column stays in view while a narrow screen
+    scrolls the others sideways (`pinned_first`)."""
+    st.dataframe(data, **pinned_first(data, options))
+
+
+def pinned_first(data: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """`options` for `st.dataframe` or `st.data_editor` of `data` (a DataFrame, a Styler of
+    one, or a list of rows as dicts) that pin its first column, keeping what `column_config`
+    says of it: Streamlit pins an index of its own accord, not the first column of a table
+    drawn with `hide_index=True`."""
+    if not options.get("hide_index"):
+        return options
+    first = _first_column(data)
+    config = dict(options.get("column_config") or {})
+    said = config.get(first)
+    said = {"label": said} if isinstance(said, str) else dict(said or {})
+    config[first] = {**said, "pinned": True}
+    return {**options, "column_config": config}
+
+
+def _first_column(data: Any) -> str:
+    if isinstance(data, list):  # rows as dicts, in column order
+        return next(iter(data[0]))
+    return getattr(data, "data", data).columns[0]  # a DataFrame, or a Styler's
