@@ -374,7 +374,7 @@ def fitted_titles(layout: Mapping) -> dict[str, str]:
     fitted = {}
     title = _title_text(layout.get("title"))
     if len(title) > TITLE_CHARS and "<" not in str(layout["title"]):
-        fitted["title"] = "<br>".join(textwrap.wrap(title, TITLE_CHARS))
+        fitted["title"] = "<br>".join(textwrap.wrap(title, TITLE_CHARS, break_on_hyphens=False))
     font = _font_size(layout.get("font"), DEFAULT_FONT)
     for name, axis in layout.items():
         match = _AXIS.fullmatch(name)
@@ -385,7 +385,7 @@ def fitted_titles(layout: Mapping) -> dict[str, str]:
         long = _plot_height(layout) if match[1] == "y" else TITLE_CHARS * CHAR_WIDTH * font
         fits = int(long / (CHAR_WIDTH * size))
         if len(text) > fits and "<" not in text and "\n" not in text:
-            fitted[f"{name}.title"] = "<br>".join(textwrap.wrap(text, fits))
+            fitted[f"{name}.title"] = "<br>".join(textwrap.wrap(text, fits, break_on_hyphens=False))
     return fitted
 
 
