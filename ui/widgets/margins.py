@@ -133,8 +133,12 @@ def _axis_needs(
         # Automatic ticks may fall on the plot's right end, and a level label is centred on
         # its tick: the last one then hangs half out. (Labels of cells sit inside the plot.)
         automatic = all(axis.get(key) is None for key in ("tickvals", "ticktext", "labelalias"))
-        if automatic and angle == 0 and (axis.get("domain") or (0, 1))[1] >= 0.99:
-            yield "r", _text_width(labels[-1], tick_font) / 2 + LABEL_OVERHANG
+        at_right = angle == 0 and (axis.get("domain") or (0, 1))[1] >= 0.99
+        if automatic and at_right:
+            yield "r", _text_width(labels[-1], tick_font) / 2 + LABEL_OVERHANG * spacing
+        elif axis.get("labelalias") and at_right:
+            # A flat label wider than its cell (a narrow panel's) hangs past the plot's end.
+            yield "r", _text_width(labels[-1], tick_font) / 2 + LABEL_OVERHANG * spacing / 2
     title = axis.get("title")
     if _title_text(title):
         title_font = _font_size(
