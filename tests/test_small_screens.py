@@ -25,6 +25,8 @@ def test_a_table_without_its_index_pins_its_first_column_and_keeps_its_settings(
     assert styled["column_config"] == {"token": {"pinned": True}}
     rows = small_screens.pinned_first([{"block": 1, "max": 2.0}], {"hide_index": True})
     assert rows["column_config"] == {"block": {"pinned": True}}
+    # Nothing to pin in a table without columns or rows as dicts without rows.
+    assert small_screens.pinned_first([], {"hide_index": True}) == {"hide_index": True}
     # With its index shown, Streamlit pins the index: nothing to add.
     assert small_screens.pinned_first(frame, {"width": "stretch"}) == {"width": "stretch"}
 

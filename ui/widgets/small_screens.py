@@ -113,9 +113,9 @@ def pinned_first(data: Any, options: dict[str, Any]) -> dict[str, Any]:
     one, or a list of rows as dicts) that pin its first column, keeping what `column_config`
     says of it: Streamlit pins an index of its own accord, not the first column of a table
     drawn with `hide_index=True`."""
-    if not options.get("hide_index"):
+    first = _first_column(data) if options.get("hide_index") else None
+    if first is None:
         return options
-    first = _first_column(data)
     config = dict(options.get("column_config") or {})
     said = config.get(first)
     said = {"label": said} if isinstance(said, str) else dict(said or {})
@@ -123,7 +123,8 @@ def pinned_first(data: Any, options: dict[str, Any]) -> dict[str, Any]:
     return {**options, "column_config": config}
 
 
-def _first_column(data: Any) -> str:
+def _first_column(data: Any) -> str | None:
     if isinstance(data, list):  # rows as dicts, in column order
-        return next(iter(data[0]))
-    return getattr(data, "data", data).columns[0]  # a DataFrame, or a Styler's
+        return next(iter(data[0]), None) if data else None
+    columns = getattr(data, "data", data).columns  # a DataFrame's, or a Styler's
+    return columns[0] if len(columns) else None
