@@ -11,7 +11,7 @@ from attention_core.cost import (
 )
 from ui.cost import decoding, figures, measurements, online_softmax
 from ui.cost.measurements import MB, MEMORY_KEY, TIMINGS_KEY, Job
-from ui.widgets import render
+from ui.widgets import render, small_screens
 from ui.widgets.formulas import BACKEND_LABELS, METHOD_LABELS
 from ui.widgets.layout import page_intro, what_to_try
 from ui.widgets.state import PageState, write_url_after_fragment
@@ -93,7 +93,7 @@ def time_and_memory(available: list[str]) -> None:
                 f"{len(jobs) - len(timings)} of the {len(jobs)} runs for these settings are not "
                 "measured yet: press **Measure**."
             )
-        st.dataframe(
+        small_screens.table(
             measurements.timing_table(timings),
             hide_index=True,
             width="stretch",
@@ -143,7 +143,7 @@ def block_by_block(page_seed: int) -> None:
         st.error(str(error), icon=":material/error:")
         write_url_after_fragment(view)
         return
-    st.dataframe(
+    small_screens.table(
         online_softmax.block_table(online),
         hide_index=True,
         width="stretch",

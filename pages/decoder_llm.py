@@ -8,7 +8,7 @@ from attention_core.models import LlamaModel
 from attention_core.models.llama import MAX_CONTEXT_TOKENS
 from ui.decoder import branching, choosing, figures, generation, inputs, trace, what_if
 from ui.models import agreement, minilm, page_model, smollm
-from ui.widgets import heatmaps, render
+from ui.widgets import heatmaps, render, small_screens
 from ui.widgets.layout import page_intro, plain, what_to_try
 from ui.widgets.state import PageState
 
@@ -113,7 +113,7 @@ with top_col:
         st.info(f"The model has finished (it produced {end_token}).")
     else:
         choice = choosing.next_token_steps(model, state.ids, state.logits, sampling)
-        st.dataframe(choosing.next_token_table(model, choice), hide_index=True)
+        small_screens.table(choosing.next_token_table(model, choice), hide_index=True)
         st.caption(
             "softmax(logits / T) after top-k, top-p and min-p; what the draw picks from."
             if not sampling.greedy
@@ -155,17 +155,17 @@ layer = layer_col.select_slider("Layer", list(range(1, num_layers + 1)), key=lay
 head = head_col.select_slider("Head", list(range(1, num_heads + 1)), key=head_key) - 1
 drawn = render.digested(shown.digest, shown)  # the trace, keyed by its digest
 head_fig = render.cached(figures.head_figure, drawn, layer, head)
-one_col, grid_col = st.columns(2)
+one_col, about_col = st.columns(2, vertical_alignment="center")
 with one_col:
     render.show(head_fig, filename=f"decoder-l{layer + 1}-h{head + 1}")
-with grid_col:
-    render.show(
-        render.cached(figures.layer_grid_figure, drawn, layer, head),
-        filename=f"decoder-l{layer + 1}-heads",
-    )
-st.caption(
-    "Rows are queries, columns keys; grey cells are the future, masked. Each row of the grid is "
-    "one KV head: its three query heads read the same keys and values, yet attend differently."
+about_col.caption(
+    "Rows are queries, columns keys; grey cells are the future, masked. Below, every head of the "
+    "layer: each row of the grid is one KV head, whose three query heads read the same keys and "
+    "values, yet attend differently (one head per row on a phone)."
+)
+render.show(
+    render.cached(figures.layer_grid_figure, drawn, layer, head),
+    filename=f"decoder-l{layer + 1}-heads",
 )
 
 st.header(":material/content_cut: What if? The next token without a token or a head")

@@ -3,7 +3,7 @@ import streamlit as st
 from attention_core import AttentionInputError
 from attention_core.lessons.position_experiments import PERMUTATIONS, SENTENCE_ENCODINGS
 from ui.positional import data, families, figures, inputs, order, questions
-from ui.widgets import heatmaps
+from ui.widgets import heatmaps, small_screens
 from ui.widgets.layout import page_intro, what_to_try
 from ui.widgets.state import PageState, write_url_after_fragment
 
@@ -171,7 +171,7 @@ def position_and_rotation(n: int, d_model: int, base: float) -> None:
         "Check a hand calculation: with d_model = 4 and p = 1 the row is "
         "(sin 1, cos 1, sin 0.01, cos 0.01), because ω₁ = 10000^(−2/4) = 0.01."
     )
-    st.dataframe(
+    small_screens.table(
         data.breakdown_frame(position, d_model, base),
         hide_index=True,
         height=260,

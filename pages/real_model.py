@@ -14,7 +14,7 @@ from ui.pretrained import (
     questions,
     tables,
 )
-from ui.widgets import layout, render, steps
+from ui.widgets import layout, render, small_screens, steps
 from ui.widgets.layout import labelled_radio, page_intro, what_to_try
 from ui.widgets.state import PageState, write_url_after_fragment
 
@@ -176,7 +176,7 @@ st.caption("Heads per label: " + ", ".join(f"{name} {count}" for name, count in 
 scores_col, sink_col = st.columns([3, 2])
 with scores_col:
     st.markdown(f"**Layer {layer + 1}, head {head + 1}: {label}**")
-    st.dataframe(
+    small_screens.table(
         tables.head_scores_table(trace, layer, head),
         hide_index=True,
         column_config={
@@ -224,7 +224,7 @@ else:
         f"{n} keys are too many to write out one by one: the row of query {query + 1} "
         f"“{query_token}”, key by key."
     )
-    st.dataframe(
+    small_screens.table(
         tables.row_table(one, query, tokens),
         hide_index=True,
         column_config={

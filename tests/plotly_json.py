@@ -36,3 +36,29 @@ def frame(at: AppTest, column: str):
         if any(column in name for name in element.value.columns):
             return element.value
     raise AssertionError(f"no table with a column {column!r}")
+
+
+def tick_labels(axis) -> list[str]:
+    """An axis's labels in order (a figure's layout axis, as a dict or a Plotly object): its
+    `ticktext`, or, for positions drawn as categories, the label each position is an alias of."""
+    ticktext = axis["ticktext"] if "ticktext" in axis else None
+    if ticktext is not None:
+        return list(ticktext)
+    return list((axis["labelalias"] or {}).values())
+
+
+def panel_figures(at: AppTest, key: str) -> list[dict]:
+    """The figures of small multiples drawn with `key` (`render.Panels`: `key.0`, `key.1`, ...),
+    in order."""
+    specs = {
+        element.proto.id.rsplit(f"{key}.", 1)[-1]: json.loads(element.proto.spec)
+        for element in at.main.get("plotly_chart")
+        if f"{key}." in element.proto.id
+    }
+    return [specs[str(index)] for index in range(len(specs))]
+
+
+def title_text(spec: dict) -> str:
+    """A figure's title, without the bold that marks a chosen panel."""
+    text = (spec["layout"].get("title") or {}).get("text") or ""
+    return text.replace("<b>", "").replace("</b>", "")

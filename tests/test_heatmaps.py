@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from tests.plotly_json import tick_labels
 from ui.why import figures as why_figures
 from ui.widgets import describe, heatmaps, render
 
@@ -17,9 +18,19 @@ def test_repeated_tokens_stay_separate_rows_and_columns():
     fig = heatmaps.heatmap(weights, row_labels=tokens, col_labels=tokens)
     trace = _main_trace(fig)
     assert list(trace.y) == [0, 1, 2]
-    assert list(fig.layout.yaxis.ticktext) == tokens
-    assert list(fig.layout.xaxis.ticktext) == tokens
+    assert tick_labels(fig.layout.yaxis) == tokens
+    assert tick_labels(fig.layout.xaxis) == tokens
     np.testing.assert_allclose(np.asarray(trace.z, dtype=np.float64), weights, atol=1e-7)
+
+
+def test_axes_are_categories_so_the_browser_labels_as_many_positions_as_fit():
+    tokens = [f"t{i}" for i in range(50)]
+    fig = heatmaps.heatmap(np.eye(50), row_labels=tokens, col_labels=tokens)
+    for axis in (fig.layout.xaxis, fig.layout.yaxis):
+        assert axis.type == "category" and axis.tickvals is None
+        assert dict(axis.labelalias) == {str(i): token for i, token in enumerate(tokens)}
+    # Key labels lie flat: the browser keeps as many as fit (ui.small_screens).
+    assert fig.layout.xaxis.tickangle == 0
 
 
 def test_axes_are_labelled_query_and_key_and_rows_read_top_down():
@@ -84,28 +95,32 @@ def test_large_matrices_are_block_averaged_and_say_so():
     # Axes and hover keep real positions: the second block row starts at position 2.
     assert list(_main_trace(fig).y[:3]) == [0, 2, 4]
     assert "block of 2" in _main_trace(fig).hovertemplate
-    assert list(fig.layout.yaxis.tickvals[:2]) == [0, 24] and fig.layout.yaxis.ticktext[1] == "24"
+    aliases = dict(fig.layout.yaxis.labelalias)
+    assert len(aliases) == 512 and aliases["2"] == "2" and "1" not in aliases
 
 
-def test_a_heatmap_without_cell_hover_sends_one_template_and_thins_its_ticks():
+def test_a_heatmap_without_cell_hover_sends_one_template():
     values = np.tril(np.arange(30 * 30, dtype=np.float64).reshape(30, 30))
     values[np.triu_indices(30, 1)] = -np.inf
     labels = [str(i) for i in range(30)]
     kwargs = dict(row_labels=labels, col_labels=labels, kind="scores", annotate=False)
-    fig = heatmaps.heatmap(
-        values, **kwargs, row_title="query position", cell_hover=False, tick_every=4
-    )
+    fig = heatmaps.heatmap(values, **kwargs, row_title="query position", cell_hover=False)
     heat, masked = fig.data
     assert heat.hovertext is None and masked.hovertext is None
     assert heat.hovertemplate == "query position %{y}, key %{x}: %{z:.4f}<extra></extra>"
     assert masked.hovertemplate == "query position %{y}, key %{x}: masked (−∞)<extra></extra>"
-    assert list(fig.layout.xaxis.tickvals) == list(range(0, 30, 4))
-    assert list(fig.layout.yaxis.ticktext) == [str(p) for p in range(0, 30, 4)]
     # By default a 30×30 matrix (900 cells) gets a line per cell and a label per position.
     fig = heatmaps.heatmap(values, **kwargs)
     assert len(fig.data[0].hovertext) == 30 and "→ key 2 “1”" in fig.data[0].hovertext[0][1]
     assert "masked: −∞" in fig.data[1].hovertext[0][1]
-    assert list(fig.layout.xaxis.tickvals) == list(range(30))
+    assert tick_labels(fig.layout.xaxis) == labels
+
+
+def test_numbers_in_the_cells_replace_the_colour_bar():
+    small = heatmaps.heatmap(np.eye(3), row_labels="abc", col_labels="abc")
+    large = heatmaps.heatmap(np.eye(13), row_labels="abcdefghijklm", col_labels="abcdefghijklm")
+    assert small.data[-1].mode == "text" and small.data[0].showscale is False
+    assert large.data[0].showscale is True
 
 
 def test_format_number_writes_infinities_and_no_negative_zero():
@@ -114,14 +129,20 @@ def test_format_number_writes_infinities_and_no_negative_zero():
     assert describe.format_number(0.12345, 4) == "0.1235"
 
 
-def test_grid_shares_one_scale_across_heads():
-    stack = np.stack([np.eye(3), np.full((3, 3), 1 / 3)])
-    fig = heatmaps.heatmap_grid(
-        stack, titles=["head 1", "head 2"], row_labels="abc", col_labels="abc"
-    )
-    assert len(fig.data) == 2
-    assert fig.layout.coloraxis.cmin == 0.0 and fig.layout.coloraxis.cmax == 1.0
-    assert all(trace.coloraxis == "coloraxis" for trace in fig.data)
+def test_grid_shares_one_scale_across_panels_that_reflow():
+    stack = np.stack([np.eye(3), np.full((3, 3), 1 / 3), np.eye(3)[::-1] * 4])
+    grid = heatmaps.heatmap_grid(
+        stack, titles=["head 1", "head 2", "head 3"], row_labels="abc", col_labels="abc",
+        kind="sequential", columns=2, highlight=1,
+    )  # fmt: skip
+    # A figure per panel, two a row on a wide screen (st.columns stacks them on a phone).
+    assert isinstance(grid, render.Panels) and grid.columns == 2 and len(grid.figures) == 3
+    traces = [figure.data[0] for figure in grid.figures]
+    assert {(trace.zmin, trace.zmax) for trace in traces} == {(0.0, 4.0)}
+    # One colour bar, on the last panel; the chosen panel's title in bold.
+    assert [trace.showscale for trace in traces] == [False, False, True]
+    assert [figure.layout.title.text for figure in grid.figures][1] == "<b>head 2</b>"
+    assert tick_labels(grid.figures[2].layout.yaxis) == ["a", "b", "c"]
 
 
 def test_rnn_diagram_draws_every_pair_once():

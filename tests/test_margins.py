@@ -81,14 +81,19 @@ def test_tokens_that_look_like_tags_count_and_formatting_tags_do_not():
 
 
 def test_only_panels_on_the_figures_edge_push_its_margins():
-    figure = heatmaps.heatmap_grid(
-        np.full((2, 3, 3), 1 / 3),
-        titles=["head 1", "head 2"],
-        row_labels=["a", "b", "c"],
-        col_labels=["x", "y", "z"],
-        columns=2,
-    )
-    data, layout = figure._data, figure._layout
+    # Two panels side by side in one figure (as the multi-head page's split into heads).
+    short_labels = {"tickvals": [0, 1, 2], "ticktext": ["a", "b", "c"]}
+    data = [
+        {"type": "heatmap", "z": np.full((3, 3), 1 / 3), "showscale": False, "xaxis": x, "yaxis": y}
+        for x, y in (("x", "y"), ("x2", "y2"))
+    ]
+    layout = {
+        "xaxis": {"domain": [0, 0.45]},
+        "xaxis2": {"domain": [0.55, 1], "anchor": "y2"},
+        "yaxis": dict(short_labels),
+        "yaxis2": {**short_labels, "anchor": "x2"},
+        "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
+    }
     short = margins.reserved(data, layout)["l"]
     long = ["a", "b", "a-very-long-token"]
     # The right panel's y labels sit between the panels, inside the figure.
@@ -125,7 +130,7 @@ def test_numbers_on_an_axis_are_measured_as_plotly_writes_them():
 def test_figures_leave_the_cache_with_their_margins_reserved():
     figure = render.cached(
         heatmaps.heatmap, np.full((3, 3), 1 / 3), row_labels=["the", "cat", "sat"],
-        col_labels=["the", "cat", "sat"], title="weights",
+        col_labels=["the", "cat", "sat"], title="weights", annotate=False,
     )  # fmt: skip
     drawn = figure.to_dict()["layout"]["margin"]
     assert drawn["l"] > 10 and drawn["r"] > 10
@@ -160,3 +165,61 @@ def test_a_log_axis_reserves_room_for_its_powers_of_ten():
     linear = lines.line_plot(np.arange(5), {"KL": np.array([1e-5, 1e-3, 0.1, 1.0, 20.0])},
                              x_title="position", y_title="nats")  # fmt: skip
     assert margins.reserved(linear._data, linear._layout)["l"] < plain
+
+
+def test_a_legend_below_starts_under_the_x_axis_title_at_any_type_size():
+    x = np.arange(10)
+    for presenting_font in (13, 20):
+        figure = lines.line_plot(x, {"a": x * 1.0, "b": x * 2.0}, x_title="x", y_title="y")
+        figure.layout.font.size = presenting_font
+        render.reserve_margins(figure)
+        layout = figure.to_dict()["layout"]
+        plot = layout["height"] - layout["margin"]["t"] - layout["margin"]["b"]
+        axis_depth = dict(
+            margins._axis_needs("x", "", layout["xaxis"], figure._data, layout, presenting_font)
+        )["b"]
+        # The legend's top is as far under the plot as the axis's labels and title reach.
+        assert layout["legend"]["yanchor"] == "top"
+        assert -layout["legend"]["y"] * plot == pytest.approx(axis_depth, abs=1)
+        assert layout["margin"]["b"] > axis_depth
+
+
+def test_a_long_legend_reserves_the_rows_a_phone_wraps_it_into():
+    names = [f"a rather long series name {i}" for i in range(4)]
+    x = np.arange(5)
+    figure = lines.line_plot(x, {n: x * 1.0 for n in names}, x_title="x", y_title="y")
+    one = lines.line_plot(x, {n: x * 1.0 for n in names[:2]}, x_title="x", y_title="y")
+    depth = margins.reserved(figure._data, figure._layout)["b"]
+    # Each name is ~200 px: a phone's 320 px holds one a row, so four rows, not two.
+    assert depth - margins.reserved(one._data, one._layout)["b"] == pytest.approx(
+        2 * (13 * margins.LINE_HEIGHT + 12), abs=1
+    )
+
+
+def test_long_titles_are_broken_into_lines_a_phone_holds_and_the_margin_counts_them():
+    title = "The weights the running state implies, block by block"
+    figure = heatmaps.heatmap(np.eye(3), row_labels="abc", col_labels="abc", title=title)
+    before = margins.reserved(figure._data, figure._layout)["t"]
+    render.reserve_margins(figure)
+    lines_shown = figure.layout.title.text.split("<br>")
+    assert " ".join(lines_shown) == title
+    assert all(len(line) <= margins.TITLE_CHARS for line in lines_shown) and len(lines_shown) == 2
+    assert figure.layout.margin.t >= before + 13 * 1.2  # one more line of the title's type
+    # A title with markup is left whole.
+    bold = heatmaps.heatmap(np.eye(3), row_labels="abc", col_labels="abc", title=f"<b>{title}</b>")
+    assert margins.fitted_titles(bold._layout).get("title") is None
+
+
+def test_a_y_title_longer_than_the_plot_is_high_is_broken_and_a_squeezed_plot_grows():
+    x = np.arange(5)
+    long = "loss in nats (mean of the last sixty-four tokens of the passage)"
+    figure = lines.line_plot(x, {"a": x * 1.0}, x_title="x", y_title=long)
+    figure.layout.height = 200
+    render.reserve_margins(figure)
+    layout = figure.to_dict()["layout"]
+    plot = layout["height"] - layout["margin"]["t"] - layout["margin"]["b"]
+    # Grown to keep ten lines of its type, and the title in lines no longer than the plot.
+    assert plot >= margins.MIN_PLOT_LINES * 13 * margins.LINE_HEIGHT - 1
+    shown = layout["yaxis"]["title"]["text"].split("<br>")
+    assert " ".join(shown) == long and len(shown) > 1
+    assert all(len(line) * margins.CHAR_WIDTH * 14 <= plot for line in shown)

@@ -19,7 +19,7 @@ from attention_core.head_roles import head_roles, repeated_tokens
 from attention_core.models import readouts
 from harness.app_pages import open_model_page
 from tests.hf_models import minilm_reference, smollm2_or_skip
-from tests.plotly_json import chart, frame, plotly_array
+from tests.plotly_json import chart, frame, panel_figures, plotly_array
 from ui.heads import data
 from ui.widgets.byte_cache import every_cache
 
@@ -115,9 +115,9 @@ def test_the_role_maps_are_transformers_attentions_on_the_probe(reference):
     with torch.no_grad():
         attentions = hf(torch.from_numpy(probe)[None], output_attentions=True).attentions
     roles = head_roles(np.stack([a[0].numpy() for a in attentions]), 12)
-    grid = chart(at, "heads.roles")["data"]
-    for trace, role in zip(grid, ("previous", "induction", "duplicate", "first"), strict=True):
-        np.testing.assert_allclose(plotly_array(trace["z"]), roles.score(role), atol=1e-4)
+    grid = panel_figures(at, "heads.roles")
+    for spec, role in zip(grid, ("previous", "induction", "duplicate", "first"), strict=True):
+        np.testing.assert_allclose(plotly_array(spec["data"][0]["z"]), roles.score(role), atol=1e-4)
     strongest = frame(at, "role")
     induction = strongest[strongest.role == "induction"].iloc[0]
     layer, head = np.unravel_index(np.argmax(roles.induction), roles.induction.shape)
@@ -138,14 +138,14 @@ def test_minilm_heads_on_the_probe_and_on_the_prompt():
         out = hf(torch.from_numpy(ids.copy())[None], output_attentions=True)
     attentions = np.stack([a[0].numpy() for a in out.attentions])  # (layer, head, n, n)
     tokens = bert.tokenize(text).tokens
-    special = chart(at, "heads.special")["data"]
+    special = [spec["data"][0] for spec in panel_figures(at, "heads.special")]
     commas = [i for i, t in enumerate(tokens) if t in {",", "."}]
     np.testing.assert_allclose(
         plotly_array(special[0]["z"]), attentions[..., 0].mean(-1), atol=1e-5
     )
     on_punctuation = attentions[..., commas].sum(-1).mean(-1)
     np.testing.assert_allclose(plotly_array(special[2]["z"]), on_punctuation, atol=1e-5)
-    roles = plotly_array(chart(at, "heads.roles")["data"][1]["z"])
+    roles = plotly_array(panel_figures(at, "heads.roles")[1]["data"][0]["z"])
     assert roles.shape == (6, 12) and roles.max() < 0.2  # no induction heads in MiniLM
 
 

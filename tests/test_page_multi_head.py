@@ -50,16 +50,25 @@ def title(spec: dict) -> str:
 
 
 def pattern_grid(at: AppTest) -> tuple[list[str], np.ndarray]:
-    """Panel titles and the stacked z of the small multiples (heads, then their average)."""
-    (spec,) = [s for s in figures(at) if "average of the heads" in annotations(s)]
-    titles = [t.replace("<b>", "").replace("</b>", "") for t in annotations(spec)]
-    return titles, np.stack([decode(trace["z"]) for trace in spec["data"]]).astype(np.float64)
+    """Panel titles and the stacked z of the small multiples (heads, then their average): a
+    figure per panel, the heads' right before the average's."""
+    specs = figures(at)
+    titles = [title(s).replace("<b>", "").replace("</b>", "") for s in specs]
+    last = titles.index("average of the heads")
+    first = last
+    while first > 0 and titles[first - 1].startswith("head "):
+        first -= 1
+    panels = specs[first : last + 1]
+    return titles[first : last + 1], np.stack(
+        [decode(spec["data"][0]["z"]) for spec in panels]
+    ).astype(np.float64)
 
 
 def flow_picture(at: AppTest) -> ET.Element:
     """The flow diagram: the page's one inline SVG, parsed (so it is well-formed XML)."""
-    (svg,) = [m.value for m in at.markdown if m.value.startswith("<svg")]
-    return ET.fromstring(svg)
+    (region,) = [m.value for m in at.markdown if "<svg" in m.value]
+    (svg,) = ET.fromstring(region)  # in a region that scrolls sideways on a narrow screen
+    return svg
 
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -184,8 +193,7 @@ def test_zooming_a_head_shows_that_heads_numbers():
     steps = expected_steps()
     np.testing.assert_allclose(scores, steps.q[:, 4:6] @ steps.k[:, 4:6].T, atol=1e-5)
     # The grid highlights the zoomed head.
-    (spec,) = [s for s in figures(at) if "average of the heads" in annotations(s)]
-    assert "<b>head 3</b>" in annotations(spec)
+    assert "<b>head 3</b>" in [title(s) for s in figures(at)]
     assert at.query_params["head"] == "3"
 
 
@@ -316,22 +324,23 @@ def test_without_torch_the_page_says_how_to_install_it(monkeypatch):
 
 def test_the_split_picture_and_the_flow_diagram_carry_the_shapes():
     at = open_page()
+    # Q and its split into heads: a figure each, side by side on a wide screen.
+    (wide,) = [s for s in figures(at) if "Q: (pos, d_model) = (6, 8)" in annotations(s)]
     (split,) = [s for s in figures(at) if any("split_heads(Q)" in a for a in annotations(s))]
-    assert "Q: (pos, d_model) = (6, 8)" in annotations(split)
-    assert "split_heads(Q):<br>(head, pos, d_head) = (4, 6, 2)" in annotations(split)
+    assert annotations(split) == ["split_heads(Q):<br>(head, pos, d_head) = (4, 6, 2)"]
     steps = expected_steps()
-    np.testing.assert_allclose(decode(split["data"][0]["z"]), steps.q, atol=1e-6)
-    stacked = decode(split["data"][1]["z"]).astype(np.float64)
+    np.testing.assert_allclose(decode(wide["data"][0]["z"]), steps.q, atol=1e-6)
+    stacked = decode(split["data"][0]["z"]).astype(np.float64)
     # Head h's block sits at rows 7h..7h+5 (one blank row between heads) = Q[:, 2h:2h+2].
     for h in range(4):
         np.testing.assert_allclose(
             stacked[7 * h : 7 * h + 6], steps.q[:, 2 * h : 2 * h + 2], atol=1e-6
         )
-    assert len(split["layout"]["shapes"]) == 8  # 4 frames on Q, 4 on the stack
+    assert len(wide["layout"]["shapes"]) == len(split["layout"]["shapes"]) == 4  # a frame a head
 
     at.radio(key="multi_head.split").set_value("V").run()
-    (split,) = [s for s in figures(at) if any("split_heads(V)" in a for a in annotations(s))]
-    np.testing.assert_allclose(decode(split["data"][0]["z"]), steps.v, atol=1e-6)
+    (wide,) = [s for s in figures(at) if any(a.startswith("V: (pos") for a in annotations(s))]
+    np.testing.assert_allclose(decode(wide["data"][0]["z"]), steps.v, atol=1e-6)
 
     picture = flow_picture(at)
     boxes, labels = boxes_and_labels(picture)
@@ -392,12 +401,14 @@ def test_concat_and_output_are_the_model_steps():
     np.testing.assert_allclose(decode(w_o["data"][0]["z"]), params.w_o, atol=1e-6)
     # W_O's columns are framed per head (4 heads of 2 features): x from -0.5 in steps of 2.
     assert [b["x0"] for b in w_o["layout"]["shapes"]] == [-0.5, 1.5, 3.5, 5.5]
-    (w_qkv,) = [s for s in figures(at) if "<b>W_Q</b> (8, 8)" in annotations(s)]
-    assert annotations(w_qkv) == ["<b>W_Q</b> (8, 8)", "<b>W_K</b> (8, 8)", "<b>W_V</b> (8, 8)"]
-    for trace, weight in zip(w_qkv["data"], (params.w_q, params.w_k, params.w_v), strict=True):
-        np.testing.assert_allclose(decode(trace["z"]), weight, atol=1e-6)
-    # W_Q, W_K, W_V are framed by rows: head h owns output rows 2h, 2h+1.
-    assert [b["y0"] for b in w_qkv["layout"]["shapes"][:4]] == [-0.5, 1.5, 3.5, 5.5]
+    # W_Q, W_K, W_V: a panel each, side by side where the screen is wide.
+    start = [annotations(s) for s in figures(at)].index(["<b>W_Q</b> (8, 8)"])
+    w_qkv = figures(at)[start : start + 3]
+    assert [annotations(s) for s in w_qkv] == [[f"<b>W_{n}</b> (8, 8)"] for n in "QKV"]
+    for spec, weight in zip(w_qkv, (params.w_q, params.w_k, params.w_v), strict=True):
+        np.testing.assert_allclose(decode(spec["data"][0]["z"]), weight, atol=1e-6)
+        # Framed by rows: head h owns output rows 2h, 2h+1.
+        assert [b["y0"] for b in spec["layout"]["shapes"]] == [-0.5, 1.5, 3.5, 5.5]
 
 
 def test_typing_into_x_changes_the_result_and_the_link_keeps_it():
@@ -559,11 +570,11 @@ def test_controls_inside_fragments_update_their_pictures_and_the_link():
     at = open_page()
     at.selectbox(key="multi_head.head").set_value(3).run()
     assert any(s.value.endswith("6 · Head 3, step by step") for s in at.header)
-    titles = annotations(next(s for s in figures(at) if "average of the heads" in annotations(s)))
-    assert titles[2] == "<b>head 3</b>" and titles[0] == "head 1"
+    titles = [title(s) for s in figures(at)]
+    assert titles[titles.index("head 1") + 2] == "<b>head 3</b>"
     at.radio(key="multi_head.split").set_value("K").run()
-    (split,) = [s for s in figures(at) if any("split_heads(K)" in a for a in annotations(s))]
-    np.testing.assert_allclose(decode(split["data"][0]["z"]), expected_steps().k, atol=1e-6)
+    (wide,) = [s for s in figures(at) if any(a.startswith("K: (pos") for a in annotations(s))]
+    np.testing.assert_allclose(decode(wide["data"][0]["z"]), expected_steps().k, atol=1e-6)
     assert at.query_params["head"] == "3" and at.query_params["split"] == "K"
 
 

@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 from attention_core.models import MODEL_DIR_ENV_VAR, find_model_dir, load_bert
 from harness.app_pages import ROOT, open_model_page
 from tests.fragment_reruns import change_in_fragment, torch_after_a_plain_visit
-from tests.plotly_json import figures, plotly_array
+from tests.plotly_json import figures, plotly_array, title_text
 from ui.models import minilm
 from ui.pretrained import patterns
 from ui.pretrained.model_view import tile_at, tile_cell
@@ -66,10 +66,16 @@ def model_view(at: AppTest) -> dict:
 
 
 def roles(at: AppTest) -> dict:
-    (spec,) = [
+    """The roles of the heads, drawn a few heads a figure, as one trace of `(layer, head)`."""
+    panels = [
         s for s in figures(at) if "layer %{y}, head %{x}" in s["data"][0].get("hovertemplate", "")
     ]
-    return spec
+    traces = [spec["data"][0] for spec in panels]
+    text = [
+        [cell for trace in traces for cell in trace["text"][i]]
+        for i in range(len(traces[0]["text"]))
+    ]
+    return {"data": [{**traces[0], "text": text}]}
 
 
 def markdown(at: AppTest) -> str:
@@ -249,12 +255,12 @@ def test_clicking_a_tile_picks_its_head():
 
 def test_layer_averages_are_the_mean_of_the_heads(model):
     at = open_page({"view": "layers"})
-    (spec,) = [s for s in figures(at) if s["layout"].get("coloraxis")]
-    stack = np.stack([decode(t["z"]) for t in spec["data"]]).astype(np.float64)
+    # A panel per layer, the chosen layer's title in bold.
+    panels = [s for s in figures(at) if "mean of 12 heads" in title_text(s)]
+    stack = np.stack([decode(s["data"][0]["z"]) for s in panels]).astype(np.float64)
     weights = model.trace(TIRED).attention_weights.astype(np.float64)
     np.testing.assert_allclose(stack, weights.sum(axis=1) / 12, atol=1e-6)
-    texts = [a["text"] for a in spec["layout"]["annotations"]]
-    assert "<b>layer 4: mean of 12 heads</b>" in texts
+    assert panels[3]["layout"]["title"]["text"] == "<b>layer 4: mean of 12 heads</b>"
 
 
 def test_head_roles_and_scores_follow_their_definitions(model):

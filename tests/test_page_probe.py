@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 from attention_core.models import MODEL_DIR_ENV_VAR, load_bert, run_bert_ids
 from harness.app_pages import open_model_page
 from tests.fragment_reruns import change_in_fragment, torch_after_a_plain_visit
-from tests.plotly_json import figures, plotly_array
+from tests.plotly_json import figures, plotly_array, tick_labels
 
 TIRED = "The animal didn't cross the street because it was too tired."
 IT, ANIMAL, STREET, TIRED_AT = 10, 2, 8, 13  # positions from 0: [CLS] the animal ... tired .
@@ -264,7 +264,7 @@ def test_a_link_reproduces_the_view(model):
     tokens = model.tokenize(text).tokens
     assert figure(at, f"Token 3 “{tokens[2]}”, layer by layer")
     assert figure(at, "Before: layer 2, head 5")
-    after = figure(at, "After: layer 2, head 5")["layout"]["xaxis"]["ticktext"]
+    after = tick_labels(figure(at, "After: layer 2, head 5")["layout"]["xaxis"])
     assert after == [*tokens[:1], "cats", *tokens[2:]]
     (lines,) = [t for t in figures(at) if t["data"][0].get("name", "").endswith("heaviest weights")]
     assert len(plotly_array(lines["data"][0]["x"])) == 3 * 5
@@ -332,7 +332,7 @@ def test_a_plain_visit_does_not_import_torch():
 
 def test_a_replaced_token_is_labelled_with_both_words():
     at = open_page()
-    labels = figure(at, "After − before: layer 4, head 2")["layout"]["xaxis"]["ticktext"]
+    labels = tick_labels(figure(at, "After − before: layer 4, head 2")["layout"]["xaxis"])
     assert labels[TIRED_AT] == "tired→wide" and labels[IT] == "it"
 
 
@@ -345,5 +345,5 @@ def test_an_empty_replacement_is_mask(model):
         run_bert_ids(model, ids).attention_weights[3, 1],
         atol=1e-6,
     )
-    labels = figure(at, "After − before: layer 4, head 2")["layout"]["xaxis"]["ticktext"]
+    labels = tick_labels(figure(at, "After − before: layer 4, head 2")["layout"]["xaxis"])
     assert labels[TIRED_AT] == "tired→[MASK]"

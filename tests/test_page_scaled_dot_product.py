@@ -16,7 +16,7 @@ from attention_core.lessons.presets import PRESETS, random_example
 from attention_core.lessons.scaling import scaling_experiment
 from tests.app_fragments import run_fragment
 from tests.fragment_reruns import torch_after_a_plain_visit
-from tests.plotly_json import plotly_array
+from tests.plotly_json import plotly_array, tick_labels
 from ui.widgets.editors import editor_widget_key
 from ui.widgets.formats import example_to_json
 
@@ -142,7 +142,7 @@ def test_editing_a_q_cell_changes_the_weights():
     np.testing.assert_allclose(step(again, "weights"), expected, rtol=1e-6)
     assert not again.warning
     # The link held no token names, so the preset's name the rows.
-    ticks = step_chart(again, "weights")["layout"]["yaxis"]["ticktext"]
+    ticks = tick_labels(step_chart(again, "weights")["layout"]["yaxis"])
     assert ticks == ["the", "cat", "sat"]
 
 
@@ -155,8 +155,8 @@ def test_renamed_tokens_travel_in_the_link():
     params = {name: at.query_params[name] for name in ("Q", "K", "V", "tk")}
     again = open_page(**params)
     layout = step_chart(again, "weights")["layout"]
-    assert layout["xaxis"]["ticktext"] == ["the", "dog", "sat"]
-    assert layout["yaxis"]["ticktext"] == ["the", "cat", "sat"]
+    assert tick_labels(layout["xaxis"]) == ["the", "dog", "sat"]
+    assert tick_labels(layout["yaxis"]) == ["the", "cat", "sat"]
     np.testing.assert_allclose(step(again, "weights"), HAND_WEIGHTS, rtol=1e-6)
     wrong_count = open_page(**{**params, "tk": "a,b"})
     assert any("`tk` does not name one token per row" in w.value for w in wrong_count.warning)
@@ -222,7 +222,7 @@ def test_every_preset_renders(preset):
 def test_sentence_preset_uses_the_words_and_sharp_flat_shows_saturation():
     at = open_page(preset="sentence", sentence="a dog barked")
     assert at.slider(key="scaled_dot_product.n_q").value == 3
-    ticks = step_chart(at, "weights")["layout"]["xaxis"]["ticktext"]
+    ticks = tick_labels(step_chart(at, "weights")["layout"]["xaxis"])
     assert ticks == ["a", "dog", "barked"]
     nine_words = "one two three four five six seven eight nine"
     at.text_input(key="scaled_dot_product.sentence").set_value(nine_words)

@@ -11,6 +11,7 @@ import numpy as np
 
 from attention_core import scaled_dot_product_attention
 from attention_core.lessons.presets import attention_for, sharp_flat_pair, three_token_example
+from tests.plotly_json import tick_labels
 from ui.widgets import render
 from ui.widgets.step_text import (
     STEP_NAMES,
@@ -158,7 +159,7 @@ def test_a_step_figure_explains_each_cell_in_its_hover():
     # q₃ = [1, 1], k₁ = [1, 1]: 1×1 + 1×1 = 2.
     assert fig.data[0].hovertext[2][0].endswith("q₃·k₁ = 1×1 + 1×1 = 2")
     output = step_figure(STEPS, "output", EX.q, EX.k, EX.v, "abc", "abc", "scaled_dot")
-    assert list(output.layout.xaxis.ticktext) == ["d1", "d2"]
+    assert tick_labels(output.layout.xaxis) == ["d1", "d2"]
 
 
 def test_each_step_has_its_own_caption_saying_what_that_step_does():

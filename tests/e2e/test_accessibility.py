@@ -2,7 +2,8 @@
 
 axe-core (the engine behind the browsers' own audits, bundled by axe-playwright-python) checks
 each registered page against WCAG 2.0/2.1 A and AA and axe's best practices (heading order among
-them), in the light and the dark theme, at the defaults and in presenter mode. Streamlit follows
+them), in the light and the dark theme, at the defaults, in presenter mode and on a phone's
+390 px wide screen. Streamlit follows
 the system's colour scheme, so the theme is Playwright's `color_scheme`; one server serves all.
 
 Expected numbers in the keyboard test come from the one-line NumPy formula in
@@ -40,6 +41,9 @@ MODES = {
     "dark": ("dark", "", (1280, 900)),
     "present-light": ("light", "present=1", (1280, 720)),
     "present-dark": ("dark", "present=1", (1280, 720)),
+    # A phone opening the talk's link (issue #51): Streamlit stacks columns, charts reflow.
+    "phone-light": ("light", "", (390, 844)),
+    "phone-dark": ("dark", "", (390, 844)),
 }
 BACKGROUND = {"light": "rgb(255, 255, 255)", "dark": "rgb(14, 17, 23)"}  # .streamlit/config.toml
 

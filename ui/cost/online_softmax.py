@@ -117,10 +117,11 @@ def weights_figure(n_keys: int, block: int, seed: int) -> go.Figure:
             ygap=1,
         )
     )
-    fig.update_traces(colorbar_title_text="weight")
+    fig.update_traces(colorbar_title_text="weight", colorbar_title_side="right")
     fig.update_xaxes(
         title_text="key →",
         side="top",
+        tickangle=0,  # flat: the browser keeps every k-th where they would meet (small_screens)
         tickvals=list(range(len(key_labels))),
         ticktext=list(key_labels),
     )
@@ -135,6 +136,9 @@ def weights_figure(n_keys: int, block: int, seed: int) -> go.Figure:
         title={
             "text": "The weights the running state implies, block by block",
             "font": {"size": font_size() + 3},
+            # At the top, above the key axis (in the middle of the margin, it met the axis).
+            "y": 0.99,
+            "yanchor": "top",
         },
         height=int(min(640, 140 + len(rows) * per_row)),
         margin={"l": 10, "r": 10, "t": 80, "b": 10},

@@ -26,7 +26,7 @@ from server.lane import LONG_RUNS
 from ui.decoder.choosing import drawn_from
 from ui.decoder.generation import Continuation
 from ui.models import smollm
-from ui.widgets import lines, render, theme
+from ui.widgets import lines, render, small_screens, theme
 from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
 from ui.widgets.state import PageState, write_url_after_fragment
 
@@ -233,7 +233,7 @@ def _show_fork(model, state, sampling, result: Fork, count: int, length: int) ->
         delta_color="off",
     )
     number = st.column_config.NumberColumn
-    st.dataframe(
+    small_screens.table(
         branch_table(model, result),
         hide_index=True,
         column_config={

@@ -25,7 +25,7 @@ from attention_core.models.llama.generation import Sampling, step_rng
 from attention_core.sampling import FilterSteps, SamplingSteps, sampling_steps
 from ui.decoder.generation import Continuation
 from ui.models import smollm
-from ui.widgets import describe, render, theme
+from ui.widgets import describe, render, small_screens, theme
 from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
 from ui.widgets.render import figure
 
@@ -261,7 +261,6 @@ def nucleus_figure(steps: SamplingSteps, texts: dict[int, str]) -> go.Figure:
         "xaxis": {"title": {"text": "tokens, likeliest first (rank)"}},
         # From just under the top token's share or p, whichever is lower: the crossing shows.
         "yaxis": {"title": {"text": "cumulative p"}, "range": [floor, 1.02]},
-        "legend": {"orientation": "h", "y": -0.25, "yanchor": "top"},
         "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
         "hovermode": "closest",
     }
@@ -314,7 +313,7 @@ def show_choice(model: LlamaModel, state: Continuation, sampling: Sampling) -> N
         + ("by the model (T = 1)" if used.greedy else "after the filters"),
         delta_color="off",
     )
-    st.dataframe(stages_table(steps), hide_index=True)
+    small_screens.table(stages_table(steps), hide_index=True)
     st.caption(
         "Each stage renormalises what it keeps, so its share is of the distribution it was given; "
         "the share of the tempered distribution above is their product."
@@ -346,8 +345,9 @@ def show_choice(model: LlamaModel, state: Continuation, sampling: Sampling) -> N
 def _panel_title(index: int, stage: FilterSteps, top: float) -> dict:
     kept = f"keeps {stage.kept_count:,} token{'s' * (stage.kept_count != 1)}"
     return {
-        "text": f"<b>{index + 1} · {STAGE_TITLES[index]}</b>, {setting_text(stage)}: {kept}, "
-        f"{stage.kept_mass:.1%} of what it was given",
+        # Two short lines: in one, a phone's narrow figure cut it off.
+        "text": f"<b>{index + 1} · {STAGE_TITLES[index]}</b>, {setting_text(stage)}:<br>{kept} "
+        f"({stage.kept_mass:.1%} of its input)",
         "x": 0,
         "y": top,
         "xref": "paper",
@@ -377,7 +377,9 @@ def _layout(height: int) -> dict:
         "barmode": "group",
         "height": height,
         "font": {"size": theme.font_size()},
-        "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1, "xanchor": "right"},
+        # Below the plot, under the x axis (ui.margins places it): above, a phone's narrow
+        # figure put it on the first panel's title.
+        "legend": {"orientation": "h", "y": -0.1},
         "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
         "annotations": [],
     }

@@ -21,7 +21,7 @@ from attention_core.models.llama import LlamaModel
 from ui.decoder.generation import Continuation
 from ui.decoder.trace import PageTrace, labels
 from ui.models import smollm
-from ui.widgets import describe, render, theme
+from ui.widgets import describe, render, small_screens, theme
 from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
 from ui.widgets.render import figure
 from ui.widgets.state import PageState, write_url_after_fragment
@@ -168,7 +168,8 @@ def take_one_away(
         st.markdown(sentence)
         st.metric("KL divergence, before ‖ after", f"{change.kl:.4f} nats")
         table_col, chart_col = st.columns(2)
-        table_col.dataframe(change_table(model, change), hide_index=True)
+        with table_col:
+            small_screens.table(change_table(model, change), hide_index=True)
         with chart_col:
             # The change is the model's for these ids and this choice: that is its digest.
             digest = digest_of(id(model), state.ids, mode, position, layer, head)

@@ -118,7 +118,6 @@ def probe_head_figure(probe: data.ProbeRoles, kind: str, layer: int, head: int) 
         blocked=blocked,
         title=f"Layer {layer + 1}, head {head + 1} on the probe",
         annotate=False,
-        tick_every=max(1, n // 20),
     )
 
 

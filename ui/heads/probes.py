@@ -12,7 +12,7 @@ import streamlit as st
 from attention_core.head_roles import strongest_heads, token_share
 from ui.heads import data, figures, inputs, tables
 from ui.models import minilm
-from ui.widgets import heatmaps, render
+from ui.widgets import heatmaps, render, small_screens
 from ui.widgets.layout import plain
 from ui.widgets.state import PageState, write_url_after_fragment
 
@@ -31,7 +31,7 @@ def section(view: PageState, kind: str, seed_key: str, length_key: str, text: st
     drawn = render.digested(probe.digest, probe)  # the probe's roles, keyed by their digest
     render.show(render.cached(figures.roles_figure, drawn),
                 filename=f"heads-roles-{figures.file_part(kind)}", key="heads.roles")  # fmt: skip
-    st.dataframe(tables.strongest_roles(probe.roles), hide_index=True, key="heads.strongest")
+    small_screens.table(tables.strongest_roles(probe.roles), hide_index=True, key="heads.strongest")
     shown = " ".join(f"`{plain(figures.token_label(t))}`" for t in probe.tokens)
     st.markdown(f"The probe ({len(probe.tokens)} tokens, seed {seed}): {shown}")
     layer, head, score = strongest_heads(probe.roles.induction, 1)[0]

@@ -14,7 +14,7 @@ import streamlit as st
 from attention_core import AttentionInputError
 from ui.heads import data, figures, inputs, tables
 from ui.models import page_model
-from ui.widgets import render
+from ui.widgets import render, small_screens
 from ui.widgets.byte_cache import digest_of
 from ui.widgets.state import PageState, write_url_after_fragment
 
@@ -54,7 +54,7 @@ def section(
     drawn = render.digested(readout.digest, readout)  # the readout, keyed by its digest
     render.show(render.cached(figures.lens_figure, drawn, token.id, vs_id, names),
                 filename="heads-logit-lens", key="heads.lens")  # fmt: skip
-    st.dataframe(tables.lens_table(readout, token.id, model), hide_index=True,
+    small_screens.table(tables.lens_table(readout, token.id, model), hide_index=True,
                  key="heads.lens_table", height=280)  # fmt: skip
     st.caption(tables.lens_sentence(readout.lens, token.id, names[0]))
 
@@ -66,7 +66,7 @@ def section(
                               f"Each writer's share of {what}"),
                 filename="heads-attribution", key="heads.attribution")  # fmt: skip
     st.caption(tables.attribution_sentence(split, what))
-    st.dataframe(tables.top_writers(split), hide_index=True, key="heads.top_writers")
+    small_screens.table(tables.top_writers(split), hide_index=True, key="heads.top_writers")
     chosen_head(view, decoder, ids, at, (token.id, vs_id), keys)
     write_url_after_fragment(view)
 

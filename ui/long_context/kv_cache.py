@@ -33,7 +33,7 @@ from server.process_load import run_where_kept
 from ui.long_context import data
 from ui.long_context.figures import SMOOTHING, running_mean
 from ui.models import page_model, smollm
-from ui.widgets import describe, lines, render, theme
+from ui.widgets import describe, lines, render, small_screens, theme
 from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
 from ui.widgets.state import PageState, write_url_after_fragment
 from ui.widgets.tables import number_columns
@@ -109,7 +109,7 @@ def _memory(view: PageState) -> None:
         format_func=lambda n: f"{n:,}",
         key=view.choice_key("context", DEFAULT_CONTEXT, CONTEXTS),
     )
-    st.dataframe(
+    small_screens.table(
         memory_table(context),
         hide_index=True,
         width="stretch",
@@ -168,6 +168,9 @@ def memory_figure(context: int) -> go.Figure:
             "marker": {"color": VARIANT_COLORS[variant]},
             "text": [bytes_text(v) if np.isfinite(v) else "" for v in values[:, column]],
             "textposition": "outside",
+            # Full size even over a phone's narrow bars, where those that would meet are left
+            # to the hover (ui.small_screens): shrunk to the bar, they were 3 px high.
+            "constraintext": "none",
             "hovertemplate": f"%{{x}}, {variant}: %{{text}}<extra></extra>",
         }
         for column, variant in enumerate(VARIANTS)
@@ -262,7 +265,7 @@ def _experiments(text_ids: tuple[int, ...], model: LlamaModel | None, name: str)
         column.metric(effect.label, bytes_text(effect.cache_bytes),
                       delta=f"{effect.agreement:.0%} same top-1", delta_color="off",
                       delta_arrow="off", help=f"Mean KL {effect.mean_kl:.3g} nats")  # fmt: skip
-    st.dataframe(experiment_table(found), hide_index=True, width="stretch",
+    small_screens.table(experiment_table(found), hide_index=True, width="stretch",
                  key="long_context.kv_effects", column_config=EFFECT_COLUMNS)  # fmt: skip
     # Keyed by the digest of what computed it (the model and the text), not by its arrays.
     drawn = render.digested(digest_of(id(model), text_ids), found)

@@ -57,9 +57,10 @@ def head_boxes(
 
 def projections_figure(
     weights: Sequence[tuple[str, np.ndarray]], num_heads: int, *, heads_on: str
-) -> go.Figure:
+) -> render.Panels:
     """`(d_model, d_model)` projections side by side (nn.Linear layout), one shared scale,
-    each head's part framed in its colour.
+    each head's part framed in its colour: a figure each, so that a phone shows them one
+    under the other, as large as the screen allows (`render.Panels`).
 
     W_Q, W_K, W_V: head h owns output rows h·d_head..(h+1)·d_head-1 (heads_on="rows");
     W_O: head h's concat features meet columns h·d_head.. (heads_on="cols").
@@ -68,35 +69,23 @@ def projections_figure(
     d_model = weights[0][1].shape[0]
     scale = heatmaps.color_scale("values", np.concatenate([w.ravel() for _, w in weights]))
     along = "y" if heads_on == "rows" else "x"
-    panels = heatmaps.panel_domains(count, columns=count, x_gap=0.08, y_gap=0.0)
-    traces, layout, shapes, titles = [], {}, [], []
-    for index, ((name, matrix), (suffix, x_domain, _)) in enumerate(
-        zip(weights, panels, strict=True)
-    ):
-        traces.append(_projection_trace(name, matrix, suffix))
-        layout.update(_projection_axes(d_model, suffix, x_domain, first=index == 0))
-        shapes += head_boxes(
-            num_heads,
-            d_model,
-            along=along,
-            span=(-0.5, d_model - 0.5),
-            xref=f"x{suffix}",
-            yref=f"y{suffix}",
+    panels = []
+    for index, (name, matrix) in enumerate(weights):
+        layout = _projection_axes(d_model)
+        layout.update(
+            coloraxis={**scale.axis(), "showscale": index == count - 1},
+            shapes=head_boxes(num_heads, d_model, along=along, span=(-0.5, d_model - 0.5)),
+            annotations=[_title_below(f"<b>{name}</b> {shape_text(matrix.shape)}")],
+            height=int(min(460, 200 + (300 if count == 1 else 220) * min(1.0, d_model / 16))),
+            margin={"l": 10, "r": 10, "t": 60, "b": 40},
+            font={"size": theme.font_size()},
         )
-        titles.append(_title_below(f"<b>{name}</b> {shape_text(matrix.shape)}", x_domain))
-    layout.update(
-        coloraxis=scale.axis(),
-        shapes=shapes,
-        annotations=titles,
-        height=int(min(460, 200 + (300 if count == 1 else 220) * min(1.0, d_model / 16))),
-        margin={"l": 10, "r": 10, "t": 60, "b": 40},
-        font={"size": theme.font_size()},
-    )
-    return render.figure(traces, layout)
+        panels.append(render.figure([_projection_trace(name, matrix)], layout))
+    return render.Panels(tuple(panels), count)
 
 
-def _projection_trace(name: str, matrix: np.ndarray, suffix: str) -> dict:
-    """One weight matrix `(out, in)` as a heatmap on axes `x{suffix}`, `y{suffix}`; the hover
+def _projection_trace(name: str, matrix: np.ndarray) -> dict:
+    """One weight matrix `(out, in)` as a heatmap; the hover
     names the output and input feature (from 1), small matrices print their numbers."""
     rows, cols = matrix.shape
     annotate = rows <= 6
@@ -105,8 +94,6 @@ def _projection_trace(name: str, matrix: np.ndarray, suffix: str) -> dict:
         "z": matrix.astype(np.float32),
         "x": np.arange(cols),
         "y": np.arange(rows),
-        "xaxis": f"x{suffix}",
-        "yaxis": f"y{suffix}",
         "coloraxis": "coloraxis",
         "xgap": 1 if annotate else 0,
         "ygap": 1 if annotate else 0,
@@ -125,39 +112,31 @@ def _projection_trace(name: str, matrix: np.ndarray, suffix: str) -> dict:
     return trace
 
 
-def _projection_axes(d_model: int, suffix: str, x_domain: list[float], *, first: bool) -> dict:
+def _projection_axes(d_model: int) -> dict:
     """A square panel's axes: input features across the top, output features down."""
     ticks = list(range(0, d_model, max(1, d_model // 16)))
     axis = {
         "tickvals": ticks,
         "ticktext": [str(t + 1) for t in ticks],
         "tickfont": {"size": theme.font_size() - 2},
+        "constrain": "domain",
     }
     return {
-        f"xaxis{suffix}": {
+        "xaxis": {**axis, "side": "top", "title": {"text": "input feature →"}},
+        "yaxis": {
             **axis,
-            "domain": x_domain,
-            "anchor": f"y{suffix}",
-            "side": "top",
-            "title": {"text": "input feature →"},
-            "constrain": "domain",
-        },
-        f"yaxis{suffix}": {
-            **axis,
-            "anchor": f"x{suffix}",
             "autorange": "reversed",
-            "scaleanchor": f"x{suffix}",
-            "constrain": "domain",
-            **({"title": {"text": "← output feature"}} if first else {}),
+            "scaleanchor": "x",
+            "title": {"text": "← output feature"},
         },
     }
 
 
-def _title_below(text: str, x_domain: list[float]) -> dict:
-    """A panel title under the panel, centred on its x domain."""
+def _title_below(text: str) -> dict:
+    """A panel title under the panel, centred."""
     return {
         "text": text,
-        "x": (x_domain[0] + x_domain[1]) / 2,
+        "x": 0.5,
         "y": 0,
         "xref": "paper",
         "yref": "paper",
@@ -193,45 +172,51 @@ def banded_matrix_figure(
     )
 
 
-# The wide matrix on the left, its split into heads on the right (paper x coordinates).
-SPLIT_DOMAINS = ([0.0, 0.55], [0.72, 0.92])
+# The columns of the wide matrix and of its split into heads, side by side on a wide screen.
+SPLIT_WIDTHS = (3, 2)
 
 
 def head_split_figure(
     matrix: np.ndarray, heads: np.ndarray, *, tokens: Sequence[str], name: str
-) -> go.Figure:
-    """`matrix` `(pos, d_model)` beside `heads` `(head, pos, d_head)` = split_heads(matrix).
+) -> render.Panels:
+    """`matrix` `(pos, d_model)` beside `heads` `(head, pos, d_head)` = split_heads(matrix): a
+    figure each, side by side on a wide screen and one above the other on a phone.
 
-    Left: the wide matrix, each head's columns framed in its colour. Right: the same numbers as a
-    stack of per-head blocks (the head axis moved in front), framed in the same colours.
+    First: the wide matrix, each head's columns framed in its colour. Second: the same numbers as
+    a stack of per-head blocks (the head axis moved in front), framed in the same colours.
     """
     pos, d_model = matrix.shape
     num_heads, _, d_head = heads.shape
     stacked, labels, stride = stack_heads(heads, tokens)
     wide, split = _split_traces(matrix, stacked, name, heatmaps.color_scale("values", matrix))
-    layout = {
-        **_split_axes(tokens, d_model, d_head, labels),
-        "shapes": [
-            *head_boxes(num_heads, d_model, along="x", span=(-0.5, pos - 0.5)),
-            *head_boxes(
-                num_heads,
-                num_heads * pos,
-                along="y",
-                span=(-0.5, d_head - 0.5),
-                xref="x2",
-                yref="y2",
-                stride=stride,
-            ),
-        ],
-        "annotations": [
-            *_split_titles(name, matrix.shape, heads.shape),
-            *_head_labels(num_heads, d_head, pos),
-        ],
+    wide_axes, split_axes = _split_axes(tokens, d_model, d_head, labels)
+    wide_title, split_title = _split_titles(name, matrix.shape, heads.shape)
+    common = {
         "height": int(min(700, max(320, 120 + 18 * stacked.shape[0]))),
         "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
         "font": {"size": theme.font_size()},
     }
-    return render.figure([wide, split], layout)
+    wide_figure = render.figure(
+        [wide],
+        {
+            **wide_axes,
+            "shapes": head_boxes(num_heads, d_model, along="x", span=(-0.5, pos - 0.5)),
+            "annotations": [wide_title, *_head_labels(num_heads, d_head, pos)],
+            **common,
+        },
+    )
+    split_figure = render.figure(
+        [split],
+        {
+            **split_axes,
+            "shapes": head_boxes(
+                num_heads, num_heads * pos, along="y", span=(-0.5, d_head - 0.5), stride=stride
+            ),
+            "annotations": [split_title],
+            **common,
+        },
+    )
+    return render.Panels((wide_figure, split_figure), 2, widths=SPLIT_WIDTHS)
 
 
 def stack_heads(heads: np.ndarray, tokens: Sequence[str]) -> tuple[np.ndarray, list[str], int]:
@@ -270,40 +255,39 @@ def _split_traces(
         "z": stacked.astype(np.float32),
         "x": np.arange(stacked.shape[1]),
         "y": np.arange(stacked.shape[0]),
-        "xaxis": "x2",
-        "yaxis": "y2",
         "showscale": False,
         "hovertemplate": "%{z:.4f}<extra></extra>",
     }
     return wide, split
 
 
-def _split_axes(tokens: Sequence[str], d_model: int, d_head: int, labels: list[str]) -> dict:
+def _split_axes(
+    tokens: Sequence[str], d_model: int, d_head: int, labels: list[str]
+) -> tuple[dict, dict]:
+    """The wide matrix's axes, and the stacked heads'."""
     few_rows = len(labels) <= 40
-    return {
-        "xaxis": _feature_axis("feature (d_model) →", d_model, SPLIT_DOMAINS[0]),
+    wide = {
+        "xaxis": _feature_axis("feature (d_model) →", d_model),
         "yaxis": {
             "autorange": "reversed",
             "tickvals": list(range(len(tokens))),
             "ticktext": list(tokens),
         },
-        "xaxis2": {
-            **_feature_axis("feature in the head (d_head) →", d_head, SPLIT_DOMAINS[1]),
-            "anchor": "y2",
-        },
-        "yaxis2": {
-            "anchor": "x2",
+    }
+    split = {
+        "xaxis": _feature_axis("feature in the head (d_head) →", d_head),
+        "yaxis": {
             "autorange": "reversed",
             "tickvals": list(range(len(labels))) if few_rows else [],
             "ticktext": labels if few_rows else [],
         },
     }
+    return wide, split
 
 
-def _feature_axis(title: str, count: int, domain: list[float]) -> dict:
+def _feature_axis(title: str, count: int) -> dict:
     """An x axis of `count` features numbered from 1 (numbers hidden past 24)."""
     return {
-        "domain": domain,
         "title": {"text": title},
         "tickvals": list(range(count)),
         "ticktext": [str(j + 1) for j in range(count)],
@@ -312,11 +296,11 @@ def _feature_axis(title: str, count: int, domain: list[float]) -> dict:
 
 
 def _split_titles(name: str, shape: Sequence[int], heads_shape: Sequence[int]) -> list[dict]:
-    """The two panels' titles, each with the shape of what it shows."""
+    """The two figures' titles, each with the shape of what it shows."""
     return [
         {
             "text": text,
-            "x": (domain[0] + domain[1]) / 2,
+            "x": 0.5,
             "y": 1.0,
             "xref": "paper",
             "yref": "paper",
@@ -325,13 +309,9 @@ def _split_titles(name: str, shape: Sequence[int], heads_shape: Sequence[int]) -
             "showarrow": False,
             "font": {"size": theme.font_size()},
         }
-        for text, domain in zip(
-            (
-                f"{name}: (pos, d_model) = {shape_text(shape)}",
-                f"split_heads({name}):<br>(head, pos, d_head) = {shape_text(heads_shape)}",
-            ),
-            SPLIT_DOMAINS,
-            strict=True,
+        for text in (
+            f"{name}: (pos, d_model) = {shape_text(shape)}",
+            f"split_heads({name}):<br>(head, pos, d_head) = {shape_text(heads_shape)}",
         )
     ]
 

@@ -17,6 +17,9 @@ from ui.multi_head.labels import head_color, shape_text
 MAX_DRAWN_HEADS = 6
 
 BOX_FONT, LABEL_FONT = 14, 12  # px
+# The picture shrinks with its column down to this share of its size (its labels 10 px high),
+# and scrolls sideways below it.
+MIN_SCALE = 10 / LABEL_FONT
 LABEL_LINE = 15  # px from one line of an arrow's label to the next
 LINE_HEIGHT = 17  # px from one line of a box's text to the next
 # The text is in the page's own font (Source Sans); its widest lines here (digits, parentheses,
@@ -176,16 +179,22 @@ def _gap(arrows: list[Arrow], next_column: list[str]) -> float:
 
 
 def _svg(boxes, arrows, columns, description: str) -> str:
+    """The picture, in a region that scrolls sideways where the screen is narrower than the
+    picture at MIN_SCALE (a phone): the text stays at least MIN_SCALE × LABEL_FONT px high
+    instead of shrinking with the screen. The region is a tab stop, so that a keyboard can
+    scroll it too (axe: scrollable-region-focusable)."""
     placed, width, height = _placed(boxes, arrows, columns)
     parts = [
+        '<div role="region" tabindex="0" class="flow-diagram" '
+        'aria-label="Flow diagram (scrolls sideways on a narrow screen)" '
+        'style="overflow-x: auto; overflow-y: hidden">',
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:.0f} {height:.0f}" '
-        f'width="100%" style="max-width: {width:.0f}px; display: block" role="img" '
-        f'aria-label="{escape(description)}" '
-        'fill="currentColor">'
+        f'width="100%" style="max-width: {width:.0f}px; min-width: {width * MIN_SCALE:.0f}px; '
+        f'display: block" role="img" aria-label="{escape(description)}" fill="currentColor">',
     ]
     parts += [_arrow(arrow, placed[arrow.source], placed[arrow.target]) for arrow in arrows]
     parts += [_box(box) for box in placed.values()]
-    parts.append("</svg>")
+    parts.append("</svg></div>")
     return "\n".join(parts)
 
 

@@ -16,7 +16,7 @@ import streamlit as st
 
 from attention_core import attention_entropy, head_statistics
 from ui.multi_head.labels import head_names
-from ui.widgets import heatmaps
+from ui.widgets import heatmaps, render, small_screens
 
 STAT_COLUMNS = {
     "mean_entropy": "entropy (nats)",
@@ -42,9 +42,9 @@ def pattern_grid(
     query_labels: Sequence[str],
     key_labels: Sequence[str],
     highlight: int,
-) -> go.Figure:
+) -> render.Panels:
     """Every head's `(q_pos, k_pos)` weights as small multiples, their average as the last panel,
-    the zoomed head's title in bold: one row when they fit in five panels, else four a row."""
+    the zoomed head's title in bold: three a row on a wide screen, one on a phone."""
     num_heads = weights.shape[0]
     panels = np.concatenate([weights, average_over_heads(weights)[None]])
     return heatmaps.heatmap_grid(
@@ -52,7 +52,7 @@ def pattern_grid(
         titles=[*head_names(num_heads), "average of the heads"],
         row_labels=query_labels,
         col_labels=key_labels,
-        columns=len(panels) if len(panels) <= 5 else 4,
+        columns=3,
         highlight=highlight,
     )
 
@@ -94,7 +94,7 @@ def head_statistics_table(weights: np.ndarray) -> pd.DataFrame:
 
 
 def show_statistics_table(table: pd.DataFrame) -> None:
-    st.dataframe(
+    small_screens.table(
         table,
         hide_index=True,
         width="stretch",

@@ -26,7 +26,7 @@ from ui.positional.figures import (
     table_heatmap,
 )
 from ui.positional.inputs import keep
-from ui.widgets import heatmaps
+from ui.widgets import heatmaps, small_screens
 from ui.widgets.state import PageState, write_url_after_fragment
 
 
@@ -122,7 +122,7 @@ def compare_families(view: PageState, n: int, d_model: int, seed: int, base: flo
             "score of query i and key j ≤ i, a penalty growing with distance, steep for the first "
             "heads and gentle for the last. For 2ⁿ heads the slopes are 2^(−8/n), 2^(−16/n), …"
         )
-        st.dataframe(
+        small_screens.table(
             slopes_frame(heads),
             hide_index=True,
             column_config={"slope m": st.column_config.NumberColumn(format="%.8g")},

@@ -166,5 +166,4 @@ def family_figure(setting: FamilySetting, *, height: int = 340) -> go.Figure:
         # say all there is to say about a cell here.
         cell_hover=num_positions <= 16,
         # Half-width panels: a label every few positions stays readable.
-        tick_every=-(-num_positions // 8) if num_positions > 24 else None,
     )

@@ -85,55 +85,78 @@ def averages_figure(trace: Any, layer: int) -> go.Figure:
 # -- head roles -----------------------------------------------------------------------------------
 
 
-def roles_figure(trace: Any) -> go.Figure:
+def roles_figure(trace: Any) -> render.Panels:
     """Every head's label and the score behind it: layer per row, head per column, coloured by
-    label."""
+    label; HEADS_PER_PANEL heads a figure, side by side on a wide screen and one under the other
+    on a phone, where a cell of twelve heads in a row was too narrow for its words."""
     patterns = trace.patterns
     scores = patterns.label_score()  # (layer, head)
+    text_cells = np.array(
+        [
+            [f"{ROLE_TITLES[str(patterns.labels[i, j])]}<br>{scores[i, j]:.2f}"
+             for j in range(trace.num_heads)]
+            for i in range(trace.num_layers)
+        ],
+        dtype=object,
+    )  # fmt: skip
+    starts = range(0, trace.num_heads, HEADS_PER_PANEL)
+    panels = tuple(
+        _roles_panel(
+            patterns.labels, text_cells, slice(h, min(h + HEADS_PER_PANEL, trace.num_heads))
+        )
+        for h in starts
+    )
+    return render.Panels(panels, len(panels))
+
+
+HEADS_PER_PANEL = 4
+
+
+def _roles_panel(labels: np.ndarray, text_cells: np.ndarray, heads: slice) -> go.Figure:
+    """The roles of heads `heads` of every layer: `labels` and `text_cells` are `(layer, head)`."""
     names = list(PATTERN_TITLES)
-    index = np.vectorize(names.index)(patterns.labels)  # (layer, head) category numbers
+    index = np.vectorize(names.index)(labels[:, heads])  # (layer, head) category numbers
     count = len(names)
     colors = [theme.PATTERN_COLORS[name] for name in names]
     # A stepped colour scale: category c fills [c, c + 1) / count with one flat colour.
     stepped = [[(c + edge) / count, color] for c, color in enumerate(colors) for edge in (0, 1)]
     scale = heatmaps.ColorScale(0.0, count, stepped, show_bar=False)
-    text_cells = [
-        [f"{ROLE_TITLES[str(patterns.labels[i, j])]}<br>{scores[i, j]:.2f}" for j in
-         range(trace.num_heads)]
-        for i in range(trace.num_layers)
-    ]  # fmt: skip
+    layers, shown = index.shape  # the last panel may hold fewer heads
+    first = heads.start + 1
     heat: dict[str, Any] = {
         "type": "heatmap",
         "z": index + 0.5,
         **scale.trace(),
-        "text": text_cells,
+        "text": text_cells[:, heads].tolist(),
         "texttemplate": "%{text}",
-        "textfont": {"size": max(9, theme.font_size() - 2), "color": theme.PATTERN_TEXT_COLOR},
+        "textfont": {"size": max(10, theme.font_size() - 2), "color": theme.PATTERN_TEXT_COLOR},
         "xgap": 2,
         "ygap": 2,
         "hovertemplate": "layer %{y}, head %{x}: %{text}<extra></extra>",
-        "x": np.arange(1, trace.num_heads + 1),
-        "y": np.arange(1, trace.num_layers + 1),
+        "x": np.arange(first, first + shown),
+        "y": np.arange(1, layers + 1),
     }
     axis = {"dtick": 1, "showgrid": False, "zeroline": False}
     layout = {
         "xaxis": {**axis, "title": {"text": "head"}, "side": "top"},
         "yaxis": {**axis, "title": {"text": "layer"}, "autorange": "reversed"},
-        "height": int((90 + 52 * trace.num_layers) * (1.4 if is_presenting() else 1)),
+        "height": int((90 + 52 * layers) * (1.4 if is_presenting() else 1)),
         "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
         "font": {"size": theme.font_size()},
         "plot_bgcolor": "white",
     }
-    roles = [str(label) for label in patterns.labels.ravel()]
+    roles = [str(label) for label in labels[:, heads].ravel()]
     counts = "; ".join(f"{ROLE_TITLES[name]}: {roles.count(name)}" for name in dict.fromkeys(roles))
     summary = (
-        f"The role of each of the {trace.num_layers} × {trace.num_heads} heads (layer per row, "
-        f"head per column), written in its cell with its score; heads per role: {counts}."
+        f"The role of heads {first} to {first + shown - 1} of each of the {layers} layers "
+        f"(layer per row, head per column), written in its cell with its score; heads per "
+        f"role: {counts}."
     )
     table = describe.ChartTable(
-        values=np.asarray([[describe.plain(c) for c in row] for row in text_cells], dtype=object),
-        rows=tuple(f"layer {i + 1}" for i in range(trace.num_layers)),
-        columns=tuple(f"head {j + 1}" for j in range(trace.num_heads)),
+        values=np.asarray([[describe.plain(c) for c in row] for row in text_cells[:, heads]],
+                          dtype=object),
+        rows=tuple(f"layer {i + 1}" for i in range(layers)),
+        columns=tuple(f"head {j}" for j in range(first, first + shown)),
         row_title="layer",
-    )
+    )  # fmt: skip
     return describe.attach(render.figure([heat], layout), summary, table)

@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from attention_core import AttentionSteps
+from ui.widgets import small_screens
 from ui.widgets.step_text import fixed, num
 from ui.widgets.theme import RIGHT_ANSWER_STYLE, WRONG_ANSWER_STYLE
 
@@ -83,8 +84,7 @@ def _answer_editor(key: str, row_labels: Sequence[str], col_labels: Sequence[str
     columns = [f"c{j + 1}" for j in range(len(col_labels))]
     blank = pd.DataFrame(np.full((len(row_labels), len(col_labels)), np.nan), columns=columns)
     blank.insert(0, "query", unique_labels(row_labels))
-    edited = st.data_editor(
-        blank,
+    options = dict(
         key=f"{key}.{len(row_labels)}x{len(col_labels)}",
         hide_index=True,
         num_rows="fixed",
@@ -95,6 +95,7 @@ def _answer_editor(key: str, row_labels: Sequence[str], col_labels: Sequence[str
             for column, label in zip(columns, unique_labels(col_labels), strict=True)
         },
     )
+    edited = st.data_editor(blank, **small_screens.pinned_first(blank, options))
     return edited[columns].to_numpy(dtype=np.float64, na_value=np.nan)
 
 

@@ -203,54 +203,6 @@ def matrix_table(matrix: np.ndarray, axes: MatrixAxes, *, title: str = "") -> Ch
     )
 
 
-def grid_summary(
-    stack: np.ndarray, *, titles: Sequence[str], axes: MatrixAxes, kind: str = "weights"
-) -> str:
-    """One sentence about `(n, rows, cols)` small multiples: each panel's strongest cell."""
-    stack = np.asarray(stack, dtype=np.float64)
-    count, rows, cols = stack.shape
-    row_labels, col_labels = axes.rows, axes.columns
-    head = f"{count} panels of {_count(rows, axes.row_title)} × {_count(cols, axes.col_title)}"
-    strongest = []
-    for title, matrix in zip(titles, stack, strict=True):
-        kept = np.where(np.isfinite(matrix), matrix, np.nan)
-        if np.isnan(kept).all():
-            strongest.append((plain(title), None))
-            continue
-        i, j = np.unravel_index(int(np.nanargmax(kept)), kept.shape)
-        strongest.append((plain(title), (kept[i, j], i, j)))
-    what = "strongest weight" if kind == "weights" else "largest value"
-
-    def said(name: str, best: tuple | None) -> str:
-        if best is None:
-            return f"{name}: all masked"
-        value, i, j = best
-        return f"{name}: {number(value)} (“{row_labels[i]}” → “{col_labels[j]}”)"
-
-    if count <= MAX_LISTED:
-        return f"{head}, the {what} of each: " + "; ".join(said(*s) for s in strongest) + "."
-    found = [s for s in strongest if s[1] is not None]
-    if not found:
-        return f"{head}: every cell is masked."
-    top = max(found, key=lambda s: s[1][0])
-    return f"{head} ({plain(titles[0])} to {plain(titles[-1])}); the largest is {said(*top)}."
-
-
-def grid_table(stack: np.ndarray, *, titles: Sequence[str], axes: MatrixAxes) -> ChartTable:
-    """Small multiples stacked into one table: a row per (panel, query)."""
-    stack = np.asarray(stack, dtype=np.float64)
-    return ChartTable(
-        values=stack.reshape(-1, stack.shape[-1]),
-        rows=tuple(
-            f"{plain(title)} · {axes.row_title} {label(i, t)}"
-            for title in titles
-            for i, t in enumerate(axes.rows)
-        ),
-        columns=tuple(f"{axes.col_title} {label(j, t)}" for j, t in enumerate(axes.columns)),
-        row_title=f"panel · {axes.row_title}",
-    )
-
-
 def lines_summary(
     x: np.ndarray, series: dict[str, np.ndarray], *, x_title: str, y_title: str, title: str = ""
 ) -> str:

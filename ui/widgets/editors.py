@@ -16,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from attention_core.lessons.presets import Example
+from ui.widgets import small_screens
 
 MAX_REPORTED_PROBLEMS = 3
 
@@ -72,8 +73,7 @@ def matrix_editor(
 
     table = pd.DataFrame(default, columns=_column_names(column_prefix, default.shape[1]))
     table.insert(0, label_title, labels)
-    edited = st.data_editor(
-        table,
+    options = dict(
         key=editor_widget_key(st.session_state, key),
         hide_index=True,
         num_rows="fixed",
@@ -87,6 +87,7 @@ def matrix_editor(
             },
         },
     )
+    edited = st.data_editor(table, **small_screens.pinned_first(table, options))
     values, typed_labels, error = parse_matrix(edited, name=name, label_title=label_title)
     if error is None:
         st.session_state[f"{key}.last_valid"] = (values, typed_labels)

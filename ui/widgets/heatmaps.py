@@ -9,7 +9,7 @@ drawn grey and labelled −∞ rather than given a colour of the scale.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 
 from ui.widgets import describe
 from ui.widgets.describe import MINUS_INFINITY, format_number
-from ui.widgets.render import figure
+from ui.widgets.render import Panels, figure
 from ui.widgets.state import is_presenting
 from ui.widgets.theme import (
     BLOCKED_COLOR,
@@ -34,6 +34,8 @@ MAX_ANNOTATED_CELLS = 144
 MAX_HOVER_TEXT_CELLS = 1_024
 # A browser draws about a pixel per cell; more cells than pixels only slow the page.
 MAX_SIDE = 512
+# A panel of small multiples is at most this high (px): a phone shows it whole.
+PANEL_HEIGHT = 420
 
 
 def heatmap(
@@ -51,14 +53,15 @@ def heatmap(
     annotate: bool | None = None,
     height: int | None = None,
     cell_hover: bool | None = None,
-    tick_every: int | None = None,
+    scale: ColorScale | None = None,
 ) -> go.Figure:
     """A labelled heatmap of a `(rows, cols)` matrix.
 
     `hover` adds one line per cell saying how its value was computed. `blocked` (True where a
     mask removed the cell) and any −∞ in `values` are drawn grey and written −∞. `cell_hover`
     False gives every cell one hover template (position and value) instead of its own text,
-    the default past MAX_HOVER_TEXT_CELLS; `tick_every` labels every that many rows and columns.
+    the default past MAX_HOVER_TEXT_CELLS; `scale` replaces the kind's own colour scale (panels
+    that share one).
     """
     matrix = np.asarray(values, dtype=np.float64)
     if matrix.ndim != 2:
@@ -87,7 +90,8 @@ def heatmap(
     annotate = rows * cols <= MAX_ANNOTATED_CELLS if annotate is None else annotate
 
     shown = np.where(removed, np.nan, matrix).astype(np.float32)
-    scale = color_scale(kind, shown)
+    scale = scale or color_scale(kind, shown)
+    height = height or _height(rows)
     heat = {
         "type": "heatmap",
         "z": shown,
@@ -95,6 +99,10 @@ def heatmap(
         "x": np.arange(cols) * step,
         "y": np.arange(rows) * step,
         **scale.trace(),
+        # Numbers in the cells say what the colours mean, and the plot keeps the colour bar's
+        # width for them (in a narrow column, cells too narrow for their numbers overlapped).
+        "showscale": scale.show_bar and not annotate,
+        "colorbar": colorbar(height),
         "xgap": 1 if annotate else 0,
         "ygap": 1 if annotate else 0,
     }
@@ -120,11 +128,11 @@ def heatmap(
         traces.append(_cell_numbers(matrix, removed, scale, decimals, step))
     layout = {
         "title": {"text": title, "font": {"size": font_size() + 3}, "y": 0.99, "yanchor": "top"},
-        "height": height or _height(rows),
+        "height": height,
         # The key axis sits on top, under the title: leave room for both.
         "margin": {"l": 10, "r": 10, "t": 110 if title else 70, "b": 10},
         "font": {"size": font_size()},
-        **_axes(row_labels, col_labels, row_title, col_title, step, tick_every),
+        **_axes(row_labels, col_labels, row_title, col_title, step),
     }
     table = describe.matrix_table(
         np.where(removed, -np.inf, matrix),
@@ -145,108 +153,30 @@ def heatmap_grid(
     highlight: int | None = None,
     row_title: str = "query",
     col_title: str = "key",
-) -> go.Figure:
+) -> Panels:
     """Small multiples of `(n, rows, cols)` matrices sharing one colour scale (rows are queries
-    and columns keys unless `row_title` and `col_title` say otherwise)."""
+    and columns keys unless `row_title` and `col_title` say otherwise): a heatmap per panel,
+    `columns` to a row on a wide screen and one per row on a phone (`render.Panels`), each with
+    its own labels and title; the colour bar on the last."""
     stack = np.asarray(matrices, dtype=np.float64)
-    count = stack.shape[0]
-    columns = max(1, min(columns, count))
-    grid_rows = -(-count // columns)
-    titles = [f"<b>{t}</b>" if i == highlight else t for i, t in enumerate(titles)]
+    count, rows, _ = stack.shape
     scale = color_scale(kind, stack)
-    small = stack.shape[1] <= 12 and stack.shape[2] <= 12
-    panel_height = 260 if small else 200
-    height = min(1800, 60 + grid_rows * panel_height)
-    # Gaps leave room for each panel's tick labels and the title of the panel below.
-    panels = panel_domains(count, columns=columns, x_gap=0.04, y_gap=min(0.2, 60 / height))
-    tick_font = {"size": max(8, font_size() - 4)}
-    traces, annotations = [], []
-    layout: dict = {}
-    for index, (matrix, (suffix, x_domain, y_domain)) in enumerate(zip(stack, panels, strict=True)):
-        row, col = divmod(index, columns)
-        traces.append(
-            {
-                "type": "heatmap",
-                "z": np.where(np.isfinite(matrix), matrix, np.nan).astype(np.float32),
-                "x": np.arange(matrix.shape[1]),
-                "y": np.arange(matrix.shape[0]),
-                "coloraxis": "coloraxis",
-                "xaxis": f"x{suffix}",
-                "yaxis": f"y{suffix}",
-                "hovertemplate": (
-                    f"{titles[index]}<br>{row_title} %{{y}} → {col_title} %{{x}}: "
-                    "%{z:.4f}<extra></extra>"
-                ),
-            }
+    panels = tuple(
+        heatmap(
+            matrix,
+            row_labels=row_labels,
+            col_labels=col_labels,
+            kind=kind,
+            title=f"<b>{title}</b>" if index == highlight else title,
+            row_title=row_title,
+            col_title=col_title,
+            annotate=False,
+            height=min(_height(rows), PANEL_HEIGHT),
+            scale=replace(scale, show_bar=scale.show_bar and index == count - 1),
         )
-        layout[f"xaxis{suffix}"] = {
-            "domain": x_domain,
-            "anchor": f"y{suffix}",
-            "tickvals": list(range(len(col_labels))),
-            "ticktext": list(col_labels),
-            "showticklabels": small,
-            "tickfont": tick_font,
-            "title": {"text": col_title, "font": tick_font} if row == grid_rows - 1 else None,
-        }
-        layout[f"yaxis{suffix}"] = {
-            "domain": y_domain,
-            "anchor": f"x{suffix}",
-            "tickvals": list(range(len(row_labels))),
-            "ticktext": list(row_labels),
-            "autorange": "reversed",
-            "showticklabels": small,
-            "tickfont": tick_font,
-            "title": {"text": row_title, "font": tick_font} if col == 0 else None,
-        }
-        annotations.append(
-            {
-                "text": titles[index],
-                "x": (x_domain[0] + x_domain[1]) / 2,
-                "y": y_domain[1],
-                "xref": "paper",
-                "yref": "paper",
-                "xanchor": "center",
-                "yanchor": "bottom",
-                "showarrow": False,
-                "font": {"size": font_size()},
-            }
-        )
-    layout.update(
-        coloraxis=scale.axis(),
-        annotations=annotations,
-        height=height,
-        margin={"l": 60, "r": 10, "t": 40, "b": 40},
-        font={"size": font_size()},
+        for index, (matrix, title) in enumerate(zip(stack, titles, strict=True))
     )
-    axes = describe.MatrixAxes(row_labels, col_labels, row_title, col_title)
-    return describe.attach(
-        figure(traces, layout),
-        describe.grid_summary(stack, titles=titles, axes=axes, kind=kind),
-        describe.grid_table(stack, titles=titles, axes=axes),
-    )
-
-
-def panel_domains(
-    count: int, *, columns: int, x_gap: float, y_gap: float
-) -> list[tuple[str, list[float], list[float]]]:
-    """Where `count` panels sit in a grid `columns` wide, filled row by row from the top: each
-    panel's axis suffix ("", "2", "3", ...) and its x and y domains in paper coordinates.
-
-    The one subplot layout of the app (`make_subplots` validates every axis and costs more than
-    the figure): `heatmap_grid` and the multi-head page's side-by-side matrices use it.
-    """
-    grid_rows = -(-count // columns)
-    width = (1 - x_gap * (columns - 1)) / columns
-    tall = (1 - y_gap * (grid_rows - 1)) / grid_rows
-    panels = []
-    for index in range(count):
-        row, col = divmod(index, columns)
-        left, top = col * (width + x_gap), 1 - row * (tall + y_gap)
-        # Rounding keeps float error (-8e-17) inside plotly's [0, 1] check.
-        x_domain = [max(0.0, round(left, 9)), min(1.0, round(left + width, 9))]
-        y_domain = [max(0.0, round(top - tall, 9)), min(1.0, round(top, 9))]
-        panels.append(("" if index == 0 else str(index + 1), x_domain, y_domain))
-    return panels
+    return Panels(panels, max(1, min(columns, count)))
 
 
 @dataclass(frozen=True)
@@ -274,6 +204,14 @@ class ColorScale:
 
 
 COLORBAR = {"thickness": 12, "len": 0.9}
+
+
+def colorbar(height: int) -> dict:
+    """A colour bar in a figure `height` px high, its labels at most as many as stay two lines
+    apart (the height is the server's to set, unlike the width: presenter mode's large type
+    made the labels of a short map's bar overlap)."""
+    bar = COLORBAR["len"] * (height - 150)  # the plot: the height less the title and key axis
+    return {**COLORBAR, "nticks": max(2, int(bar // (2.5 * font_size())))}
 
 
 def color_scale(kind: Kind, values: np.ndarray | None = None) -> ColorScale:
@@ -433,23 +371,26 @@ def _hex_rgb(color: str) -> np.ndarray:
 
 
 def _axes(
-    row_labels: list[str],
-    col_labels: list[str],
-    row_title: str,
-    col_title: str,
-    step: int = 1,
-    tick_every: int | None = None,
+    row_labels: list[str], col_labels: list[str], row_title: str, col_title: str, step: int = 1
 ) -> dict:
+    """Both axes, labelled with their tokens. Positions are categories and each label an alias
+    of its position, so the browser labels every k-th position when the axis is too short for
+    all of them (Plotly spaces a category axis's labels 1.2 fonts apart; ui.small_screens
+    thins what still touches) instead of drawing them over each other: a phone and a laptop
+    each get as many labels as fit. Key labels always lie flat: turned upright, they reached
+    into the title above them by more than the margin reserved for one line."""
+
     def ticks(labels: list[str]) -> dict:
-        every = tick_every or max(1, len(labels) // 40)
-        positions = list(range(0, len(labels), every))
-        return {
-            "tickvals": [p * step for p in positions],
-            "ticktext": [labels[p] for p in positions],
-        }
+        aliases = {str(p * step): label for p, label in enumerate(labels)}
+        return {"type": "category", "labelalias": aliases}
 
     return {
-        "xaxis": {"title": {"text": f"{col_title} →"}, "side": "top", **ticks(col_labels)},
+        "xaxis": {
+            "title": {"text": f"{col_title} →"},
+            "side": "top",
+            "tickangle": 0,
+            **ticks(col_labels),
+        },
         "yaxis": {
             "title": {"text": f"← {row_title}"},
             "autorange": "reversed",

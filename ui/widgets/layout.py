@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 import plotly.graph_objects as go
 import streamlit as st
 
+from ui.widgets.small_screens import CHART_TEXT_JS
 from ui.widgets.state import FIGURE_FORMAT_KEY, PRESENT_KEY, TABLES_KEY, PageState, is_presenting
 
 # Projectors wash out small, faint text: presenter mode enlarges everything (Streamlit sizes in
@@ -227,7 +228,7 @@ def app_frame(page: st.Page) -> None:
         help="Larger text and cell numbers for a projector; the link gets ?present=1.",
     )
     with st.sidebar:
-        st.html(COPY_LINK_HTML + A11Y_JS, unsafe_allow_javascript=True)
+        st.html(COPY_LINK_HTML + A11Y_JS + CHART_TEXT_JS, unsafe_allow_javascript=True)
         st.segmented_control(
             "Chart downloads (camera button)",
             ["PNG", "SVG"],

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +35,10 @@ TITLE_FONT = 14
 TITLE_GAP = 16
 # How far past half its width a level label at the plot's right end reaches.
 LABEL_OVERHANG = 10
+# A plot keeps at least this many lines of its type between its margins.
+MIN_PLOT_LINES = 10
+# Longer chart titles are broken into lines this long: about what a phone's chart holds.
+TITLE_CHARS = 40
 # Plotly's own margins and height, for what a figure does not set.
 PLOTLY_MARGINS = {"l": 80, "r": 80, "t": 100, "b": 80}
 PLOTLY_HEIGHT = 450
@@ -47,7 +52,9 @@ OUTSIDE_GAP = 0.02
 # The plot's width is the browser's to decide (a full-width chart's plot is ~650 px at 1280 px
 # wide, one of two columns ~270); gaps given as a fraction of it are taken at the wide end.
 ASSUMED_PLOT_WIDTH = 700
-ASSUMED_LEGEND_WIDTH = 750
+# A legend below the plot wraps as on a phone's chart, the narrowest it is drawn (wider in
+# proportion to larger type: presenter mode's is for a projector).
+NARROW_LEGEND_WIDTH = 320
 LEGEND_SYMBOL = 40
 # Plotly spaces automatic ticks at least this far apart (px) along an axis or colour bar.
 TICK_SPACING = 40
@@ -84,9 +91,11 @@ def reserved(data: Sequence[Mapping], layout: Mapping) -> dict[str, int] | None:
             match = _AXIS.fullmatch(name)
             for side, width in _axis_needs(match[1], match[2], axis, data, layout, font):
                 needed[side] = max(needed[side], width)
+    # The chart's title sits above whatever lies in the top margin (a key axis, a legend).
+    needed["t"] += _title_depth(layout.get("title"), font)
     for side, width in _colorbar_needs(data, layout, font):
         needed[side] = max(needed[side], width)
-    for side, width in _legend_needs(data, layout, font):
+    for side, width in _legend_needs(data, layout, font, under=needed["b"]):
         needed[side] = max(needed[side], width)
     wider = {side: max(int(given[side]), math.ceil(needed[side])) for side in _SIDES}
     if wider == {side: int(given[side]) for side in _SIDES}:
@@ -123,15 +132,20 @@ def _axis_needs(
         depth = widest * math.sin(angle) + tall * math.cos(angle)
         # Automatic ticks may fall on the plot's right end, and a level label is centred on
         # its tick: the last one then hangs half out. (Labels of cells sit inside the plot.)
-        automatic = axis.get("tickvals") is None and axis.get("ticktext") is None
-        if automatic and angle == 0 and (axis.get("domain") or (0, 1))[1] >= 0.99:
-            yield "r", _text_width(labels[-1], tick_font) / 2 + LABEL_OVERHANG
+        automatic = all(axis.get(key) is None for key in ("tickvals", "ticktext", "labelalias"))
+        at_right = angle == 0 and (axis.get("domain") or (0, 1))[1] >= 0.99
+        if automatic and at_right:
+            yield "r", _text_width(labels[-1], tick_font) / 2 + LABEL_OVERHANG * spacing
+        elif axis.get("labelalias") and at_right:
+            # A flat label wider than its cell (a narrow panel's) hangs past the plot's end.
+            yield "r", _text_width(labels[-1], tick_font) / 2 + LABEL_OVERHANG * spacing / 2
     title = axis.get("title")
     if _title_text(title):
         title_font = _font_size(
             title.get("font") if isinstance(title, Mapping) else None, max(font, TITLE_FONT)
         )
-        depth += title_font * LINE_HEIGHT + TITLE_GAP * spacing
+        lines = _title_text(title).count("\n") + 1
+        depth += lines * title_font * LINE_HEIGHT + TITLE_GAP * spacing
     yield {"left": "l", "right": "r", "top": "t", "bottom": "b"}[side], depth + AXIS_DEPTH * spacing
 
 
@@ -155,6 +169,8 @@ def _tick_labels(
     affix = str(axis.get("tickprefix") or "") + str(axis.get("ticksuffix") or "")
     if axis.get("ticktext") is not None:
         return [_plain(label) + affix for label in axis["ticktext"]]
+    if axis.get("labelalias"):  # positions as categories, each shown as its label
+        return [_plain(label) + affix for label in axis["labelalias"].values()]
     if axis.get("tickvals") is not None:
         coordinates = [_coordinates(axis["tickvals"])]
     else:
@@ -223,7 +239,8 @@ def _coordinates(values: Any, trace: Mapping | None = None, letter: str = "") ->
 
 def _number_labels(low: float, high: float, length: float) -> list[str]:
     """The widest labels Plotly writes for round ticks over [low, high] on `length` px: steps
-    of 1, 2 or 5 × 10ᵏ at least `TICK_SPACING` apart, SI prefixes from 10⁴ (10k)."""
+    of 1, 2 or 5 × 10ᵏ at least `TICK_SPACING` apart, SI prefixes from 10⁴ (10k), powers of
+    ten below 10⁻³."""
     span = high - low or abs(high) or 1.0
     rough = span / max(2.0, length / TICK_SPACING)
     power = 10.0 ** math.floor(math.log10(rough))
@@ -231,6 +248,10 @@ def _number_labels(low: float, high: float, length: float) -> list[str]:
     decimals = max(0, -math.floor(math.log10(step) + 1e-9))
     if max(abs(low), abs(high)) >= 1e4:
         labels = [f"{value / 1000:.{max(0, decimals - 3)}f}k" for value in (low, high)]
+    elif decimals > 3:
+        # Past three decimals Plotly writes a power of ten (2×10⁻¹⁶), not 0.0000000000000002.
+        exponent = str(-decimals).translate(_SUPERSCRIPTS)
+        labels = [f"{'-' if value < 0 else ''}5×10{exponent}" for value in (low, high)]
     else:
         labels = [f"{value:.{decimals}f}" for value in (low, high)]
     return [label.replace("-", "−") for label in labels]
@@ -280,9 +301,10 @@ def _colorbar_needs(
 
 
 def _legend_needs(
-    data: Sequence[Mapping], layout: Mapping, font: float
+    data: Sequence[Mapping], layout: Mapping, font: float, *, under: float = 0.0
 ) -> Iterable[tuple[str, float]]:
-    """The legend's depth into the margin it sits in, when it sits outside the plot."""
+    """The legend's depth into the margin it sits in, when it sits outside the plot; a legend
+    below the plot starts `under` px below it (under the x axis's labels and title)."""
     names = [
         _plain(trace["name"])
         for trace in data
@@ -296,18 +318,89 @@ def _legend_needs(
     items = [_text_width(name, legend_font) + LEGEND_SYMBOL for name in names]
     row = legend_font * LINE_HEIGHT + 12
     if legend.get("orientation") == "h":
-        y = float(legend.get("y", -0.1))
-        if y < 0:
-            rows = max(1, math.ceil(sum(items) / ASSUMED_LEGEND_WIDTH))
-            # Hung a fraction of the plot's height below it, and the plot shrinks as the margin
-            # grows: depth = |y| * (height - top - depth) + its rows + padding.
-            height = float(layout.get("height") or PLOTLY_HEIGHT)
-            top = float((layout.get("margin") or {}).get("t", PLOTLY_MARGINS["t"]))
-            yield "b", (-y * (height - top) + rows * row + 12) / (1 - y)
+        if float(legend.get("y", -0.1)) < 0:
+            # Its rows as a phone wraps them: a laptop's fewer rows leave a little room below.
+            rows = _legend_rows(items, NARROW_LEGEND_WIDTH * max(1.0, legend_font / MEASURED_FONT))
+            yield "b", under + rows * row + 12
         return
     x = float(legend.get("x", 1.02))
     if x >= 1:
         yield "r", (x - 1) * ASSUMED_PLOT_WIDTH + max(items) + 12
+
+
+def _legend_rows(items: Sequence[float], width: float) -> int:
+    """How many rows a horizontal legend of items so wide (px) takes in `width` px."""
+    rows, left = 1, 0.0
+    for item in items:
+        if left and left + item > width:
+            rows, left = rows + 1, 0.0
+        left += item
+    return rows
+
+
+def legend_below(data: Sequence[Mapping], layout: Mapping) -> dict | None:
+    """A horizontal legend below the plot moved to start under the x axis's labels and title
+    (a fraction of the plot's height below it: at a fixed fraction, presenter mode's larger
+    labels reached into it), or None if the figure has no such legend.
+
+    layout: with its margins reserved (`reserved`), which fix the plot's height.
+    """
+    legend = layout.get("legend") or {}
+    if legend.get("orientation") != "h" or float(legend.get("y", 0)) >= 0:
+        return None
+    font = _font_size(layout.get("font"), DEFAULT_FONT)
+    under = 0.0
+    for name in layout:
+        match = _AXIS.fullmatch(name)
+        if match and match[1] == "x" and isinstance(layout[name], Mapping):
+            for side, depth in _axis_needs("x", match[2], layout[name], data, layout, font):
+                under = max(under, depth if side == "b" else 0.0)
+    return {**legend, "y": -under / _plot_height(layout), "yanchor": "top"}
+
+
+def taller(layout: Mapping) -> int | None:
+    """The figure's height grown so that, within its margins, its plot keeps at least
+    MIN_PLOT_LINES lines of its type; None if it has that. (A short chart's margins, grown for
+    presenter mode's larger labels, left a plot too short for its own axis title.)"""
+    margin = {**PLOTLY_MARGINS, **(layout.get("margin") or {})}
+    height = float(layout.get("height") or PLOTLY_HEIGHT)
+    least = MIN_PLOT_LINES * _font_size(layout.get("font"), DEFAULT_FONT) * LINE_HEIGHT
+    plot = height - float(margin["t"]) - float(margin["b"])
+    return math.ceil(height + least - plot) if plot < least else None
+
+
+def fitted_titles(layout: Mapping) -> dict[str, str]:
+    """New texts for titles too long for where they are drawn, by layout path ("title",
+    "yaxis2.title"): the chart's title in lines of at most TITLE_CHARS (a phone's chart is
+    about that many characters of title type wide, and Plotly cuts a title off rather than wrap
+    it), an x axis's title likewise, and a y axis's title longer than the plot is high in lines
+    that fit it (it ran into the chart's title). Titles with markup are left as they are."""
+    fitted = {}
+    title = _title_text(layout.get("title"))
+    if len(title) > TITLE_CHARS and "<" not in str(layout["title"]):
+        fitted["title"] = "<br>".join(textwrap.wrap(title, TITLE_CHARS, break_on_hyphens=False))
+    font = _font_size(layout.get("font"), DEFAULT_FONT)
+    for name, axis in layout.items():
+        match = _AXIS.fullmatch(name)
+        if not (match and isinstance(axis, Mapping)):
+            continue
+        text = _title_text(axis.get("title"))
+        size = _font_size((axis.get("title") or {}).get("font"), max(font, TITLE_FONT))
+        long = _plot_height(layout) if match[1] == "y" else TITLE_CHARS * CHAR_WIDTH * font
+        fits = int(long / (CHAR_WIDTH * size))
+        if len(text) > fits and "<" not in text and "\n" not in text:
+            fitted[f"{name}.title"] = "<br>".join(textwrap.wrap(text, fits, break_on_hyphens=False))
+    return fitted
+
+
+def _title_depth(title: Any, font: float) -> float:
+    """How deep the chart's title reaches into the top margin, its gap below included."""
+    text = _title_text(title)
+    if not text:
+        return 0.0
+    size = _font_size(title.get("font") if isinstance(title, Mapping) else None, font * 1.2)
+    # Below it, the gap, and the upper half of the plot's top label, which sits on the edge.
+    return (text.count("\n") + 1) * size * LINE_HEIGHT + TITLE_GAP + font * LINE_HEIGHT / 2
 
 
 def _plot_height(layout: Mapping) -> float:

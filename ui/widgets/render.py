@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -37,12 +37,29 @@ def figure_format() -> str:
     return "svg" if st.session_state.get(FIGURE_FORMAT_KEY) == "SVG" else "png"
 
 
-def show(fig: go.Figure, *, filename: str, key: str | None = None, **options: Any) -> None:
-    """Draw a figure full-width with a PNG download named `filename.png`.
+@dataclass(frozen=True, eq=False)
+class Panels:
+    """Small multiples: one figure per panel, `columns` to a row on a wide screen.
+
+    Drawn in `st.columns`, which a phone's browser stacks one per row, so each panel keeps
+    readable cells and labels at any width: one figure of several subplots cannot reflow.
+    """
+
+    figures: tuple[go.Figure, ...]
+    columns: int
+    widths: tuple[float, ...] | None = None  # of the columns of a row (equal by default)
+
+
+def show(fig: go.Figure | Panels, *, filename: str, key: str | None = None, **options: Any) -> None:
+    """Draw a figure full-width with a PNG download named `filename.png` (small multiples: each
+    panel in its column, `filename-1.png`, ...).
 
     The chart's one-sentence summary becomes its accessible name (`alt`, read by screen
     readers); with "Show chart data as tables" on, its numbers follow as a table.
     """
+    if isinstance(fig, Panels):
+        _show_panels(fig, filename=filename, key=key, **options)
+        return
     if not isinstance(fig, _SharedFigure):
         reserve_margins(fig)
     st.plotly_chart(
@@ -59,10 +76,38 @@ def show(fig: go.Figure, *, filename: str, key: str | None = None, **options: An
             st.dataframe(data.arrow, key=None if key is None else f"{key}.table")
 
 
+def _show_panels(panels: Panels, *, filename: str, key: str | None, **options: Any) -> None:
+    for start in range(0, len(panels.figures), panels.columns):
+        row = panels.figures[start : start + panels.columns]
+        columns = st.columns(panels.widths or panels.columns)[: len(row)]
+        for index, (column, panel) in enumerate(zip(columns, row, strict=True), start):
+            with column:
+                name = None if key is None else f"{key}.{index}"
+                show(panel, filename=f"{filename}-{index + 1}", key=name, **options)
+
+
 def reserve_margins(fig: go.Figure) -> None:
     """Widen the figure's margins to what its labels will need (`ui.margins`), so the browser
-    draws it once instead of drawing, measuring and drawing again."""
+    draws it once instead of drawing, measuring and drawing again; grow a figure whose margins
+    left its plot too short; break titles too long for a phone, or for the plot's height, into
+    lines (then the margins again, for the lines) and put a legend below the plot under its x
+    axis."""
+    _widen_margins(fig)
     # The figure's own dicts, read without the deep copy `to_dict` makes.
+    height = margins.taller(fig._layout)
+    if height is not None:
+        fig.layout.height = height
+    fitted = margins.fitted_titles(fig._layout)
+    for path, text in fitted.items():
+        fig.layout[f"{path}.text"] = text
+    if fitted:
+        _widen_margins(fig)
+    legend = margins.legend_below(fig._data, fig._layout)
+    if legend is not None:
+        fig.layout.legend = legend
+
+
+def _widen_margins(fig: go.Figure) -> None:
     margin = margins.reserved(fig._data, fig._layout)
     if margin is not None:
         # `reserved` keeps the figure's other margin keys; set directly, since update_layout's
@@ -98,7 +143,9 @@ def _plain(value: Any) -> Any:
     return value.value if isinstance(value, Digested) else value
 
 
-def cached(build: Callable[..., go.Figure], *args: Any, **options: Any) -> go.Figure:
+def cached(
+    build: Callable[..., go.Figure | Panels], *args: Any, **options: Any
+) -> go.Figure | Panels:
     """`build(*args, **options)`, built once per distinct input and shared by every session.
 
     The one figure cache of the app: keyed on the builder, its inputs and presenter mode (which
@@ -128,15 +175,26 @@ FIGURE_OBJECT_BYTES = 100 * 1024
 FIGURE_CACHE_BYTES = 40 * MB
 
 
-def _held_bytes(figure: go.Figure) -> int:
+def _held_bytes(figure: go.Figure | Panels) -> int:
+    if isinstance(figure, Panels):
+        return sum(map(_held_bytes, figure.figures))
     return getattr(figure, "_held_bytes", FIGURE_OBJECT_BYTES)
 
 
 @bounded_by_bytes(FIGURE_CACHE_BYTES, name="figures", lane=None, size=_held_bytes)
-def _built_figure(digest: str, _build: Callable, _args: tuple, _options: dict) -> go.Figure:
+def _built_figure(
+    digest: str, _build: Callable, _args: tuple, _options: dict
+) -> go.Figure | Panels:
     # Only `digest` is keyed: it covers the builder, the inputs and presenter mode. Kept as
     # objects: unpickling a figure costs more than building it.
-    figure = _build(*_args, **_options)
+    built = _build(*_args, **_options)
+    if isinstance(built, Panels):
+        return replace(built, figures=tuple(map(_shared, built.figures)))
+    return _shared(built)
+
+
+def _shared(figure: go.Figure) -> go.Figure:
+    """A new figure made ready to be drawn by every session (a `_SharedFigure`)."""
     if type(figure) is go.Figure:
         # Described here, once, while the figure is still this thread's own.
         if not getattr(figure, "_alt", None):

@@ -1,0 +1,224 @@
+"""Every page is readable where its readers are: a phone (390 × 844), a laptop (1280 × 800) and
+a projector in presenter mode (1280 × 720), measured as a reader sees it in Chromium (issue #51).
+
+For each registered page (ui/pages.py's list, so a new page is covered without touching this
+file) and each screen, the page's drawn text is read back from the browser:
+
+- labels of one chart (Plotly's SVG text, or any other SVG picture's) whose boxes overlap, and
+  a chart's labels lying on the map of another panel of the same chart;
+- chart or diagram text drawn under MIN_TEXT_PX high (its font size on screen);
+- anything wider than the screen that is not inside a region made to scroll sideways (a
+  table, a formula, a focusable scroll region), and chart text cut off at its chart's edge.
+
+All three must be empty; and on the phone, every table that scrolls sideways keeps its first
+column in view when scrolled to its right end.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from harness.app_pages import registered_pages
+from harness.browser import exceptions, new_tab, open_app, wait_for_visible_charts
+
+PAGES = registered_pages()
+# name: (viewport, query)
+SCREENS = {
+    "phone": ((390, 844), ""),
+    "laptop": ((1280, 800), ""),
+    "projector": ((1280, 720), "present=1"),
+}
+MIN_TEXT_PX = 7
+# Boxes that share less than this (px, in both directions) only touch: glyph boxes include the
+# line's leading, so neighbouring lines of one label may graze each other.
+OVERLAP_PX = 1.5
+MAX_SHOWN = 6  # findings of each kind written out in a failure
+
+TWO_FRAMES_JS = "() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"
+
+# Every chart's drawn text with its box on screen, its font size on screen and the panel it
+# belongs to, and the boxes of each panel's map (a heatmap's image).
+READ_JS = r"""([minText, overlapPx]) => {
+  const shown = (el) => {
+    const box = el.getBoundingClientRect();
+    if (box.width <= 0 || box.height <= 0) return null;
+    if (!el.checkVisibility({ opacityProperty: true, visibilityProperty: true })) return null;
+    for (let node = el; node && node.nodeType === 1; node = node.parentElement) {
+      if (parseFloat(getComputedStyle(node).opacity) === 0) return null;
+    }
+    return box;
+  };
+  const fontPx = (el) => {
+    const m = el.getScreenCTM();
+    const scale = m ? Math.sqrt(Math.abs(m.a * m.d - m.b * m.c)) : 1;
+    return parseFloat(getComputedStyle(el).fontSize) * scale;
+  };
+  const name = (chart) => (chart.closest('[aria-label]')?.getAttribute('aria-label')
+    || chart.getAttribute('aria-label') || chart.tagName).slice(0, 50);
+  const charts = [...document.querySelectorAll('.js-plotly-plot')]
+    .filter((chart) => !chart.closest('.st-key-plotly_preload'));
+  const pictures = [...document.querySelectorAll('svg')].filter((svg) =>
+    !svg.closest('.js-plotly-plot') && !svg.parentElement.closest('svg')
+    && svg.querySelector('text'));
+  const overlaps = [], tiny = [], cut = [];
+  for (const chart of [...charts, ...pictures]) {
+    if (chart.getClientRects().length === 0) continue;  // in a closed expander or tab
+    const labels = [];
+    const frame = (chart.querySelector('.main-svg') || chart).getBoundingClientRect();
+    for (const text of chart.querySelectorAll('text')) {
+      if (text.closest('.hoverlayer, .modebar, defs')) continue;
+      // A line inside a label (tspan) belongs to that label; text nested in text is skipped.
+      if (text.parentElement.closest('text')) continue;
+      const content = text.textContent.trim();
+      if (!content) continue;
+      const box = shown(text);
+      if (!box) continue;
+      const px = fontPx(text);
+      const panel = text.closest('g.subplot')?.getAttribute('class') ?? '';
+      labels.push({ text: content, box, px, panel });
+      // Past the edge of its chart's drawing, a label is cut off (Plotly does not wrap).
+      if (box.left < frame.left - 1 || box.right > frame.right + 1) {
+        cut.push({ element: `text cut off: ${content.slice(0, 30)}`, left: Math.round(box.left),
+                   right: Math.round(box.right) });
+      }
+      if (px < minText) tiny.push({ chart: name(chart), text: content.slice(0, 30),
+                                    px: Math.round(px * 10) / 10 });
+    }
+    const maps = [...chart.querySelectorAll('g.subplot g.hm image')].map((image) => ({
+      box: image.getBoundingClientRect(),
+      panel: image.closest('g.subplot').getAttribute('class'),
+    }));
+    const meet = (a, b) =>
+      Math.min(a.right, b.right) - Math.max(a.left, b.left) > overlapPx
+      && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > overlapPx;
+    for (let i = 0; i < labels.length; i++) {
+      for (let j = i + 1; j < labels.length; j++) {
+        if (meet(labels[i].box, labels[j].box)) {
+          overlaps.push({ chart: name(chart), a: labels[i].text.slice(0, 30),
+                          b: labels[j].text.slice(0, 30) });
+        }
+      }
+      for (const map of maps) {
+        if (labels[i].panel && map.panel !== labels[i].panel && meet(labels[i].box, map.box)) {
+          overlaps.push({ chart: name(chart), a: labels[i].text.slice(0, 30),
+                          b: `the map of ${map.panel}` });
+        }
+      }
+    }
+  }
+  // Wider than the screen: an element reaching past either side of the page's main area (the
+  // sidebar, closed on a phone, is not read), unless held as below.
+  const width = document.documentElement.clientWidth;
+  const wide = [...cut];
+  // Held: in a region that scrolls sideways, or in one clipped to nothing (the 1 px box that
+  // holds a slider's input for screen readers only).
+  const holds = (node) => {
+    const style = getComputedStyle(node);
+    return ['auto', 'scroll'].includes(style.overflowX)
+      || style.clip !== 'auto' || style.clipPath !== 'none';
+  };
+  const main = document.querySelector("[data-testid='stMain']");
+  for (const el of main.querySelectorAll('*')) {
+    if (el.parentElement.closest('svg')) continue;  // a picture is measured as one box
+    const box = el.getBoundingClientRect();
+    if (box.width === 0 || (box.right <= width + 1 && box.left >= -1)) continue;
+    let held = false;
+    for (let node = el.parentElement; node && node !== main; node = node.parentElement) {
+      if (holds(node)) { held = true; break; }
+    }
+    if (held || !el.checkVisibility({ opacityProperty: true, visibilityProperty: true })) continue;
+    const testid = el.closest('[data-testid]')?.getAttribute('data-testid') ?? '';
+    wide.push({ element: `${el.tagName.toLowerCase()} in ${testid}`,
+                left: Math.round(box.left), right: Math.round(box.right) });
+  }
+  const page = document.documentElement.scrollWidth > width + 1
+    || main.scrollWidth > main.clientWidth + 1;
+  if (page) wide.push({ element: 'the page scrolls sideways', left: 0,
+                        right: Math.max(document.documentElement.scrollWidth, main.scrollWidth) });
+  return { overlaps, tiny, wide };
+}"""
+
+
+# Every table that scrolls sideways, scrolled to its right end: is its first column in view?
+# (Streamlit's grid draws on a canvas and keeps an accessible table of the cells it draws.)
+TABLES_JS = """async () => {
+  const lost = [];
+  const grids = "[data-testid='stMain'] [data-testid='stDataFrame']";
+  for (const grid of document.querySelectorAll(grids)) {
+    const scroller = grid.querySelector('.dvn-scroller');
+    if (!scroller || scroller.scrollWidth <= scroller.clientWidth + 1) continue;
+    scroller.scrollLeft = scroller.scrollWidth;
+    await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+    if (!grid.querySelector("table thead [aria-colindex='1']")) {
+      const heads = [...grid.querySelectorAll('table thead th')];
+      lost.push(heads.map((th) => th.textContent).join(' | '));
+    }
+    scroller.scrollLeft = 0;
+  }
+  return lost;
+}"""
+
+
+def read_screen(tab) -> dict:
+    """What a reader of the open page sees wrong: overlapping labels, tiny text, overflow."""
+    # Every chart drawn, including those below the fold: scroll down the page once.
+    tab.evaluate(
+        """async () => {
+        const main = document.querySelector("[data-testid='stMain']");
+        for (let y = 0; y < main.scrollHeight; y += main.clientHeight) {
+            main.scrollTo(0, y);
+            await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+        }
+        main.scrollTo(0, 0);
+    }"""
+    )
+    wait_for_visible_charts(tab)
+    tab.evaluate(TWO_FRAMES_JS)
+    return tab.evaluate(READ_JS, [MIN_TEXT_PX, OVERLAP_PX])
+
+
+@pytest.fixture(scope="module")
+def screen_tabs(browser):
+    """One tab per screen, reused page after page (a fresh session each `goto`)."""
+    tabs = {}
+
+    def tab_for(screen: str):
+        if screen not in tabs:
+            (width, height), _ = SCREENS[screen]
+            tabs[screen] = new_tab(browser, width=width, height=height)
+        return tabs[screen]
+
+    yield tab_for
+    for tab in tabs.values():
+        tab.context.close()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("record", PAGES, ids=[p.url_path for p in PAGES])
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_every_chart_is_readable_on_the_screen(server, screen_tabs, screen, record):
+    _, query = SCREENS[screen]
+    tab = screen_tabs(screen)
+    open_app(tab, server.url, "" if record.default else record.url_path, query)
+    wait_for_visible_charts(tab)
+    assert exceptions(tab) == []
+
+    seen = read_screen(tab)
+    where = f"/{record.url_path} on the {screen}"
+    if screen == "phone":
+        seen["tables"] = tab.evaluate(TABLES_JS)
+    counts = {what: len(found) for what, found in seen.items()}
+    assert not any(counts.values()), f"{where}: {counts}\n" + report(seen)
+
+
+def report(seen: dict) -> str:
+    """Each kind of finding by chart (how many), then the first few written out."""
+    lines = []
+    for what, found in seen.items():
+        if found:
+            by_chart = Counter(item.get("chart", item.get("element")) for item in found)
+            lines.append(f"  {what} by chart: {dict(by_chart)}")
+            lines.append(f"  {what}, first {MAX_SHOWN}: {found[:MAX_SHOWN]}")
+    return "\n".join(lines)
