@@ -62,7 +62,7 @@ def test_the_default_link_shows_the_pair_the_maps_and_the_top_head(server, page,
 @pytest.mark.e2e
 def test_the_head_slider_changes_the_head_and_the_link(server, page):
     open_app(page, server.url, "patching")
-    wait_for_charts(page, key_selector("patching.head_attention"))
+    wait_for_charts(page, key_selector("patching.head_clean"))
     thumb = page.locator(f"{key_selector('patching.head')} input[type='range']")
     with rerun_after(page):
         thumb.focus()

@@ -52,20 +52,16 @@ def _restored(shares: np.ndarray, rows: Sequence[str], columns: Sequence[str], t
                             decimals=2, height=640)  # fmt: skip
 
 
-def head_attention_figure(weights: np.ndarray, tokens: Sequence[Sequence[str]],
-                          layer: int, head: int) -> go.Figure:  # fmt: skip
-    """One head's weights `(2, n, n)` on the clean and the corrupted prompt, side by side:
-    rows are queries, columns keys (a causal head gives the future weight 0)."""
-    labels = position_labels(*tokens)
-    return heatmaps.heatmap_grid(
+def head_attention_figure(weights: np.ndarray, labels: Sequence[str], title: str) -> go.Figure:
+    """One head's weights `(n, n)` on one prompt: rows are queries, columns keys, the future
+    masked."""
+    n = weights.shape[-1]
+    return heatmaps.heatmap(
         weights,
-        titles=[
-            f"Layer {layer + 1}, head {head + 1}: {prompt} prompt"
-            for prompt in ("clean", "corrupted")
-        ],
         row_labels=labels,
         col_labels=labels,
-        columns=2,
-        row_title="query",
-        col_title="key",
+        blocked=np.triu(np.ones((n, n), dtype=bool), k=1),
+        title=title,
+        annotate=False,
+        decimals=2,
     )

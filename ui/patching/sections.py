@@ -51,7 +51,7 @@ def pair_and_residual(view: PageState, model: LlamaModel, pair: data.Pair) -> np
     rows = figures.row_labels("resid", shares.shape[0])
     columns = figures.position_labels(found.clean_tokens, found.corrupt_tokens)
     drawn = render.digested(digest_of(found.digest, "resid"), shares)
-    title = "Share of the clean LD restored by patching the residual stream"
+    title = "Residual stream: share restored"
     render.show(render.cached(figures.stream_figure, drawn, rows, columns, title),
                 filename="patching-residual", key="patching.resid")  # fmt: skip
     st.caption(tables.carriers(shares, rows, columns))
@@ -73,7 +73,7 @@ def blocks(view: PageState, pair: data.Pair, keys: dict[str, str]) -> None:
     rows = figures.row_labels(kind, shares.shape[0])
     columns = figures.position_labels(found.clean_tokens, found.corrupt_tokens)
     drawn = render.digested(digest_of(found.digest, kind), shares)
-    title = f"Share of the clean LD restored by patching the {BLOCK_KINDS[kind]}"
+    title = f"{BLOCK_KINDS[kind].capitalize()}: share restored"
     render.show(render.cached(figures.stream_figure, drawn, rows, columns, title),
                 filename=f"patching-{kind}", key="patching.block_map")  # fmt: skip
     st.caption(tables.carriers(shares, rows, columns))
@@ -113,9 +113,15 @@ def chosen_head(view: PageState, pair: data.Pair, keys: dict[str, str]) -> None:
     weights = np.stack([runs.clean_weights[layer - 1, head - 1],
                         runs.corrupt_weights[layer - 1, head - 1]])  # fmt: skip
     tokens = (found.clean_tokens, found.corrupt_tokens)
-    drawn = render.digested(digest_of(found.digest, layer, head), weights)
-    render.show(render.cached(figures.head_attention_figure, drawn, tokens, layer - 1, head - 1),
-                filename=f"patching-L{layer}H{head}", key="patching.head_attention")  # fmt: skip
+    for column, name, pattern, prompt in zip(st.columns(2), ("clean", "corrupted"), weights,
+                                             tokens, strict=True):  # fmt: skip
+        labels = [f"{i + 1} {shown(t)}" for i, t in enumerate(prompt)]
+        drawn = render.digested(digest_of(found.digest, layer, head, name), pattern)
+        title = f"Layer {layer}, head {head} on the {name} prompt"
+        with column:
+            render.show(render.cached(figures.head_attention_figure, drawn, labels, title),
+                        filename=f"patching-L{layer}H{head}-{name}",
+                        key=f"patching.head_{name}")  # fmt: skip
     st.caption(tables.looked_at(weights, tokens))
     write_url_after_fragment(view)
 

@@ -12,6 +12,8 @@ from attention_core.models.patching import PatchRuns
 from ui.patching.inputs import shown
 
 TOP_HEADS = 5
+# A patch that restores less than this is not said to carry the answer.
+CARRIES = 0.1
 
 
 def pair_table(runs: PatchRuns, answer: str, wrong: str) -> pd.DataFrame:
@@ -42,9 +44,10 @@ def pair_sentence(runs: PatchRuns, answer: str, wrong: str) -> str:
 
 def carriers(shares: np.ndarray, rows: Sequence[str], columns: Sequence[str]) -> str:
     """Where the information sits and when it moves: the position whose patch restores the
-    most at each row, told as runs of rows ("from the embedding to after layer 17, token 10
-    “ John” (up to 101%); from after layer 18 on, the last token …")."""
-    best = shares.argmax(axis=1)
+    most at each row (if it restores at least CARRIES), told as runs of rows ("embedding to
+    after layer 23: token 10 “ John”→“ Mary” (up to 101%); after layer 24 to after layer 30:
+    the last token …")."""
+    best = np.where(shares.max(axis=1) >= CARRIES, shares.argmax(axis=1), -1)
     runs, start = [], 0
     for row in range(1, len(best) + 1):
         if row == len(best) or best[row] != best[start]:
@@ -53,17 +56,18 @@ def carriers(shares: np.ndarray, rows: Sequence[str], columns: Sequence[str]) ->
     last = len(columns) - 1
     parts = []
     for first, final, position in runs:
+        if position < 0:
+            continue
         span = rows[first] if first == final else f"{rows[first]} to {rows[final]}"
         name = "the last token" if position == last else "token"
         peak = shares[first : final + 1, position].max()
         parts.append(f"{span}: {name} {columns[position]} (up to {peak:.0%})")
+    if not parts:
+        return f"No single patch here restores {CARRIES:.0%} of the clean LD or more."
     moved = next((r for r, _, p in runs if p == last), None)
-    where = (
-        f" The last token carries it from {rows[moved]} on."
-        if moved is not None and moved > 0
-        else ""
-    )
-    return "Where a patch restores the most — " + "; ".join(parts) + "." + where
+    where = f" The last token carries it from {rows[moved]} on." if moved else ""
+    return (f"Where one patch restores {CARRIES:.0%} or more, the position that restores the "
+            "most — " + "; ".join(parts) + "." + where)  # fmt: skip
 
 
 def top_heads(every: np.ndarray, last: np.ndarray) -> pd.DataFrame:
