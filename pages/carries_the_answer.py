@@ -4,19 +4,24 @@ back: the residual stream, each attention and MLP output, each head."""
 
 import streamlit as st
 
-from ui.models import smollm
+from attention_core.models import LlamaModel
+from ui.models import page_model, smollm
 from ui.patching import inputs, sections
 from ui.widgets.layout import page_intro, what_to_try
 from ui.widgets.state import PageState
 
 view = PageState("patching")
+model_key = page_model.decoder_key(view)
+loaded = page_model.load_decoder(model_key)
+cfg = loaded.model.config if isinstance(loaded.model, LlamaModel) else None
+num_layers, num_heads = (cfg.num_hidden_layers, cfg.num_attention_heads) if cfg else (30, 9)
 page_intro(
     "What carries the answer",
     "Give the model a prompt it answers right and a corrupted copy where it answers wrong. Run "
     "the corrupted one again with one activation taken from the clean run: if the answer comes "
     "back, that activation carried it. Patch the residual stream at each layer and token, each "
     "attention and MLP output, each head, and you see where the answer sits and who moves it. "
-    f"On {smollm.MODEL_NAME}, run by this project's own code.",
+    f"On {page_model.model_name(loaded, smollm.MODEL_NAME)}, run by this project's own code.",
     r"\mathrm{LD} = \mathrm{logit}(\text{answer}) - \mathrm{logit}(\text{wrong}),\qquad "
     r"\text{restored} = \frac{\mathrm{LD}_{\text{patched}} - \mathrm{LD}_{\text{corrupt}}}"
     r"{\mathrm{LD}_{\text{clean}} - \mathrm{LD}_{\text{corrupt}}}",
@@ -24,18 +29,19 @@ page_intro(
 view.show_notices()
 
 keys = {
+    "model": model_key,
     "clean": view.text_key("clean", inputs.DEFAULT_CLEAN, max_chars=inputs.MAX_PROMPT_CHARS),
     "corrupt": view.text_key("corrupt", inputs.DEFAULT_CORRUPT, max_chars=inputs.MAX_PROMPT_CHARS),
     "answer": view.text_key("answer", inputs.DEFAULT_ANSWER, max_chars=inputs.MAX_ANSWER_CHARS),
     "wrong": view.text_key("wrong", inputs.DEFAULT_WRONG, max_chars=inputs.MAX_ANSWER_CHARS),
     "blocks": view.bool_key("blocks", False),
     "kind": view.choice_key("kind", "attn_out", list(sections.BLOCK_KINDS)),
-    "layer": view.int_key("layer", sections.DEFAULT_LAYER, lo=1, hi=30),
-    "head": view.int_key("head", sections.DEFAULT_HEAD, lo=1, hi=9),
+    "layer": view.int_key("layer", min(sections.DEFAULT_LAYER, num_layers), lo=1, hi=num_layers),
+    "head": view.int_key("head", min(sections.DEFAULT_HEAD, num_heads), lo=1, hi=num_heads),
 }
 
-loaded = smollm.load_decoder()
-model = smollm.model_or_stop(view, loaded)
+model = page_model.decoder_or_stop(view, loaded)
+page_model.show_model_line(loaded, model, smollm.MODEL_NAME)
 
 # -- the two prompts ------------------------------------------------------------------------------
 

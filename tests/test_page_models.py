@@ -184,3 +184,20 @@ def test_on_a_local_run_the_sidebar_opens_a_folder_typed_there(folders, monkeypa
     assert at.sidebar.selectbox[0].value == "tiny-qwen2"
     assert any("Qwen2 · 22,784 parameters" in c.value for c in at.caption)
     assert at.query_params["model"] in ("tiny-qwen2", ["tiny-qwen2"])
+
+
+def test_the_patching_page_on_a_listed_qwen2_shows_transformers_lds(folders):
+    clean, corrupt = "the cat sat on the mat", "the dog sat on the mat"
+    at = open_model_page("pages/carries_the_answer.py", {"model": "tiny-qwen2", "clean": clean,
+                         "corrupt": corrupt, "answer": " the", "wrong": " a"}, 240)  # fmt: skip
+    assert not at.error
+    hf = causal_lm(folders["qwen2"])
+    answer, wrong = encode(folders["qwen2"], "the")[0], encode(folders["qwen2"], "a")[0]
+    lds = []
+    for text in (clean, corrupt):
+        with torch.no_grad():
+            logits = hf(torch.tensor([encode(folders["qwen2"], text)])).logits[0, -1]
+        lds.append(float(logits[answer] - logits[wrong]))
+    shown = table(at, "prompt")
+    ld_column = next(c for c in shown.columns if c.startswith("LD"))
+    np.testing.assert_allclose(shown[ld_column], np.round(lds, 3), atol=1e-3)

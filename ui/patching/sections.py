@@ -14,10 +14,10 @@ import streamlit as st
 
 from attention_core.models.llama import LlamaModel
 from attention_core.models.patching import restored
-from ui.models import smollm
+from ui.models import page_model
 from ui.patching import data, figures, questions, tables
 from ui.patching.inputs import shown
-from ui.widgets import render
+from ui.widgets import render, small_screens
 from ui.widgets.byte_cache import digest_of
 from ui.widgets.layout import labelled_radio
 from ui.widgets.state import PageState, write_url_after_fragment
@@ -38,7 +38,9 @@ def pair_and_residual(view: PageState, model: LlamaModel, pair: data.Pair) -> np
     found = data.pair_runs(model, pair)
     runs = found.runs
     answer, wrong = _names(found, model)
-    st.dataframe(tables.pair_table(runs, answer, wrong), hide_index=True, key="patching.pair")
+    small_screens.table(
+        tables.pair_table(runs, answer, wrong), hide_index=True, key="patching.pair"
+    )
     st.markdown(tables.pair_sentence(runs, answer, wrong))
 
     st.header(":material/stacked_line_chart: Where the answer sits: the residual stream")
@@ -66,7 +68,7 @@ def blocks(view: PageState, pair: data.Pair, keys: dict[str, str]) -> None:
         st.caption("Off: these maps take as many passes again as the residual map.")
         write_url_after_fragment(view)
         return
-    model = smollm.load_decoder().model
+    model = page_model.named_decoder(st.session_state[keys["model"]]).model
     found = data.pair_runs(model, pair)
     kind = labelled_radio("Patch", BLOCK_KINDS, keys["kind"])
     shares = restored(data.stream_map(model, pair, kind), found.runs)
@@ -82,7 +84,7 @@ def blocks(view: PageState, pair: data.Pair, keys: dict[str, str]) -> None:
 
 def heads(view: PageState, pair: data.Pair, keys: dict[str, str]) -> None:
     """Both head maps, the top heads, then the chosen head's attention."""
-    model = smollm.load_decoder().model
+    model = page_model.named_decoder(st.session_state[keys["model"]]).model
     found = data.pair_runs(model, pair)
     every = restored(data.head_map(model, pair, False), found.runs)
     last = restored(data.head_map(model, pair, True), found.runs)
@@ -93,14 +95,14 @@ def heads(view: PageState, pair: data.Pair, keys: dict[str, str]) -> None:
         with column:
             render.show(figure, filename=f"patching-heads-{name}", key=f"patching.heads_{name}")
     st.caption(tables.heads_sentence(every, last))
-    st.dataframe(tables.top_heads(every, last), hide_index=True, key="patching.top_heads")
+    small_screens.table(tables.top_heads(every, last), hide_index=True, key="patching.top_heads")
     chosen_head(view, pair, keys)
 
 
 @st.fragment
 def chosen_head(view: PageState, pair: data.Pair, keys: dict[str, str]) -> None:
     """One head's share and its attention on both prompts."""
-    model = smollm.load_decoder().model
+    model = page_model.named_decoder(st.session_state[keys["model"]]).model
     found = data.pair_runs(model, pair)
     runs = found.runs
     layer_col, head_col = st.columns(2)
