@@ -64,7 +64,8 @@ def test_the_link_opens_the_lens_and_the_attribution_of_its_prompt(server, page,
     parts = [float(x) for x in re.findall(r"(?:Embedding|heads|MLPs) ([+-][\d.]+)", split)]
     total = float(re.search(r"together ([+-][\d.]+)", split)[1])
     assert sum(parts) == pytest.approx(total, abs=2e-3)
-    wait_for_charts(page, key_selector("heads.roles"))
+    # The role maps: a chart per role (small multiples), the first keyed heads.roles.0.
+    wait_for_charts(page, key_selector("heads.roles.0"))
     assert exceptions(page) == []
 
 

@@ -20,7 +20,7 @@ BOX_FONT, LABEL_FONT = 14, 12  # px
 # The picture shrinks with its column down to this share of its size (its labels 10 px high),
 # and scrolls sideways below it.
 MIN_SCALE = 10 / LABEL_FONT
-LABEL_LINE = 15  # px from one line of an arrow's label to the next
+LABEL_LINE = 16  # px from one line of an arrow's label to the next (its box: 15.6 px)
 LINE_HEIGHT = 17  # px from one line of a box's text to the next
 # The text is in the page's own font (Source Sans); its widest lines here (digits, parentheses,
 # capitals) average under this share of the font size, so each fits its box (tests/e2e).
