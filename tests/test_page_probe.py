@@ -37,7 +37,10 @@ def figure(at: AppTest, title_start: str) -> dict:
     (spec,) = [
         s
         for s in figures(at)
-        if ((s["layout"].get("title") or {}).get("text") or "").startswith(title_start)
+        # A long title is broken into lines a phone holds (ui.widgets.margins): read it whole.
+        if ((s["layout"].get("title") or {}).get("text") or "")
+        .replace("<br>", " ")
+        .startswith(title_start)
     ]
     return spec
 
