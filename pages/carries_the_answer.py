@@ -4,7 +4,6 @@ back: the residual stream, each attention and MLP output, each head."""
 
 import streamlit as st
 
-from attention_core.models import LlamaModel
 from ui.models import page_model, smollm
 from ui.patching import inputs, sections
 from ui.widgets.layout import page_intro, what_to_try
@@ -13,8 +12,7 @@ from ui.widgets.state import PageState
 view = PageState("patching")
 model_key = page_model.decoder_key(view)
 loaded = page_model.load_decoder(model_key)
-cfg = loaded.model.config if isinstance(loaded.model, LlamaModel) else None
-num_layers, num_heads = (cfg.num_hidden_layers, cfg.num_attention_heads) if cfg else (30, 9)
+num_layers, num_heads = page_model.decoder_shape(loaded)
 page_intro(
     "What carries the answer",
     "Give the model a prompt it answers right and a corrupted copy where it answers wrong. Run "

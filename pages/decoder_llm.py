@@ -16,7 +16,7 @@ view = PageState("decoder")
 model_key = page_model.decoder_key(view)
 loaded = page_model.load_decoder(model_key)
 cfg = loaded.model.config if isinstance(loaded.model, LlamaModel) else None
-num_layers, num_heads = (cfg.num_hidden_layers, cfg.num_attention_heads) if cfg else (30, 9)
+num_layers, num_heads = page_model.decoder_shape(loaded)
 kv_heads, d_head = (cfg.num_key_value_heads, cfg.head_dim) if cfg else (3, 64)
 name = page_model.model_name(loaded, smollm.MODEL_NAME)
 page_intro(

@@ -4,7 +4,6 @@ attribution), what each head's job is (probes), and why attention is not an expl
 import streamlit as st
 
 from attention_core import AttentionInputError
-from attention_core.models import LlamaModel
 from ui.heads import data, explanation, figures, inputs, probes, reading
 from ui.models import agreement, page_model, smollm
 from ui.widgets.layout import labelled_radio, page_intro, plain, what_to_try
@@ -16,8 +15,7 @@ model_key = page_model.decoder_key(view, also=("minilm",))
 kind = view.value("model")
 decoder = page_model.SHIPPED_DECODER if kind == "minilm" else kind
 loaded = page_model.named_decoder(decoder)
-cfg = loaded.model.config if isinstance(loaded.model, LlamaModel) else None
-num_layers, num_heads = (cfg.num_hidden_layers, cfg.num_attention_heads) if cfg else (30, 9)
+num_layers, num_heads = page_model.decoder_shape(loaded)
 page_intro(
     "What heads do",
     "A decoder's next-token logits read one vector: the residual stream, the sum of what the "

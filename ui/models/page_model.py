@@ -58,6 +58,15 @@ def load_encoder(key: str) -> minilm.LoadResult | chosen.ChosenLoad:
     return chosen.load(name)
 
 
+def decoder_shape(loaded: object) -> tuple[int, int]:
+    """The loaded decoder's layers and query heads; SmolLM2's (30, 9) without one, so that a
+    link's layer and head stay bound while the page says what is wrong."""
+    model = getattr(loaded, "model", None)
+    if not isinstance(model, LlamaModel):
+        return 30, 9
+    return model.config.num_hidden_layers, model.config.num_attention_heads
+
+
 def named_decoder(name: str) -> smollm.LoadResult | chosen.ChosenLoad:
     """The decoder ``name`` names: a listed one, or the shipped SmolLM2 for any other name (a
     fragment passes the name, not the model: a session keeps a fragment's arguments)."""
