@@ -250,3 +250,27 @@ def test_a_patch_equals_the_same_edit_of_a_plain_pass(model):
     logits = run_llama(model, runs.corrupt_ids, edits={points.heads(layer): put_head})
     ld = logits.next_token_logits[runs.answer] - logits.next_token_logits[runs.wrong]
     assert heads[layer, head] == pytest.approx(ld, abs=1e-4)
+    # The attention and MLP outputs at one layer and position, and a head at every position.
+    every = patching.patch_heads(model, runs, last_only=False)
+    for kind, layer, position in (("attn_out", 7, 10), ("mlp_out", 22, 13)):
+        name = getattr(points, kind)(layer)
+
+        def put_block(x, name=name, position=position):
+            x = x.copy()
+            x[position] = runs.clean[name][position]
+            return x
+
+        logits = run_llama(model, runs.corrupt_ids, edits={name: put_block})
+        ld = logits.next_token_logits[runs.answer] - logits.next_token_logits[runs.wrong]
+        shares = patching.patch_stream(model, runs, kind)
+        assert shares[layer, position] == pytest.approx(ld, abs=1e-4)
+
+    def put_whole_head(z):
+        z = z.copy()
+        z[head] = runs.clean[points.heads(layer)][head]
+        return z
+
+    layer = 20
+    logits = run_llama(model, runs.corrupt_ids, edits={points.heads(layer): put_whole_head})
+    ld = logits.next_token_logits[runs.answer] - logits.next_token_logits[runs.wrong]
+    assert every[layer, head] == pytest.approx(ld, abs=1e-4)

@@ -57,7 +57,6 @@ MODULES = (
     "losses",
     "models.hiding",
     "models.points",
-    "models.patching",
     "head_roles",
     "logit_lens",
     "token_attribution",
@@ -83,8 +82,6 @@ OWN_TESTS = {
     "models.hiding": ("test_hiding.py", "test_readouts.py"),
     # The forward's named points: names, checks and edits by hand (the model's own in test_llama).
     "models.points": ("test_points.py",),
-    # Activation patching: transformers' hooks on held-out pairs, and the same edit by hand.
-    "models.patching": ("test_patching.py",),
     # What heads do: their formulas are tested on built inputs, the real models in test_readouts.
     "head_roles": ("test_head_roles.py",),
     "logit_lens": ("test_logit_lens.py",),
