@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from attention_core.models.llama import files as llama_files
 from harness.browser import (
     exceptions,
     key_selector,
@@ -22,7 +21,7 @@ from harness.browser import (
     wait_for_link,
 )
 from tests.e2e.links import LinkState, expect_slider, expect_text
-from tests.hf_models import smollm2_reference
+from tests.hf_models import smollm2_or_skip
 
 torch = pytest.importorskip("torch")
 
@@ -32,10 +31,7 @@ PROMPT = "The capital of France is"
 @pytest.fixture(scope="module")
 def expected():
     """transformers' next-token probabilities after the prompt."""
-    path = llama_files.package_gguf_path()
-    if path is None:
-        pytest.skip(f"the model package is not installed ({llama_files.LLM_PACKAGE})")
-    hf, tokenizer = smollm2_reference(path)
+    hf, tokenizer = smollm2_or_skip()
     ids = tokenizer(PROMPT, add_special_tokens=False, return_tensors="pt")["input_ids"]
     with torch.no_grad():
         logits = hf(ids, use_cache=False).logits[0, -1].double()
