@@ -274,6 +274,18 @@ def active_page_title(tab) -> str:
     return link.inner_text().strip().splitlines()[-1].strip()
 
 
+def choose_option(tab, select_scope: str, option: str) -> None:
+    """Pick `option` from the selectbox under the CSS `select_scope`.
+
+    A click alone does not always open the menu (a click that lands while the page is still
+    settling is swallowed), so the menu is also opened from the keyboard, as a user can.
+    """
+    box = tab.locator(f"{select_scope} [role='combobox']")
+    box.click()
+    box.press("ArrowDown")
+    tab.get_by_role("option", name=option).click()
+
+
 def key_selector(key: str) -> str:
     """CSS for the element with widget/element key `key` (Streamlit adds class st-key-<key>)."""
     return ".st-key-" + re.sub(r"[^A-Za-z0-9_-]", "-", key)

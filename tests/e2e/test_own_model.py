@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 
 from harness.browser import (
     StreamlitServer,
+    choose_option,
     exceptions,
     new_tab,
     open_app,
@@ -72,10 +73,8 @@ def test_a_link_opens_the_decoder_on_a_listed_model(listing_server, page, folder
 def test_the_sidebar_switches_the_encoder_and_the_link_follows(listing_server, page):
     open_app(page, listing_server.url, "pretrained", "")
     wait_for_charts(page)
-    choice = page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']")
     with rerun_after(page):
-        choice.click()
-        page.get_by_role("option", name="tiny-bert").click()
+        choose_option(page, "[data-testid='stSidebar'] [data-testid='stSelectbox']", "tiny-bert")
     wait_for_link(page, has=("model=tiny-bert",))
     expect(page.get_by_text(re.compile(r"BERT · 4,688 parameters"))).to_be_visible()
     expect(page.get_by_text(re.compile(r"see all 8 heads \(2 layers × 4\)"))).to_be_visible()

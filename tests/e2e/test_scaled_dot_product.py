@@ -17,6 +17,7 @@ from playwright.sync_api import expect
 from harness.browser import (
     CELL_NUMBERS,
     TIMEOUT_MS,
+    choose_option,
     edit_cell,
     exceptions,
     heatmap_cells,
@@ -155,10 +156,7 @@ def test_the_weights_csv_download_holds_the_weights_on_screen(sdpa, tmp_path):
 
     chooser = key_selector("scaled_dot_product.pipeline.download.which")
     with rerun_after(sdpa):
-        # The menu opens from the keyboard whether or not the click alone opened it.
-        sdpa.locator(f"{chooser} [role='combobox']").click()
-        sdpa.locator(f"{chooser} [role='combobox']").press("ArrowDown")
-        sdpa.get_by_role("option", name="4 · Weights (softmax)").click()
+        choose_option(sdpa, chooser, "4 · Weights (softmax)")
     button = sdpa.locator(f"{key_selector('scaled_dot_product.pipeline.download.button')} button")
     with sdpa.expect_download(timeout=TIMEOUT_MS) as info:
         button.click()
@@ -182,9 +180,7 @@ def test_choosing_a_query_reruns_its_fragment_and_the_link_follows(server, page)
     chooser = key_selector("scaled_dot_product.row")
     page.locator(chooser).scroll_into_view_if_needed()
     with rerun_after(page):
-        page.locator(f"{chooser} [role='combobox']").click()
-        page.locator(f"{chooser} [role='combobox']").press("ArrowDown")
-        page.get_by_role("option", name="3: sat").click()
+        choose_option(page, chooser, "3: sat")
     # The page-level parameter from the link stays; the fragment's own joins it.
     wait_for_link(page, has=("causal=1", "row=3"))
     expect(page.get_by_text("Query 3 “sat” against the keys", exact=False)).to_be_visible()
