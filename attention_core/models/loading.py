@@ -233,6 +233,24 @@ def read_config(path: Path | str) -> dict[str, Any]:
     return config
 
 
+def supported_activation(
+    config: dict[str, Any], key: str, runs: tuple[str, ...], *, source: str, code: str, what: str
+) -> str:
+    """The MLP activation ``config[key]`` names (``runs[0]``, the family's own, when unset).
+
+    One that ``code`` does not run is a ModelFileError naming what it runs (``runs``, described
+    as ``what``): a model run with another activation would print plausible, wrong numbers.
+    """
+    activation = config.get(key, runs[0])
+    if activation not in runs:
+        names = " and ".join(repr(name) for name in runs)
+        raise ModelFileError(
+            f"{source} asks for the activation {activation!r}, which {code} does not run: it "
+            f"runs {names} ({what})."
+        )
+    return activation
+
+
 def read_weights(path: Path | str, *, mapped: Collection[str] = ()) -> dict[str, np.ndarray]:
     """Read model.safetensors into NumPy arrays, by tensor name (e.g. ``embeddings.word_...``).
 

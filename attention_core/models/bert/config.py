@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from attention_core.models.loading import CONFIG_FILE, ModelFileError
+from attention_core.models.loading import CONFIG_FILE, ModelFileError, supported_activation
 
 __all__ = ["BertConfig", "parameter_count"]
 
@@ -63,12 +63,14 @@ class BertConfig:
                     "damaged or not a BERT configuration."
                 )
             values[name] = float(value) if name == "layer_norm_eps" else int(value)
-        act = config.get("hidden_act", "gelu")
-        if act != "gelu":
-            raise ModelFileError(
-                f"{source} asks for the activation {act!r}; this implementation computes the "
-                "exact GELU ('gelu', with erf) only."
-            )
+        act = supported_activation(
+            config,
+            "hidden_act",
+            ("gelu",),
+            source=source,
+            code="this BERT code",
+            what="the exact GELU, with erf",
+        )
         position_type = config.get("position_embedding_type", "absolute")
         if position_type != "absolute":
             raise ModelFileError(

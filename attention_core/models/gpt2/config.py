@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checkpoint import config_errors, optional_id
-from ..loading import ModelFileError
+from ..loading import ModelFileError, supported_activation
 
 __all__ = ["ACTIVATIONS", "GPT2Config", "parameter_count"]
 
@@ -54,13 +54,14 @@ class GPT2Config:
             raise ModelFileError(
                 f"{source} describes a {kind!r} model, not a GPT-2 one (model_type 'gpt2')."
             )
-        activation = config.get("activation_function", "gelu_new")
-        if activation not in ACTIVATIONS:
-            raise ModelFileError(
-                f"{source} asks for the activation {activation!r}, which this GPT-2 code does not "
-                f"run: it runs {' and '.join(repr(a) for a in ACTIVATIONS)} (GELU, tanh-"
-                "approximated or exact)."
-            )
+        activation = supported_activation(
+            config,
+            "activation_function",
+            ACTIVATIONS,
+            source=source,
+            code="this GPT-2 code",
+            what="GELU, tanh-approximated or exact",
+        )
         if config.get("add_cross_attention"):
             raise ModelFileError(
                 f"{source} describes a GPT-2 with cross-attention (an encoder-decoder's "

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checkpoint import config_errors, optional_id
-from ..loading import ModelFileError
+from ..loading import ModelFileError, supported_activation
 
 __all__ = ["SUPPORTED_FAMILIES", "LlamaConfig", "parameter_count"]
 
@@ -187,11 +187,9 @@ def _refuse_what_the_forward_does_not_run(config: dict[str, Any], family: str, s
             f"{source} sets {which}: our llama code runs projections without biases (the "
             "qwen2 family's q, k and v biases are the only ones it adds)."
         )
-    act = config.get("hidden_act", "silu")
-    if act != "silu":
-        raise ModelFileError(
-            f"{source} uses the activation {act!r}; our decoder code runs SwiGLU with SiLU only."
-        )
+    supported_activation(
+        config, "hidden_act", ("silu",), source=source, code="our decoder code", what="SwiGLU"
+    )
     window = config.get("sliding_window")
     if family == "mistral" and window is not None and int(window) < LONGEST_PASS:
         raise ModelFileError(
