@@ -163,15 +163,25 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="the scaled-out app's processes")
     parser.add_argument("--targets", nargs="+", default=["app", "bare", "workers"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--pages",
+        nargs="+",
+        default=[path for path, _ in APP_LINKS],
+        help="the app's pages the links open (url paths; default: every page): an earlier "
+        "tree's set, to compare a change with the same room",
+    )
     args = parser.parse_args()
     if not 1 <= args.viewers <= MAX_VIEWERS or not 1 <= args.tour_viewers <= MAX_VIEWERS:
         parser.error(f"viewers must be between 1 and {MAX_VIEWERS}")
+    app_links = tuple(link for link in APP_LINKS if link[0] in args.pages)
+    if len(app_links) != len(set(args.pages)):
+        parser.error(f"--pages takes url paths of {', '.join(path for path, _ in APP_LINKS)}")
 
     targets = {
-        "app": ("app.py", APP_LINKS, 1, {}),
+        "app": ("app.py", app_links, 1, {}),
         "bare": ("bench/bare_page.py", BARE_LINKS, 1, {}),
         "bare_stock": ("bench/bare_page.py", BARE_LINKS, 1, STOCK_STREAMLIT),
-        "workers": ("app.py", APP_LINKS, args.workers, {}),
+        "workers": ("app.py", app_links, args.workers, {}),
     }
     report: dict = {"cpus": os.cpu_count(), "workers": args.workers}
     for name in args.scenarios:

@@ -31,9 +31,11 @@ IGNORED_LABELS = (
     "Presenter mode",
     "Chart downloads (camera button)",
     # Opt-in comparisons that import torch (where it is installed at all: not on Community
-    # Cloud); a room following a talk measures the pages, not a torch import.
+    # Cloud); a room following a talk measures the pages, not a torch import (nor, for the
+    # check against transformers, a process starting transformers).
     "Compare with torch",
     "Compare with torch.nn.MultiheadAttention",
+    "Check these tokens against Hugging Face transformers",
 )
 FINISHED = ForwardMsg.ScriptFinishedStatus
 RUN_TIMEOUT = 120.0
