@@ -50,11 +50,14 @@ page_model.show_model_line(
 st.header(":material/edit_note: The prompt")
 text = st.text_area("Prompt", key=prompt_key, height=80, on_change=inputs.restart, args=(view,))
 shipped = name == smollm.MODEL_NAME
+has_template = model.chat_template is not None
+if not has_template:
+    view.set("chat", False)
 chat = st.toggle(
-    "Chat mode (wrap the prompt in the ChatML template, as the instruct model was trained)",
-    key=chat_key, on_change=inputs.restart, args=(view,), disabled=not shipped,
-    help=None if shipped else f"ChatML is {smollm.MODEL_NAME}'s template: {name} reads raw text.",
-) and shipped  # fmt: skip
+    "Chat mode (wrap the prompt in the model's chat template, as the instruct model was trained)",
+    key=chat_key, on_change=inputs.restart, args=(view,), disabled=not has_template,
+    help=None if has_template else f"{name} was saved without a chat template: it reads raw text.",
+)  # fmt: skip
 sampling = inputs.sampling_controls(view)
 
 try:

@@ -178,6 +178,12 @@ def test_chat_text_is_smollm2_chatml():
     )
 
 
+def test_the_shipped_gguf_template_renders_smollm2_chatml(model):
+    # The page frames a chat prompt with the template the GGUF carries; written out, it is this.
+    assert model.chat("hi") == chat_text("hi")
+    assert model.chat("") == chat_text("")
+
+
 def test_missing_package_gives_the_install_command(monkeypatch, tmp_path):
     from huggingface_hub import constants, file_download  # imported before find_spec goes
 

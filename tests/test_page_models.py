@@ -28,6 +28,12 @@ transformers = pytest.importorskip("transformers")
 
 pytestmark = pytest.mark.slow
 PROMPT = "the cat sat on the mat and the dog"
+# Words the tiny vocabulary holds, so that the framed prompt is made of real tokens.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ 'the ' + ('child' if message['role'] == 'user' else 'man') "
+    "+ ' read ' + message['content'] }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ ' and the dog ran' }}{% endif %}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +48,10 @@ def folders(tmp_path_factory) -> dict[str, Path]:
     t5 = root / "tiny-t5"
     shutil.copytree(made["gpt2"], t5)
     (t5 / "config.json").write_text(json.dumps({"model_type": "t5", "architectures": ["T5Model"]}))
-    made["huge"], made["t5"] = huge, t5
+    chat = root / "tiny-chat"
+    shutil.copytree(made["llama"], chat)
+    (chat / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+    made["huge"], made["t5"], made["chat"] = huge, t5, chat
     return made
 
 
@@ -89,6 +98,42 @@ def test_the_decoder_page_on_a_listed_llama_shows_what_transformers_computes(fol
     best = np.argsort(-p)[: len(shown)]
     assert shown["id"].tolist() == best.tolist()
     np.testing.assert_allclose(shown["probability"], np.round(p[best], 4), atol=1e-4)
+
+
+def test_chat_mode_frames_the_prompt_in_the_listed_models_own_template(folders):
+    at = open_model_page(
+        "pages/decoder_llm.py", {"model": "tiny-chat", "prompt": "a big red dog", "chat": "1"}, 240
+    )
+    assert not at.error
+    chat = next(t for t in at.toggle if t.label.startswith("Chat mode"))
+    assert chat.value and not chat.proto.disabled
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_file=str(folders["chat"] / "tokenizer.json")
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    framed = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "a big red dog"}], tokenize=True, add_generation_prompt=True
+    )
+    ids = list(framed["input_ids"] if hasattr(framed, "keys") else framed)
+    assert "the child read a big red dog and the dog ran" == tokenizer.decode(ids)
+    with torch.no_grad():
+        p = torch.softmax(
+            causal_lm(folders["chat"])(torch.tensor([ids])).logits[0, -1].double(), -1
+        )
+    shown = table(at, "probability")
+    best = np.argsort(-p.numpy())[: len(shown)]
+    assert shown["id"].tolist() == best.tolist()
+    np.testing.assert_allclose(shown["probability"], np.round(p.numpy()[best], 4), atol=1e-4)
+
+
+def test_a_listed_model_without_a_template_reads_raw_text_and_says_why(folders):
+    at = open_model_page(
+        "pages/decoder_llm.py", {"model": "tiny-llama", "prompt": PROMPT, "chat": "1"}, 240
+    )
+    assert not at.error
+    chat = next(t for t in at.toggle if t.label.startswith("Chat mode"))
+    assert chat.proto.disabled and not chat.value
+    assert chat.proto.help == "tiny-llama was saved without a chat template: it reads raw text."
 
 
 def test_the_heads_page_on_a_listed_qwen2_reads_transformers_lens_and_patterns(folders):

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..chat import ChatTemplate, read_chat_template
 from ..decoder import DecoderModel
 from ..loading import ModelFileError
 from .config import LlamaConfig, parameter_count
@@ -24,12 +25,12 @@ __all__ = ["LlamaModel", "load_llama"]
 @dataclass(frozen=True, eq=False)
 class LlamaModel(DecoderModel):
     """A loaded decoder: config, weights (bfloat16, float16 or float32), a
-    ``tokenizers.Tokenizer``, and the chat template a GGUF file carries."""
+    ``tokenizers.Tokenizer``, and the chat template its files carry (None for a base model)."""
 
     config: LlamaConfig
     weights: LlamaWeights
     location: LLMLocation | None = None
-    chat_template: str | None = field(default=None, repr=False)
+    chat_template: ChatTemplate | None = field(default=None, repr=False)
 
     @property
     def parameter_count(self) -> int:
@@ -40,11 +41,19 @@ class LlamaModel(DecoderModel):
     def eos_token_id(self) -> int:
         return self.config.eos_token_id if self.config.eos_token_id is not None else 2
 
+    def chat(self, user: str) -> str:
+        """``user``'s turn framed by this model's chat template, up to the assistant's header.
+        A ModelFileError for a model saved without one (a base model reads raw text)."""
+        if self.chat_template is None:
+            raise ModelFileError("This model was saved without a chat template: it reads raw text.")
+        return self.chat_template.render(user)
+
     def prompt(
         self, text: str, *, chat: bool = False, max_tokens: int = MAX_PROMPT_TOKENS
     ) -> Prompt:
-        """``tokenize_prompt`` with this model's tokenizer."""
-        return tokenize_prompt(self.tokenizer, text, chat=chat, max_tokens=max_tokens)
+        """``tokenize_prompt`` with this model's tokenizer, in its chat template if ``chat``."""
+        frame = self.chat if chat else None
+        return tokenize_prompt(self.tokenizer, text, chat=frame, max_tokens=max_tokens)
 
 
 def load_llama(
@@ -81,9 +90,15 @@ def load_llama(
             location.path, weights_dtype, progress, check
         )
         tokenizer = gguf_tokenizer(spec)
+        if template is not None:
+            template = ChatTemplate(
+                template,
+                _token_text(tokenizer, raw_config.get("bos_token_id")),
+                _token_text(tokenizer, raw_config.get("eos_token_id")),
+            )
     else:
         raw_config, state, tokenizer, file_formats = read_hf_dir(location.path, check)
-        template = None
+        template = read_chat_template(location.path)
     config = LlamaConfig.from_dict(raw_config, source=source)
     weights = LlamaWeights.from_state_dict(state, config, weights_dtype, str(location.path))
     del state
@@ -96,3 +111,9 @@ def load_llama(
         chat_template=template,
         saved_as=file_formats,
     )
+
+
+def _token_text(tokenizer: Any, token_id: object) -> str:
+    """A special token's text, as a chat template names it (``bos_token``); "" for none."""
+    token = tokenizer.id_to_token(int(token_id)) if isinstance(token_id, int) else None
+    return token or ""

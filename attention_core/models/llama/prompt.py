@@ -1,9 +1,10 @@
-"""What the decoder reads: a prompt tokenized, raw or in SmolLM2's chat template, within limits.
+"""What the decoder reads: a prompt tokenized, raw or in the model's chat template, within limits.
 
 Prompt            the ids, each token's text, and what was cut
 tokenize_prompt   a text to a Prompt (``LlamaModel.prompt``), cut to MAX_PROMPT_CHARS
                   characters and ``max_tokens`` tokens
-chat_text         SmolLM2's ChatML template for one user turn
+chat_text         SmolLM2's ChatML template for one user turn, written out (what its GGUF's
+                  template renders, ``attention_core.models.chat``)
 gguf_tokenizer    a ``tokenizers.Tokenizer`` built from a GGUF file's vocabulary
 
 Text to ids and back is every decoder's (``attention_core.models.decoder``).
@@ -11,6 +12,7 @@ Text to ids and back is every decoder's (``attention_core.models.decoder``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +45,7 @@ class Prompt:
     """A tokenized prompt: ids `(n,)`, token strings as text pieces, and what was cut.
 
     text               the text that was tokenized (after any character cut)
-    chat               True if wrapped in the ChatML template
+    chat               True if wrapped in the model's chat template
     tokens             each id decoded alone ("Ġ" shown as a space; a piece of a multi-byte
                        character shows as "�")
     truncated          True if the text was cut (to MAX_PROMPT_CHARS characters or
@@ -61,10 +63,15 @@ class Prompt:
 
 
 def tokenize_prompt(
-    tokenizer: Any, text: str, *, chat: bool = False, max_tokens: int = MAX_PROMPT_TOKENS
+    tokenizer: Any,
+    text: str,
+    *,
+    chat: Callable[[str], str] | None = None,
+    max_tokens: int = MAX_PROMPT_TOKENS,
 ) -> Prompt:
-    """Tokenize a prompt with ``tokenizer`` (a ``tokenizers.Tokenizer``), raw or in SmolLM2's
-    ChatML chat template (see ``chat_text``).
+    """Tokenize a prompt with ``tokenizer`` (a ``tokenizers.Tokenizer``), raw or framed as one
+    user turn by ``chat`` (the model's chat template, ``LlamaModel.chat``; ``chat_text`` is
+    SmolLM2's).
 
     Raises ``AttentionInputError`` for a non-string or empty text. A text longer than
     MAX_PROMPT_CHARS characters or ``max_tokens`` tokens is cut (its beginning is kept)
@@ -86,14 +93,14 @@ def tokenize_prompt(
     words = encode_text(tokenizer, text)
     framed = words if chat else encode_prompt(tokenizer, text)
     start = _start_of(words, framed)
-    overhead = len(encode_text(tokenizer, chat_text(""))) if chat else len(framed) - len(words)
+    overhead = len(encode_text(tokenizer, chat(""))) if chat else len(framed) - len(words)
     num_input = len(words)
     room = max(max_tokens - overhead, 1)
     if len(words) > room:
         notices.append(f"the prompt was cut to its first {room} of {len(words)} tokens")
         text = decode_ids(tokenizer, words[:room])
         framed = framed[:start] + words[:room] + framed[start + len(words) :]
-    ids = encode_text(tokenizer, chat_text(text)) if chat else framed
+    ids = encode_text(tokenizer, chat(text)) if chat else framed
     arr = np.asarray(ids, dtype=np.int64)
     arr.setflags(write=False)
     notice = ""
@@ -105,7 +112,7 @@ def tokenize_prompt(
         )
     return Prompt(
         text=text,
-        chat=chat,
+        chat=chat is not None,
         input_ids=arr,
         tokens=tuple(token_text(tokenizer, i) for i in ids),
         truncated=bool(notices),
