@@ -7,9 +7,16 @@ there is a plain full pass of the corrupted prompt (a batch of them, one per pat
 writing its own batch row), with none of our shortcuts: no start at a layer, no prefix cache,
 no skipping of the positions before the prompts differ, no batching across layers. The prompt
 pairs are not the page's default.
+
+The same comparison runs on a tiny Llama (tests/tiny_checkpoints.py) in about a second, on id
+pairs chosen to reach what SmolLM2's prompts do not: prompts that differ at token 0 or 1, token
+ids 0 and vocab − 1, prompts long enough for one layer per batched pass, logits too large for
+an unshifted exp. Those tests are what ``tools/mutate.py`` runs for this module.
 """
 
 from __future__ import annotations
+
+import shutil
 
 import numpy as np
 import pytest
@@ -19,6 +26,7 @@ from attention_core.models.llama import files as llama_files
 from attention_core.models.llama import load_llama, run_llama
 from attention_core.validation import AttentionInputError
 from tests.hf_models import smollm2_or_skip
+from tests.tiny_checkpoints import write_tiny
 
 torch = pytest.importorskip("torch")
 
@@ -68,20 +76,6 @@ def test_restored_share_is_worked_by_hand():
     # (LD − (−2)) / (6 − (−2)): −2 restores nothing, 6 all of it, 2 half, −4 a quarter against.
     np.testing.assert_allclose(patching.restored([-2.0, 6.0, 2.0, -4.0, 10.0], runs),
                                [0.0, 1.0, 0.5, -0.25, 1.5])  # fmt: skip
-
-
-@pytest.mark.slow
-def test_bad_pairs_are_learner_facing_errors(model):
-    ids = model.encode("When Tom and Anna went to the park, Anna gave a ball to")
-    (a,), (w,) = model.encode(" Tom"), model.encode(" Anna")
-    with pytest.raises(AttentionInputError, match="same number"):
-        patching.patch_runs(model, ids, ids[:-1], a, w)
-    with pytest.raises(AttentionInputError, match="nothing to restore"):
-        patching.patch_runs(model, ids, ids, a, w)
-    with pytest.raises(AttentionInputError, match="same token"):
-        patching.patch_runs(model, ids, [*ids[:-1], 5], a, a)
-    with pytest.raises(AttentionInputError, match="kind must be"):
-        patching.patch_stream(model, patching.patch_runs(model, ids, [*ids[:-1], 5], a, w), "x")
 
 
 @pytest.mark.slow
@@ -274,3 +268,127 @@ def test_a_patch_equals_the_same_edit_of_a_plain_pass(model):
     logits = run_llama(model, runs.corrupt_ids, edits={points.heads(layer): put_whole_head})
     ld = logits.next_token_logits[runs.answer] - logits.next_token_logits[runs.wrong]
     assert every[layer, head] == pytest.approx(ld, abs=1e-4)
+
+
+# -- a tiny Llama: the same checks in a second (what tools/mutate.py runs for this module) --------
+
+# (n, the positions where the corrupted ids differ, answer, wrong): prompts that differ at
+# token 0 (no prefix to cache), at token 1 (a prefix of one) and at two later tokens; the first
+# two use ids 0 and vocab − 1. The first is long enough that one boundary's patches fill a
+# batched pass alone (12 items of 12 tokens > PASS_ROWS), the second makes passes of two
+# boundaries (8 · 8 · 2 ≥ PASS_ROWS), the third one pass for all.
+TINY_CASES = {
+    "token-0": (12, [0], 0, 159),
+    "token-1": (9, [1], 159, 0),
+    "tokens-4-7": (10, [4, 7], 5, 40),
+}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """(the folder, our model, transformers' model) of one tiny Llama checkpoint: 2 layers,
+    4 query heads over 2 KV heads, a vocabulary of 160; float32 on both sides."""
+    transformers = pytest.importorskip("transformers")
+    folder = write_tiny("llama", tmp_path_factory.mktemp("tiny_llama"))
+    hf = transformers.LlamaForCausalLM.from_pretrained(
+        folder, dtype=torch.float32, attn_implementation="eager"
+    )
+    return folder, load_llama(folder, weights_dtype=np.float32), hf.eval()
+
+
+def _tiny_ids(case):
+    n, changed, answer, wrong = TINY_CASES[case]
+    clean = np.random.default_rng(n).integers(0, 160, n)
+    corrupt = clean.copy()
+    corrupt[changed] = (clean[changed] + 7) % 160
+    return clean, corrupt, answer, wrong
+
+
+def _hf_last_logits_and_weights(hf, ids):
+    with torch.no_grad():
+        out = hf(torch.from_numpy(ids)[None], output_attentions=True, use_cache=False)
+    return out.logits[0, -1].double(), np.stack([a[0].numpy() for a in out.attentions])
+
+
+@pytest.mark.parametrize("case", TINY_CASES)
+def test_tiny_runs_match_transformers(tiny, case):
+    _, model, hf = tiny
+    clean, corrupt, answer, wrong = _tiny_ids(case)
+    runs = patching.patch_runs(model, clean.tolist(), corrupt.tolist(), answer, wrong)
+    assert runs.n == clean.size
+    assert runs.first_change == TINY_CASES[case][1][0]
+    assert (runs.answer, runs.wrong) == (answer, wrong)
+    np.testing.assert_array_equal(runs.clean_ids, clean)
+    np.testing.assert_array_equal(runs.corrupt_ids, corrupt)
+    for row, (ids, ld, weights) in enumerate(
+        (
+            (clean, runs.clean_ld, runs.clean_weights),
+            (corrupt, runs.corrupt_ld, runs.corrupt_weights),
+        )
+    ):
+        logits, expected_weights = _hf_last_logits_and_weights(hf, ids)
+        assert ld == pytest.approx(float(logits[answer] - logits[wrong]), abs=1e-4)
+        p = torch.softmax(logits, dim=-1).numpy()
+        np.testing.assert_allclose(runs.probabilities[row], p[[answer, wrong]], atol=1e-6)
+        np.testing.assert_allclose(weights, expected_weights, atol=1e-5, rtol=0)
+    # The two patterns differ from the first changed token on, so each is its own prompt's.
+    assert np.abs(runs.clean_weights - runs.corrupt_weights).max() > 1e-2
+
+
+@pytest.mark.parametrize("case", TINY_CASES)
+def test_tiny_maps_match_transformers_hooks(tiny, case):
+    _, model, hf = tiny
+    runs = patching.patch_runs(model, *_tiny_ids(case))
+    for kind in patching.STREAM_KINDS:
+        ours = patching.patch_stream(model, runs, kind)
+        np.testing.assert_allclose(ours, _hf_stream_map(hf, runs, kind), atol=1e-4, rtol=0)
+    # A head at every position is the default; then at the last position only.
+    every = _hf_head_map(hf, runs, last_only=False)
+    np.testing.assert_allclose(patching.patch_heads(model, runs), every, atol=1e-4, rtol=0)
+    last = _hf_head_map(hf, runs, last_only=True)
+    ours = patching.patch_heads(model, runs, last_only=True)
+    np.testing.assert_allclose(ours, last, atol=1e-4, rtol=0)
+    # The maps are not all LD_corrupt, or a patch that put nothing in would pass.
+    assert np.abs(every - runs.corrupt_ld).max() > 1e-2
+
+
+def test_bad_pairs_and_ids_are_learner_facing_errors(tiny):
+    _, model, _ = tiny
+    clean, corrupt, a, w = _tiny_ids("tokens-4-7")
+    with pytest.raises(AttentionInputError, match="same number"):
+        patching.patch_runs(model, clean, corrupt[:-1], a, w)
+    with pytest.raises(AttentionInputError, match="nothing to restore"):
+        patching.patch_runs(model, clean, clean, a, w)
+    with pytest.raises(AttentionInputError, match="same token"):
+        patching.patch_runs(model, clean, corrupt, a, a)
+    # Ids lie in 0 .. 159: 0 and 159 are read (test_tiny_runs_match_transformers), -1 and 160 not.
+    for answer, wrong in ((-1, w), (a, -1), (160, w), (a, 160), (160, 161)):
+        with pytest.raises(AttentionInputError, match=r"at least 0|0\.\.159"):
+            patching.patch_runs(model, clean, corrupt, answer, wrong)
+    with pytest.raises(AttentionInputError, match="kind must be"):
+        patching.patch_stream(model, patching.patch_runs(model, clean, corrupt, a, w), "x")
+
+
+def test_probabilities_of_logits_too_large_for_a_plain_exp(tiny, tmp_path):
+    """A checkpoint whose output head is scaled up: logits past 709, where exp overflows float64,
+    still give the softmax's probabilities (the largest logit is taken off before exp)."""
+    folder, _, _ = tiny
+    transformers = pytest.importorskip("transformers")
+    hf = transformers.LlamaForCausalLM.from_pretrained(
+        folder, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
+    clean, corrupt, _, _ = _tiny_ids("tokens-4-7")
+    with torch.no_grad():
+        hf.lm_head.weight.mul_(1000 / hf(torch.from_numpy(clean)[None]).logits[0, -1].max())
+    shutil.copytree(folder, tmp_path / "big")  # the tokenizer; config and weights replaced
+    hf.save_pretrained(tmp_path / "big")
+    model = load_llama(tmp_path / "big", weights_dtype=np.float32)
+    logits = _hf_last_logits_and_weights(hf, clean)[0]
+    answer, wrong = torch.topk(logits, 2).indices.tolist()
+    runs = patching.patch_runs(model, clean, corrupt, answer, wrong)
+    for row, ids in enumerate((clean, corrupt)):
+        logits = _hf_last_logits_and_weights(hf, ids)[0]
+        assert logits.max() > 710  # exp of it is inf in float64
+        p = torch.softmax(logits, dim=-1).numpy()
+        np.testing.assert_allclose(runs.probabilities[row], p[[answer, wrong]], atol=1e-3)
+    assert runs.probabilities[0, 0] > 0.5  # the top logit's token, not a 0 from inf / inf

@@ -57,6 +57,7 @@ MODULES = (
     "losses",
     "models.hiding",
     "models.points",
+    "models.patching",
     "head_roles",
     "logit_lens",
     "token_attribution",
@@ -73,8 +74,9 @@ TEST_FILES = (
     "test_torch_backend.py",
     "test_reference.py",
 )
-# Modules tested on real models: their mutants run only these files (the formula files above never
-# call them, and each child would load them for nothing).
+# Modules tested on real models: their mutants run only these files, or these tests of a file
+# ("test_x.py::test_y") (the formula files above never call them, and each child would load
+# them for nothing).
 OWN_TESTS = {
     "probing": ("test_probing.py",),
     "losses": ("test_losses.py",),
@@ -82,6 +84,15 @@ OWN_TESTS = {
     "models.hiding": ("test_hiding.py", "test_readouts.py"),
     # The forward's named points: names, checks and edits by hand (the model's own in test_llama).
     "models.points": ("test_points.py",),
+    # Activation patching on a tiny Llama against transformers' hooks, a second a run (the
+    # file's SmolLM2 comparisons take minutes, too long to run once per mutant).
+    "models.patching": (
+        "test_patching.py::test_restored_share_is_worked_by_hand",
+        "test_patching.py::test_bad_pairs_and_ids_are_learner_facing_errors",
+        "test_patching.py::test_tiny_runs_match_transformers",
+        "test_patching.py::test_tiny_maps_match_transformers_hooks",
+        "test_patching.py::test_probabilities_of_logits_too_large_for_a_plain_exp",
+    ),
     # What heads do: their formulas are tested on built inputs, the real models in test_readouts.
     "head_roles": ("test_head_roles.py",),
     "logit_lens": ("test_logit_lens.py",),
@@ -213,6 +224,28 @@ EQUIVALENT: dict[str, str] = dict(
         (
             "sampling.py::top_k_filter::0 < k < z.size -> 0 < k <= z.size",
             "k = vocab takes the smallest logit as the k-th largest, and z >= min keeps all",
+        ),
+        (
+            "models.patching.py::_patched_lds::runs.n - first -> runs.n + first",
+            "tokens only sizes the batches (span): any span >= 1 gives the same LDs (more passes)",
+        ),
+        (
+            "models.patching.py::_patched_lds::max(1, -(-PASS_ROWS // (per_row * tokens))) -> "
+            "max(2, -(-PASS_ROWS // (per_row * tokens)))",
+            "two rows a pass where one was due: a bigger batch, the same LDs",
+        ),
+        (
+            "models.patching.py::_patched_lds::-(-PASS_ROWS // (per_row * tokens)) -> "
+            "-PASS_ROWS // (per_row * tokens)",
+            "a floor of a negative ratio is <= -1, so the span is max(1, ...) = 1: one row a pass",
+        ),
+        (
+            "models.patching.py::_patched_lds::-PASS_ROWS -> PASS_ROWS",
+            "-(PASS_ROWS // x) is <= 0, so the span is max(1, ...) = 1: one row a pass",
+        ),
+        (
+            "models.patching.py::_patched_lds::-1 -> -2 #2",
+            "NumPy's reshape infers any negative size: reshape(-2, n) is reshape(-1, n)",
         ),
     ]
 )
