@@ -1,18 +1,46 @@
 """What every decoder family's loaded model is: a config, its weights and a tokenizer, and the
 text turned into token ids and back exactly as transformers does it.
 
+    Prompt            the ids, each token's text, and what was cut
+    tokenize_prompt   a text to a Prompt (``DecoderModel.prompt``), raw or in SmolLM2's chat
+                      template, cut to MAX_PROMPT_CHARS characters and ``max_tokens`` tokens
+    chat_text         SmolLM2's ChatML template for one user turn
+
 A family's model (``LlamaModel``, ``GPT2Model``) inherits ``DecoderModel`` and adds what is its
-own (the chat template, the learned position table); its ``parameter_count`` comes from its
-config alone.
+own (the chat template, the learned position table, the final norm); its ``parameter_count``
+comes from its config alone. ``MAX_CONTEXT_TOKENS`` bounds what one pass reads, in every family.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DecoderModel", "decode_ids", "encode_prompt", "encode_text", "token_text"]
+import numpy as np
+
+from attention_core.validation import AttentionInputError
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "MAX_CONTEXT_TOKENS",
+    "MAX_PROMPT_CHARS",
+    "MAX_PROMPT_TOKENS",
+    "DecoderModel",
+    "Prompt",
+    "chat_text",
+    "decode_ids",
+    "encode_prompt",
+    "encode_text",
+    "token_text",
+    "tokenize_prompt",
+]
+
+# A trace keeps every layer's (head, n, n) steps: 30 layers x 9 heads x 4 arrays at 256 tokens
+# is ~280 MB, the most one pass should hold (a page keeps the weights alone: run_llama's keep).
+# Prompts (MAX_PROMPT_TOKENS) leave room for 64 generated tokens.
+MAX_CONTEXT_TOKENS = 256
 
 
 def encode_text(tokenizer: Any, text: str) -> list[int]:
@@ -36,6 +64,112 @@ def token_text(tokenizer: Any, token_id: int) -> str:
     return decode_ids(tokenizer, [token_id])
 
 
+MAX_PROMPT_TOKENS = 192
+# Longer texts are cut before tokenizing, so a pasted book costs no tokenizer time.
+MAX_PROMPT_CHARS = 4000
+DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A tokenized prompt: ids `(n,)`, token strings as text pieces, and what was cut.
+
+    text               the text that was tokenized (after any character cut)
+    chat               True if wrapped in the ChatML template
+    tokens             each id decoded alone ("Ġ" shown as a space; a piece of a multi-byte
+                       character shows as "�")
+    truncated          True if the text was cut (to MAX_PROMPT_CHARS characters or
+                       MAX_PROMPT_TOKENS tokens)
+    num_input_tokens   tokens of the (character-cut) text before the token cut
+    """
+
+    text: str
+    chat: bool
+    input_ids: np.ndarray
+    tokens: tuple[str, ...]
+    truncated: bool
+    num_input_tokens: int
+    notice: str = ""
+
+
+def tokenize_prompt(
+    tokenizer: Any, text: str, *, chat: bool = False, max_tokens: int = MAX_PROMPT_TOKENS
+) -> Prompt:
+    """Tokenize a prompt with ``tokenizer`` (a ``tokenizers.Tokenizer``), raw or in SmolLM2's
+    ChatML chat template (see ``chat_text``).
+
+    Raises ``AttentionInputError`` for a non-string or empty text. A text longer than
+    MAX_PROMPT_CHARS characters or ``max_tokens`` tokens is cut (its beginning is kept)
+    and ``notice`` says so.
+    """
+    if not isinstance(text, str):
+        raise AttentionInputError(f"The prompt must be text, got {type(text).__name__}.")
+    if not text.strip():
+        raise AttentionInputError(
+            "The prompt is empty: type a few words for the model to continue."
+        )
+    notices = []
+    if len(text) > MAX_PROMPT_CHARS:
+        notices.append(f"the text was cut to its first {MAX_PROMPT_CHARS:,} characters")
+        text = text[:MAX_PROMPT_CHARS]
+    # The template's tokens (the chat template's, or a BOS the tokenizer adds as transformers'
+    # tokenizer(text) does: Llama 2, TinyLlama, Llama 3) count against the limit; only the
+    # user's words are cut.
+    words = encode_text(tokenizer, text)
+    framed = words if chat else encode_prompt(tokenizer, text)
+    start = _start_of(words, framed)
+    overhead = len(encode_text(tokenizer, chat_text(""))) if chat else len(framed) - len(words)
+    num_input = len(words)
+    room = max(max_tokens - overhead, 1)
+    if len(words) > room:
+        notices.append(f"the prompt was cut to its first {room} of {len(words)} tokens")
+        text = decode_ids(tokenizer, words[:room])
+        framed = framed[:start] + words[:room] + framed[start + len(words) :]
+    ids = encode_text(tokenizer, chat_text(text)) if chat else framed
+    arr = np.asarray(ids, dtype=np.int64)
+    arr.setflags(write=False)
+    notice = ""
+    if notices:
+        notice = (
+            "Long prompt: "
+            + " and ".join(notices)
+            + (f" (at most {max_tokens} prompt tokens, so every step fits in memory).")
+        )
+    return Prompt(
+        text=text,
+        chat=chat,
+        input_ids=arr,
+        tokens=tuple(token_text(tokenizer, i) for i in ids),
+        truncated=bool(notices),
+        num_input_tokens=num_input,
+        notice=notice,
+    )
+
+
+def _start_of(words: list[int], framed: list[int]) -> int:
+    """Where the text's own tokens begin among the ids its tokenizer's template frames them in
+    (after a BOS: 1)."""
+    for start in range(len(framed) - len(words) + 1):
+        if framed[start : start + len(words)] == words:
+            return start
+    return 0
+
+
+def chat_text(user: str, system: str = DEFAULT_SYSTEM_PROMPT) -> str:
+    """SmolLM2's ChatML chat template for one user turn, ending with the assistant's header:
+
+    <|im_start|>system\\n{system}<|im_end|>\\n<|im_start|>user\\n{user}<|im_end|>\\n
+    <|im_start|>assistant\\n
+
+    (the GGUF's Jinja template with its default system prompt and add_generation_prompt=True).
+    """
+    return (
+        f"<|im_start|>system\n{system}<|im_end|>\n"
+        f"<|im_start|>user\n{user}<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+
+
 @dataclass(frozen=True, eq=False)
 class DecoderModel:
     """A loaded decoder. Load once per process and share it: nothing in it changes.
@@ -49,6 +183,12 @@ class DecoderModel:
     tokenizer: Any
     load_seconds: float = 0.0
     saved_as: str = ""
+
+    @classmethod
+    def loaded(cls, started: float, **parts: Any) -> Any:
+        """The model made of ``parts``, its ``load_seconds`` counted from ``started`` (the
+        ``time.perf_counter()`` taken before its files were read)."""
+        return cls(load_seconds=time.perf_counter() - started, **parts)
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` exactly (``encode_text``)."""
@@ -64,3 +204,14 @@ class DecoderModel:
 
     def token_text(self, token_id: int) -> str:
         return token_text(self.tokenizer, token_id)
+
+    @property
+    def context_limit(self) -> int:
+        """The most tokens (prompt and generated together) one pass of this model reads here."""
+        return MAX_CONTEXT_TOKENS
+
+    def prompt(
+        self, text: str, *, chat: bool = False, max_tokens: int = MAX_PROMPT_TOKENS
+    ) -> Prompt:
+        """``tokenize_prompt`` with this model's tokenizer."""
+        return tokenize_prompt(self.tokenizer, text, chat=chat, max_tokens=max_tokens)

@@ -42,6 +42,34 @@ class GPT2Config:
     def head_dim(self) -> int:
         return self.n_embd // self.n_head
 
+    # Every decoder family's names for the same numbers, as transformers' GPT2Config maps
+    # them (``attribute_map``): what the pages and the shared pass code read.
+    @property
+    def num_hidden_layers(self) -> int:
+        return self.n_layer
+
+    @property
+    def num_attention_heads(self) -> int:
+        return self.n_head
+
+    @property
+    def num_key_value_heads(self) -> int:
+        """Every query head has its own keys and values (multi-head attention)."""
+        return self.n_head
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per KV head: 1, no grouping."""
+        return 1
+
+    @property
+    def hidden_size(self) -> int:
+        return self.n_embd
+
+    @property
+    def max_position_embeddings(self) -> int:
+        return self.n_positions
+
     def attention_scale(self, layer: int) -> float:
         """The factor layer ``layer``'s scores q·k are multiplied by before the softmax."""
         scale = self.head_dim**-0.5 if self.scale_attn_weights else 1.0

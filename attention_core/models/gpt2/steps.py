@@ -15,6 +15,7 @@ import numpy as np
 from attention_core.attention import AttentionSteps
 from attention_core.decoding import DecoderCache
 
+from ..passes import KeptSteps
 from ..trace import DecoderTrace
 
 __all__ = ["GPT2Cache", "GPT2LayerSteps", "GPT2Trace"]
@@ -88,7 +89,7 @@ class GPT2Trace(DecoderTrace):
     token_embeddings: np.ndarray
     position_embeddings: np.ndarray
     embeddings: np.ndarray
-    layers: tuple[GPT2LayerSteps, ...]
+    layers: tuple[GPT2LayerSteps | KeptSteps, ...]
     final_hidden: np.ndarray
     logits: np.ndarray
-    cache: GPT2Cache
+    cache: GPT2Cache | None

@@ -11,11 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from attention_core.logit_lens import FinalNorm
+
 from ..decoder import DecoderModel
 from ..loading import ModelFileError
 from .config import LlamaConfig, parameter_count
 from .files import BFLOAT16, LLMLocation, find_llm, location_of, read_gguf, read_hf_dir
-from .prompt import MAX_PROMPT_TOKENS, Prompt, gguf_tokenizer, tokenize_prompt
+from .prompt import gguf_tokenizer
 from .weights import LlamaWeights
 
 __all__ = ["LlamaModel", "load_llama"]
@@ -40,11 +42,10 @@ class LlamaModel(DecoderModel):
     def eos_token_id(self) -> int:
         return self.config.eos_token_id if self.config.eos_token_id is not None else 2
 
-    def prompt(
-        self, text: str, *, chat: bool = False, max_tokens: int = MAX_PROMPT_TOKENS
-    ) -> Prompt:
-        """``tokenize_prompt`` with this model's tokenizer."""
-        return tokenize_prompt(self.tokenizer, text, chat=chat, max_tokens=max_tokens)
+    @property
+    def final_norm(self) -> FinalNorm:
+        """The RMSNorm the head reads the stream through (the lens and attribution)."""
+        return FinalNorm("RMSNorm", self.weights.final_norm, self.config.rms_norm_eps)
 
 
 def load_llama(
@@ -87,12 +88,5 @@ def load_llama(
     config = LlamaConfig.from_dict(raw_config, source=source)
     weights = LlamaWeights.from_state_dict(state, config, weights_dtype, str(location.path))
     del state
-    return LlamaModel(
-        config=config,
-        weights=weights,
-        tokenizer=tokenizer,
-        location=location,
-        load_seconds=time.perf_counter() - start,
-        chat_template=template,
-        saved_as=file_formats,
-    )
+    parts = {"tokenizer": tokenizer, "location": location, "chat_template": template}
+    return LlamaModel.loaded(start, config=config, weights=weights, saved_as=file_formats, **parts)

@@ -1,0 +1,54 @@
+"""One forward entry for every decoder family our code runs: ``run_decoder`` runs a loaded
+model with its family's own pass (``run_llama`` for Llama, Qwen2 and Mistral, ``run_gpt2`` for
+GPT-2), so a caller that reads what every family has (the logits, the cache, the attention
+weights, the named points) needs no family of its own.
+
+Every option means what it means in ``run_llama``: ``all_logits`` (every position's logits, not
+the last one's), ``attend`` (keys hidden from queries), ``edits`` (named points replaced),
+``keep`` (the steps kept of each layer), ``start`` (a pass begun at a layer boundary from a
+given stream, `(batch, n, d_model)` for a batch) and ``tokens`` (the vocabulary ids whose logits
+are computed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from attention_core.validation import AttentionInputError
+
+from . import points
+from .gpt2 import GPT2Model, run_gpt2
+from .llama import LlamaModel, run_llama
+from .trace import DecoderTrace
+
+__all__ = ["DecoderModels", "run_decoder"]
+
+DecoderModels = (LlamaModel, GPT2Model)
+
+
+def run_decoder(
+    model: LlamaModel | GPT2Model,
+    input_ids: object,
+    cache: object = None,
+    *,
+    all_logits: bool = False,
+    attend: object = None,
+    edits: Mapping[str, points.Edit] | None = None,
+    keep: Sequence[str] | None = None,
+    start: tuple[int, np.ndarray] | None = None,
+    tokens: Sequence[int] | None = None,
+) -> DecoderTrace:
+    """``model`` run on ``input_ids`` `(n,)` after ``cache`` (None: a fresh prompt) by its
+    family's own forward pass: its trace (``LlamaTrace``, ``GPT2Trace``)."""
+    options = {"all_logits": all_logits, "attend": attend, "edits": edits, "keep": keep,
+               "start": start, "tokens": tokens}  # fmt: skip
+    if isinstance(model, GPT2Model):
+        return run_gpt2(model, input_ids, cache, **options)
+    if isinstance(model, LlamaModel):
+        return run_llama(model, input_ids, cache, **options)
+    raise AttentionInputError(
+        f"A {type(model).__name__} is not a decoder this code runs: it runs Llama-family "
+        "decoders (Llama, Qwen2, Mistral) and GPT-2."
+    )
