@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -183,6 +183,9 @@ class DecoderModel:
     tokenizer: Any
     load_seconds: float = 0.0
     saved_as: str = ""
+    # How positions enter: "rope" (q and k rotated in every layer: Llama, Qwen2) or "learned"
+    # (a table of position vectors added to the embeddings once: GPT-2).
+    positions: ClassVar[str] = "rope"
 
     @classmethod
     def loaded(cls, started: float, **parts: Any) -> Any:
@@ -210,8 +213,14 @@ class DecoderModel:
         """The most tokens (prompt and generated together) one pass of this model reads here."""
         return MAX_CONTEXT_TOKENS
 
-    def prompt(
-        self, text: str, *, chat: bool = False, max_tokens: int = MAX_PROMPT_TOKENS
-    ) -> Prompt:
-        """``tokenize_prompt`` with this model's tokenizer."""
-        return tokenize_prompt(self.tokenizer, text, chat=chat, max_tokens=max_tokens)
+    @property
+    def prompt_limit(self) -> int:
+        """The most prompt tokens: MAX_PROMPT_TOKENS, or three quarters of a shorter context
+        (a quarter left for generated tokens)."""
+        return min(MAX_PROMPT_TOKENS, self.context_limit * 3 // 4)
+
+    def prompt(self, text: str, *, chat: bool = False, max_tokens: int | None = None) -> Prompt:
+        """``tokenize_prompt`` with this model's tokenizer, at most ``max_tokens`` tokens
+        (``prompt_limit`` by default)."""
+        limit = self.prompt_limit if max_tokens is None else max_tokens
+        return tokenize_prompt(self.tokenizer, text, chat=chat, max_tokens=limit)

@@ -7,7 +7,7 @@ import pandas as pd
 
 from attention_core.head_roles import HeadRoles, strongest_heads
 from attention_core.logit_lens import LogitAttribution, LogitLens
-from attention_core.models.llama import LlamaModel
+from attention_core.models.decoder import DecoderModel
 from ui.heads.data import PromptReadout
 from ui.heads.figures import ROLE_TITLES, stage_labels, token_label
 
@@ -15,7 +15,7 @@ TOP_WRITERS = 6
 STRONGEST = 3
 
 
-def lens_table(readout: PromptReadout, token: int, model: LlamaModel) -> pd.DataFrame:
+def lens_table(readout: PromptReadout, token: int, model: DecoderModel) -> pd.DataFrame:
     """A row per stage: the likeliest tokens there, and the followed token's rank and p."""
     lens, top = readout.lens, readout.top_tokens
 

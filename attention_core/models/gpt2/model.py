@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -37,6 +38,7 @@ class GPT2Model(DecoderModel):
     config: GPT2Config
     weights: GPT2Weights
     path: Path | None = None
+    positions: ClassVar[str] = "learned"
 
     @property
     def parameter_count(self) -> int:

@@ -24,7 +24,13 @@ __all__ = ["GPT2Cache", "GPT2LayerSteps", "GPT2Trace"]
 @dataclass(frozen=True, eq=False)
 class GPT2Cache(DecoderCache):
     """The KV cache: one ``decoding.KVCache`` per layer, keys and values `(head, pos, d_head)`.
-    Immutable: a pass returns a new cache, so a page can keep the old one."""
+    Immutable: a pass returns a new cache, so a page can keep the old one. Every query head has
+    its own keys and values, so ``mha_bytes`` (what multi-head attention keeps) is
+    ``bytes_used``."""
+
+    @property
+    def mha_bytes(self) -> int:
+        return self.bytes_used
 
 
 @dataclass(frozen=True, eq=False)
