@@ -68,6 +68,13 @@ def decoder_shape(loaded: object) -> tuple[int, int]:
     return model.config.num_hidden_layers, model.config.num_attention_heads
 
 
+def final_norm_kind(loaded: object) -> str:
+    """The loaded decoder's final norm, "RMSNorm" (Llama, Qwen2; SmolLM2's without one) or
+    "LayerNorm" (GPT-2)."""
+    model = getattr(loaded, "model", None)
+    return model.final_norm.kind if isinstance(model, DecoderModel) else "RMSNorm"
+
+
 def named_decoder(name: str) -> smollm.LoadResult | chosen.ChosenLoad:
     """The decoder ``name`` names: a listed one, or the shipped SmolLM2 for any other name (a
     fragment passes the name, not the model: a session keeps a fragment's arguments)."""
