@@ -4,6 +4,7 @@ give back, and what each way of storing keys and values costs in memory and in a
 import streamlit as st
 
 from attention_core.lessons.passages import ALICE
+from attention_core.models import LlamaModel
 from ui.long_context import data, figures, inputs, kv_cache
 from ui.models import page_model, smollm
 from ui.widgets import render
@@ -31,7 +32,7 @@ sinks_key = view.int_key("sinks", inputs.DEFAULT_SINKS, lo=0, hi=inputs.MAX_SINK
 
 model_key = page_model.decoder_key(view)
 loaded = page_model.load_decoder(model_key)
-model = page_model.decoder_or_stop(view, loaded)
+model = page_model.decoder_or_stop(view, loaded, LlamaModel, inputs.RUNS)
 page_model.show_model_line(loaded, model, smollm.MODEL_NAME)
 
 # -- the text, the window, the sinks --------------------------------------------------------------

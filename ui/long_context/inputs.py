@@ -13,6 +13,12 @@ WINDOWS = (4, 512)
 MAX_SINKS = 16
 # A link may carry a long text; 6,000 characters are ~1,400 tokens, cut to MAX_SCORED_TOKENS.
 MAX_TEXT_CHARS = 6_000
+# Why a listed GPT-2 stops here: the page's one sentence after "… and this page's".
+RUNS = (
+    "long-text passes run Llama-family decoders only: they read a text of up to "
+    f"{MAX_SCORED_TOKENS:,} tokens one layer at a time, and pool or quantize grouped KV heads, "
+    "in the Llama code, which GPT-2's multi-head blocks do not go through yet"
+)
 
 
 def text_ids(model: LlamaModel, text: str) -> tuple[tuple[int, ...], str]:

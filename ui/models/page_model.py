@@ -81,10 +81,16 @@ def named_decoder(name: str) -> smollm.LoadResult | chosen.ChosenLoad:
     return chosen.load(name) if name in chosen.listed() else smollm.load_decoder()
 
 
-def decoder_or_stop(view: PageState, loaded: object) -> DecoderModel:
+DECODERS_RUN = "decoder pages run Llama, Qwen2 and GPT-2 decoders"
+
+
+def decoder_or_stop(
+    view: PageState, loaded: object, kind: type = DecoderModel, runs: str = DECODERS_RUN
+) -> DecoderModel:
+    """The loaded decoder, or the page ends saying why not: a listed model not of ``kind``
+    gets the sentence "… this page's ``runs``"."""
     if isinstance(loaded, chosen.ChosenLoad):
-        runs = "decoder pages run Llama, Qwen2 and GPT-2 decoders"
-        return _listed_or_stop(view, loaded, DecoderModel, runs)
+        return _listed_or_stop(view, loaded, kind, runs)
     return smollm.model_or_stop(view, loaded)
 
 
