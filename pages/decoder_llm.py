@@ -85,7 +85,8 @@ def autoplay_timer() -> None:
 
 
 autoplay_timer()
-end_token = plain(model.token_text(model.eos_token_id))
+eos = model.eos_token_id  # None: a config that names no end token (generation never ends)
+end_token = plain(model.token_text(eos)) if eos is not None else "its end token"
 info_col.caption(
     f"{view.value('step')} generated of at most {room}"
     + (f" · the model ended its answer with {end_token}" if state.ended else "")
