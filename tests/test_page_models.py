@@ -34,7 +34,7 @@ PROMPT = "the cat sat on the mat and the dog"
 def folders(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("listed")
     made = {family: write_tiny(family, root / f"tiny-{family}") for family in
-            ("llama", "qwen2", "gpt2", "bert")}  # fmt: skip
+            ("llama", "qwen2", "gpt2", "gpt2-other", "bert")}  # fmt: skip
     huge = root / "huge-llama"
     shutil.copytree(made["llama"], huge)
     config = json.loads((huge / "config.json").read_text())
@@ -110,6 +110,72 @@ def test_the_heads_page_on_a_listed_qwen2_reads_transformers_lens_and_patterns(f
     np.testing.assert_allclose(np.nan_to_num(pattern), expected, atol=1e-5)
 
 
+def titled(at, start: str) -> np.ndarray:
+    """The z of the first figure whose title starts with ``start``, float64 (NaN where blank)."""
+    spec = next(s for s in figures(at) if (s["layout"].get("title") or {}).get("text", "")
+                .startswith(start))  # fmt: skip
+    return plotly_array(spec["data"][0]["z"]).astype(np.float64)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "gpt2-other"])
+def test_the_decoder_page_on_a_listed_gpt2_shows_what_transformers_computes(folders, name):
+    """GPT-2 on the decoder page: transformers' next-token probabilities, attention and learned
+    position table, and a sentence where RoPE's plot would be (tiny-gpt2-other: a config of
+    transformers' own defaults, three layers of three heads, an untied head, no end token)."""
+    at = open_model_page("pages/decoder_llm.py", {"model": f"tiny-{name}", "prompt": PROMPT}, 240)
+    assert not at.error
+    hf = causal_lm(folders[name])
+    assert any(f"GPT-2 · {hf.num_parameters():,} parameters" in c.value for c in at.caption)
+    ids = encode(folders[name], PROMPT)
+    with torch.no_grad():
+        out = hf(torch.tensor([ids]), output_attentions=True)
+    p = torch.softmax(out.logits[0, -1].double(), -1).numpy()
+    shown = table(at, "probability")
+    best = np.argsort(-p, kind="stable")[: len(shown)]
+    assert shown["id"].tolist() == best.tolist()
+    np.testing.assert_allclose(shown["probability"], np.round(p[best], 4), atol=1e-4)
+    pattern = titled(at, "Layer 1, head 1")
+    expected = out.attentions[0][0, 0].numpy()
+    future = np.triu(np.ones_like(expected, dtype=bool), k=1)
+    np.testing.assert_allclose(np.where(future, 0, pattern), expected, atol=1e-5)
+    positions = hf.transformer.wpe.weight[: len(ids)].detach().double().numpy()
+    np.testing.assert_allclose(titled(at, "Learned position vectors"), positions @ positions.T,
+                               rtol=1e-5, atol=1e-5)  # fmt: skip
+    headers = [h.value for h in at.header]
+    assert not any("RoPE" in h for h in headers)
+    assert any("This model has no RoPE" in m.value for m in at.markdown)
+    assert any("multi-head attention" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "gpt2-other"])
+def test_the_heads_page_on_a_listed_gpt2_reads_transformers_lens_and_patterns(folders, name):
+    at = open_model_page("pages/what_heads_do.py", {"model": f"tiny-{name}", "prompt": PROMPT}, 240)
+    assert not at.error
+    hf = causal_lm(folders[name])
+    ids = encode(folders[name], PROMPT)
+    with torch.no_grad():
+        out = hf(torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
+    p = torch.softmax(out.logits[0, -1].double(), -1)
+    top = int(p.argmax())
+    lens = plotly_array(chart(at, "heads.lens")["data"][0]["y"])
+    assert lens[-1] == pytest.approx(float(p[top]), abs=1e-4)  # the lens's last layer
+    # Stage 1, through GPT-2's own ln_f: transformers' head on its norm of hidden_states[1].
+    with torch.no_grad():
+        stage = torch.softmax(hf.lm_head(hf.transformer.ln_f(out.hidden_states[1][0, -1])), -1)
+    assert lens[1] == pytest.approx(float(stage[top]), abs=1e-4)
+    layers, heads = len(out.attentions), out.attentions[0].shape[1]
+    layer, head = min(24, layers) - 1, min(5, heads) - 1  # the page's defaults, clipped
+    pattern = plotly_array(chart(at, "heads.pattern")["data"][0]["z"]).astype(np.float64)
+    expected = out.attentions[layer][0, head].numpy()
+    future = np.triu(np.ones_like(expected, dtype=bool), k=1)
+    np.testing.assert_array_equal(np.isnan(pattern), future)
+    np.testing.assert_allclose(np.nan_to_num(pattern), expected, atol=1e-5)
+    (sentence,) = [c.value for c in at.caption if "scale is frozen" in c.value]
+    assert "The final LayerNorm's scale" in sentence and "1/σ" in sentence
+    written = re.search(r"the logit itself ([+-]\d\.\d{4})", sentence).group(1)
+    assert float(written) == pytest.approx(float(out.logits[0, -1, top]), abs=1e-4)
+
+
 def test_the_pretrained_page_on_a_listed_bert_draws_transformers_attention(folders):
     at = open_model_page("pages/real_model.py", {"model": "tiny-bert", "text": "the cat sat",
                                                  "layer": "2", "head": "3"}, 240)  # fmt: skip
@@ -151,7 +217,7 @@ def test_a_link_naming_what_the_server_did_not_list_is_refused_and_reads_nothing
 @pytest.mark.parametrize(
     ("name", "page", "sentence"),
     [
-        ("tiny-gpt2", "pages/decoder_llm.py", "GPT-2 runs in the core"),
+        ("tiny-gpt2", "pages/long_context.py", "long-text passes run Llama-family decoders only"),
         ("huge-llama", "pages/decoder_llm.py", "more than the 600,000,000 this app runs"),
         ("tiny-t5", "pages/decoder_llm.py", "'T5Model' model, an architecture this app does not"),
     ],
@@ -197,6 +263,23 @@ def test_the_patching_page_on_a_listed_qwen2_shows_transformers_lds(folders):
     for text in (clean, corrupt):
         with torch.no_grad():
             logits = hf(torch.tensor([encode(folders["qwen2"], text)])).logits[0, -1]
+        lds.append(float(logits[answer] - logits[wrong]))
+    shown = table(at, "prompt")
+    ld_column = next(c for c in shown.columns if c.startswith("LD"))
+    np.testing.assert_allclose(shown[ld_column], np.round(lds, 3), atol=1e-3)
+
+
+def test_the_patching_page_on_a_listed_gpt2_shows_transformers_lds(folders):
+    clean, corrupt = "the cat sat on the mat", "the dog sat on the mat"
+    at = open_model_page("pages/carries_the_answer.py", {"model": "tiny-gpt2", "clean": clean,
+                         "corrupt": corrupt, "answer": " the", "wrong": " a"}, 240)  # fmt: skip
+    assert not at.error
+    hf = causal_lm(folders["gpt2"])
+    answer, wrong = encode(folders["gpt2"], " the")[0], encode(folders["gpt2"], " a")[0]
+    lds = []
+    for text in (clean, corrupt):
+        with torch.no_grad():
+            logits = hf(torch.tensor([encode(folders["gpt2"], text)])).logits[0, -1]
         lds.append(float(logits[answer] - logits[wrong]))
     shown = table(at, "prompt")
     ld_column = next(c for c in shown.columns if c.startswith("LD"))
