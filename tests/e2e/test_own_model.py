@@ -36,7 +36,8 @@ PROMPT = "the cat sat on the mat and the dog"
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("own")
-    return {family: write_tiny(family, root / f"tiny-{family}") for family in ("llama", "bert")}
+    return {family: write_tiny(family, root / f"tiny-{family}") for family in
+            ("llama", "bert", "gpt2")}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +67,22 @@ def test_a_link_opens_the_decoder_on_a_listed_model(listing_server, page, folder
     # The choice of the next token: greedy takes transformers' likeliest, at its probability.
     expect(page.get_by_text(f"“{best}”", exact=True)).to_be_visible()
     expect(page.get_by_text(f"p = {probability:.4f} by the model (T = 1)")).to_be_visible()
+    assert exceptions(page) == []
+
+
+@pytest.mark.e2e
+def test_a_link_opens_the_decoder_on_a_listed_gpt2(listing_server, page, folders):
+    """GPT-2 on the decoder page: transformers' next token at its probability, and where RoPE's
+    plot would be, the learned positions with the sentence saying why."""
+    best, probability = next_token(folders["gpt2"])
+    open_app(page, listing_server.url, "decoder", f"model=tiny-gpt2&prompt={PROMPT}")
+    wait_for_charts(page)
+    expect(page.get_by_text(re.compile(r"GPT-2 · 74,112 parameters"))).to_be_visible()
+    expect(page.get_by_role("combobox", name="Model (decoder)")).to_have_value("tiny-gpt2")
+    expect(page.get_by_text(f"“{best}”", exact=True)).to_be_visible()
+    expect(page.get_by_text(f"p = {probability:.4f} by the model (T = 1)")).to_be_visible()
+    expect(page.get_by_text(re.compile("This model has no RoPE"))).to_be_visible()
+    expect(page.get_by_role("heading", name=re.compile("RoPE inside the model"))).to_have_count(0)
     assert exceptions(page) == []
 
 
