@@ -91,17 +91,26 @@ def test_the_decoder_page_on_a_listed_llama_shows_what_transformers_computes(fol
     np.testing.assert_allclose(shown["probability"], np.round(p[best], 4), atol=1e-4)
 
 
-def test_the_heads_page_on_a_listed_qwen2_reads_transformers_lens_and_patterns(folders):
-    at = open_model_page("pages/what_heads_do.py", {"model": "tiny-qwen2", "prompt": PROMPT}, 240)
+def open_heads_page(folders, family: str):
+    """The heads page on tiny-``family`` and transformers on its prompt: (the page, the model,
+    its outputs, the likeliest next token, the lens's probabilities of it by stage), the lens's
+    last layer checked against transformers' own prediction."""
+    at = open_model_page("pages/what_heads_do.py", {"model": f"tiny-{family}", "prompt": PROMPT},
+                         240)  # fmt: skip
     assert not at.error
-    hf = causal_lm(folders["qwen2"])
-    ids = encode(folders["qwen2"], PROMPT)
+    hf = causal_lm(folders[family])
+    ids = encode(folders[family], PROMPT)
     with torch.no_grad():
         out = hf(torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
     p = torch.softmax(out.logits[0, -1].double(), -1)
     top = int(p.argmax())
     lens = plotly_array(chart(at, "heads.lens")["data"][0]["y"])
     assert lens[-1] == pytest.approx(float(p[top]), abs=1e-4)  # the lens's last layer
+    return at, hf, out, top, lens
+
+
+def test_the_heads_page_on_a_listed_qwen2_reads_transformers_lens_and_patterns(folders):
+    at, _, out, _, _ = open_heads_page(folders, "qwen2")
     # The chosen head (its defaults, past a 2-layer 4-head model's end, become layer 2 head 4).
     pattern = plotly_array(chart(at, "heads.pattern")["data"][0]["z"]).astype(np.float64)
     expected = out.attentions[1][0, 3].numpy()
@@ -149,16 +158,7 @@ def test_the_decoder_page_on_a_listed_gpt2_shows_what_transformers_computes(fold
 
 @pytest.mark.parametrize("name", ["gpt2", "gpt2-other"])
 def test_the_heads_page_on_a_listed_gpt2_reads_transformers_lens_and_patterns(folders, name):
-    at = open_model_page("pages/what_heads_do.py", {"model": f"tiny-{name}", "prompt": PROMPT}, 240)
-    assert not at.error
-    hf = causal_lm(folders[name])
-    ids = encode(folders[name], PROMPT)
-    with torch.no_grad():
-        out = hf(torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
-    p = torch.softmax(out.logits[0, -1].double(), -1)
-    top = int(p.argmax())
-    lens = plotly_array(chart(at, "heads.lens")["data"][0]["y"])
-    assert lens[-1] == pytest.approx(float(p[top]), abs=1e-4)  # the lens's last layer
+    at, hf, out, top, lens = open_heads_page(folders, name)
     # Stage 1, through GPT-2's own ln_f: transformers' head on its norm of hidden_states[1].
     with torch.no_grad():
         stage = torch.softmax(hf.lm_head(hf.transformer.ln_f(out.hidden_states[1][0, -1])), -1)
@@ -252,35 +252,29 @@ def test_on_a_local_run_the_sidebar_opens_a_folder_typed_there(folders, monkeypa
     assert at.query_params["model"] in ("tiny-qwen2", ["tiny-qwen2"])
 
 
-def test_the_patching_page_on_a_listed_qwen2_shows_transformers_lds(folders):
+def check_patching_lds(folders, family: str) -> None:
+    """The patching page's LD of each prompt on tiny-``family``: transformers' logit(" the") −
+    logit(" a") (each answer's first token) after it."""
     clean, corrupt = "the cat sat on the mat", "the dog sat on the mat"
-    at = open_model_page("pages/carries_the_answer.py", {"model": "tiny-qwen2", "clean": clean,
+    at = open_model_page("pages/carries_the_answer.py", {"model": f"tiny-{family}", "clean": clean,
                          "corrupt": corrupt, "answer": " the", "wrong": " a"}, 240)  # fmt: skip
     assert not at.error
-    hf = causal_lm(folders["qwen2"])
-    answer, wrong = encode(folders["qwen2"], "the")[0], encode(folders["qwen2"], "a")[0]
+    folder = folders[family]
+    hf = causal_lm(folder)
+    answer, wrong = (encode(folder, word)[0] for word in (" the", " a"))
     lds = []
     for text in (clean, corrupt):
         with torch.no_grad():
-            logits = hf(torch.tensor([encode(folders["qwen2"], text)])).logits[0, -1]
+            logits = hf(torch.tensor([encode(folder, text)])).logits[0, -1]
         lds.append(float(logits[answer] - logits[wrong]))
     shown = table(at, "prompt")
     ld_column = next(c for c in shown.columns if c.startswith("LD"))
     np.testing.assert_allclose(shown[ld_column], np.round(lds, 3), atol=1e-3)
+
+
+def test_the_patching_page_on_a_listed_qwen2_shows_transformers_lds(folders):
+    check_patching_lds(folders, "qwen2")
 
 
 def test_the_patching_page_on_a_listed_gpt2_shows_transformers_lds(folders):
-    clean, corrupt = "the cat sat on the mat", "the dog sat on the mat"
-    at = open_model_page("pages/carries_the_answer.py", {"model": "tiny-gpt2", "clean": clean,
-                         "corrupt": corrupt, "answer": " the", "wrong": " a"}, 240)  # fmt: skip
-    assert not at.error
-    hf = causal_lm(folders["gpt2"])
-    answer, wrong = encode(folders["gpt2"], " the")[0], encode(folders["gpt2"], " a")[0]
-    lds = []
-    for text in (clean, corrupt):
-        with torch.no_grad():
-            logits = hf(torch.tensor([encode(folders["gpt2"], text)])).logits[0, -1]
-        lds.append(float(logits[answer] - logits[wrong]))
-    shown = table(at, "prompt")
-    ld_column = next(c for c in shown.columns if c.startswith("LD"))
-    np.testing.assert_allclose(shown[ld_column], np.round(lds, 3), atol=1e-3)
+    check_patching_lds(folders, "gpt2")

@@ -3,47 +3,41 @@ model with its family's own pass (``run_llama`` for Llama, Qwen2 and Mistral, ``
 GPT-2), so a caller that reads what every family has (the logits, the cache, the attention
 weights, the named points) needs no family of its own.
 
-Every option means what it means in ``run_llama``: ``all_logits`` (every position's logits, not
-the last one's), ``attend`` (keys hidden from queries), ``edits`` (named points replaced),
-``keep`` (the steps kept of each layer), ``start`` (a pass begun at a layer boundary from a
-given stream, `(batch, n, d_model)` for a batch) and ``tokens`` (the vocabulary ids whose logits
-are computed).
+Every option (``PASS_OPTIONS``) means what it means in ``run_llama``: ``all_logits`` (every
+position's logits, not the last one's), ``attend`` (keys hidden from queries), ``edits`` (named
+points replaced), ``keep`` (the steps kept of each layer), ``start`` (a pass begun at a layer
+boundary from a given stream, `(batch, n, d_model)` for a batch) and ``tokens`` (the vocabulary
+ids whose logits are computed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
-import numpy as np
+from typing import Any
 
 from attention_core.validation import AttentionInputError
 
-from . import points
 from .gpt2 import GPT2Model, run_gpt2
 from .llama import LlamaModel, run_llama
 from .trace import DecoderTrace
 
-__all__ = ["DecoderModels", "run_decoder"]
+__all__ = ["PASS_OPTIONS", "run_decoder"]
 
-DecoderModels = (LlamaModel, GPT2Model)
+# What every family's pass takes besides the model, the ids and the cache.
+PASS_OPTIONS = ("all_logits", "attend", "edits", "keep", "start", "tokens")
 
 
 def run_decoder(
-    model: LlamaModel | GPT2Model,
-    input_ids: object,
-    cache: object = None,
-    *,
-    all_logits: bool = False,
-    attend: object = None,
-    edits: Mapping[str, points.Edit] | None = None,
-    keep: Sequence[str] | None = None,
-    start: tuple[int, np.ndarray] | None = None,
-    tokens: Sequence[int] | None = None,
+    model: LlamaModel | GPT2Model, input_ids: object, cache: object = None, **options: Any
 ) -> DecoderTrace:
     """``model`` run on ``input_ids`` `(n,)` after ``cache`` (None: a fresh prompt) by its
-    family's own forward pass: its trace (``LlamaTrace``, ``GPT2Trace``)."""
-    options = {"all_logits": all_logits, "attend": attend, "edits": edits, "keep": keep,
-               "start": start, "tokens": tokens}  # fmt: skip
+    family's own forward pass, with ``options`` (``PASS_OPTIONS``): its trace (``LlamaTrace``,
+    ``GPT2Trace``)."""
+    unknown = set(options) - set(PASS_OPTIONS)
+    if unknown:
+        raise AttentionInputError(
+            f"{', '.join(sorted(unknown))} is not an option of a decoder's pass: its options "
+            f"are {', '.join(PASS_OPTIONS)}."
+        )
     if isinstance(model, GPT2Model):
         return run_gpt2(model, input_ids, cache, **options)
     if isinstance(model, LlamaModel):

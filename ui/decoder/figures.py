@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from attention_core.lessons.position_experiments import similarity_matrix
 from ui.decoder.trace import PageTrace, labels
 from ui.widgets import heatmaps, lines
 
@@ -98,14 +97,6 @@ def rope_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
 def position_figure(table: np.ndarray, tokens: tuple[str, ...]) -> go.Figure:
     """How alike the learned position vectors of the text's positions are: `table` `(n,
     d_model)`, row p the vector added to the token at position p; S[p, p'] = P_p · P_p'."""
-    names = labels(tokens)
-    return heatmaps.heatmap(
-        similarity_matrix(table),  # (position, position)
-        row_labels=names,
-        col_labels=names,
-        kind="scores",
-        row_title="position",
-        col_title="position",
-        title="Learned position vectors: P_p · P_p′",
-        annotate=len(tokens) <= 12,
+    return heatmaps.similarity_heatmap(
+        table, labels(tokens), "Learned position vectors: P_p · P_p′", annotate=len(tokens) <= 12
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from ..checkpoint import config_errors, optional_id
@@ -44,31 +45,12 @@ class GPT2Config:
 
     # Every decoder family's names for the same numbers, as transformers' GPT2Config maps
     # them (``attribute_map``): what the pages and the shared pass code read.
-    @property
-    def num_hidden_layers(self) -> int:
-        return self.n_layer
-
-    @property
-    def num_attention_heads(self) -> int:
-        return self.n_head
-
-    @property
-    def num_key_value_heads(self) -> int:
-        """Every query head has its own keys and values (multi-head attention)."""
-        return self.n_head
-
-    @property
-    def group_size(self) -> int:
-        """Query heads per KV head: 1, no grouping."""
-        return 1
-
-    @property
-    def hidden_size(self) -> int:
-        return self.n_embd
-
-    @property
-    def max_position_embeddings(self) -> int:
-        return self.n_positions
+    num_hidden_layers = property(attrgetter("n_layer"))
+    num_attention_heads = property(attrgetter("n_head"))
+    num_key_value_heads = property(attrgetter("n_head"))  # each query head its own K and V
+    hidden_size = property(attrgetter("n_embd"))
+    max_position_embeddings = property(attrgetter("n_positions"))
+    group_size = 1  # query heads per KV head: none share (multi-head attention)
 
     def attention_scale(self, layer: int) -> float:
         """The factor layer ``layer``'s scores q·k are multiplied by before the softmax."""
