@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from attention_core import AttentionInputError
-from attention_core.models import load_gpt2, load_llama, points, readouts
+from attention_core.models import generate, load_gpt2, load_llama, points, readouts
 from attention_core.models.forward import run_decoder
 from attention_core.models.gpt2 import run_gpt2
 from tests.tiny_checkpoints import write_tiny
@@ -158,3 +158,14 @@ def test_the_attribution_freezes_the_final_norm_and_adds_up_to_transformers_logi
 
 def readouts_steps() -> tuple[str, ...]:
     return ("weights", "head_outputs", "hidden", "ffn_output")
+
+
+def test_generate_runs_any_family_and_writes_transformers_greedy_tokens(pair):
+    model, hf = pair
+    ids = list(model.encode_prompt(TEXT))
+    ours = generate(model, ids, max_new_tokens=6, stop_at_eos=False).token_ids
+    theirs = []
+    with torch.no_grad():
+        for _ in range(6):
+            theirs.append(int(hf(torch.tensor([ids + theirs])).logits[0, -1].argmax()))
+    assert ours == theirs

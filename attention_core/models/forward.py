@@ -17,7 +17,10 @@ from typing import Any
 from attention_core.validation import AttentionInputError
 
 from .gpt2 import GPT2Model, run_gpt2
-from .llama import LlamaModel, run_llama
+
+# The llama package's modules, not the package: its generation module imports this one.
+from .llama.forward import run_llama
+from .llama.model import LlamaModel
 from .trace import DecoderTrace
 
 __all__ = ["PASS_OPTIONS", "run_decoder"]
