@@ -4,7 +4,6 @@ give back, and what each way of storing keys and values costs in memory and in a
 import streamlit as st
 
 from attention_core.lessons.passages import ALICE
-from attention_core.models import LlamaModel
 from ui.long_context import data, figures, inputs, kv_cache
 from ui.models import page_model, smollm
 from ui.widgets import render
@@ -18,8 +17,8 @@ page_intro(
     "text. A sliding window keeps only the last W tokens, and a small model falls apart once its "
     "first tokens leave the window, because many heads park their attention there (attention "
     "sinks). Keeping the first S tokens in view brings it back. Here "
-    f"{smollm.MODEL_NAME} reads a text three ways, by masking: every token keeps its RoPE "
-    "position, the window only hides keys.",
+    f"{smollm.MODEL_NAME} reads a text three ways, by masking: every token keeps its position "
+    "(RoPE's rotation, or GPT-2's learned vector), the window only hides keys.",
     r"\mathrm{PPL} = \exp\Big(\frac{1}{n - W}\sum_{i \ge W} -\log p(t_{i+1} \mid \text{keys "
     r"query } i \text{ sees})\Big)",
 )
@@ -32,7 +31,7 @@ sinks_key = view.int_key("sinks", inputs.DEFAULT_SINKS, lo=0, hi=inputs.MAX_SINK
 
 model_key = page_model.decoder_key(view)
 loaded = page_model.load_decoder(model_key)
-model = page_model.decoder_or_stop(view, loaded, LlamaModel, inputs.RUNS)
+model = page_model.decoder_or_stop(view, loaded)
 page_model.show_model_line(loaded, model, smollm.MODEL_NAME)
 
 # -- the text, the window, the sinks --------------------------------------------------------------

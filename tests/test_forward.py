@@ -12,9 +12,12 @@ import numpy as np
 import pytest
 
 from attention_core import AttentionInputError
+from attention_core.masks import sliding_window_mask
 from attention_core.models import generate, load_gpt2, load_llama, points, readouts
-from attention_core.models.forward import run_decoder
+from attention_core.models.forward import read_decoder_text, run_decoder
 from attention_core.models.gpt2 import run_gpt2
+from attention_core.models.kv_experiments import kv_experiment
+from attention_core.models.llama import score_llama
 from tests.tiny_checkpoints import write_tiny
 
 torch = pytest.importorskip("torch")
@@ -169,3 +172,31 @@ def test_generate_runs_any_family_and_writes_transformers_greedy_tokens(pair):
         for _ in range(6):
             theirs.append(int(hf(torch.tensor([ids + theirs])).logits[0, -1].argmax()))
     assert ours == theirs
+
+
+def test_a_text_read_keeping_no_steps_is_the_plain_pass_and_transformers_losses(pair):
+    """read_decoder_text (any family's read_text): the final stream and the first keys' weights
+    of the plain pass, with a window too; score_llama's losses are transformers' on each
+    family; a codec that keeps the keys and values changes nothing."""
+    model, hf = pair
+    ids = np.asarray(model.encode_prompt(TEXT + " and the cat"))
+    n = ids.shape[0]
+    window = sliding_window_mask(n, 4)
+    for attend in (None, window):
+        plain = run_decoder(model, ids, all_logits=True, attend=attend)
+        read, final, shares = read_decoder_text(model, ids, attend=attend, first=3)
+        np.testing.assert_array_equal(read, ids)
+        np.testing.assert_allclose(final, plain.final_hidden, atol=1e-5)
+        expected = plain.attention_weights[:, :, 1:, :3].mean(axis=-2)
+        np.testing.assert_allclose(shares, expected, atol=1e-6)
+    kept = read_decoder_text(model, ids, kv_codec=lambda layer, k, v: (k, v))[1]
+    np.testing.assert_allclose(kept, read_decoder_text(model, ids)[1], atol=1e-6)
+    with torch.no_grad():
+        logits = hf(torch.tensor(ids)[None]).logits[0].double()
+    losses = torch.nn.functional.cross_entropy(logits[:-1], torch.tensor(ids[1:]), reduction="none")
+    np.testing.assert_allclose(score_llama(model, ids).losses, losses.numpy(), atol=1e-4)
+    found = kv_experiment(model, ids)
+    assert [effect.name for effect in found.effects] == ["mqa", "int8", "int4"]
+    assert found.mean_loss == pytest.approx(float(losses.mean()), abs=1e-4)
+    with pytest.raises(AttentionInputError, match="nothing to predict"):
+        read_decoder_text(model, ids[:1])

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from attention_core.lessons.passages import ALICE
 from attention_core.models import loading
 from harness.app_pages import open_model_page
 from tests.plotly_json import figures, plotly_array
@@ -217,7 +218,6 @@ def test_a_link_naming_what_the_server_did_not_list_is_refused_and_reads_nothing
 @pytest.mark.parametrize(
     ("name", "page", "sentence"),
     [
-        ("tiny-gpt2", "pages/long_context.py", "long-text passes run Llama-family decoders only"),
         ("huge-llama", "pages/decoder_llm.py", "more than the 600,000,000 this app runs"),
         ("tiny-t5", "pages/decoder_llm.py", "'T5Model' model, an architecture this app does not"),
     ],
@@ -279,3 +279,20 @@ def test_the_patching_page_on_a_listed_qwen2_shows_transformers_lds(folders):
 
 def test_the_patching_page_on_a_listed_gpt2_shows_transformers_lds(folders):
     check_patching_lds(folders, "gpt2")
+
+
+def test_the_long_context_page_on_a_listed_gpt2_shows_transformers_perplexity(folders):
+    """The text cut to GPT-2's 64 learned positions, the window to half of it (31 tokens): the
+    full pass's perplexity over the tokens predicted from a query at 31 or later."""
+    at = open_model_page("pages/long_context.py", {"model": "tiny-gpt2"}, 240)
+    assert not at.error
+    assert any("the model learned no more positions" in w.value for w in at.warning)
+    hf = causal_lm(folders["gpt2"])
+    ids = encode(folders["gpt2"], ALICE)[:64]
+    with torch.no_grad():
+        logits = hf(torch.tensor([ids])).logits[0].double()
+    losses = torch.nn.functional.cross_entropy(logits[:-1], torch.tensor(ids[1:]), reduction="none")
+    expected = float(torch.exp(losses[31:].mean()))
+    (full,) = [m.value for m in at.metric if m.label == "Perplexity, full attention"]
+    assert float(full) == pytest.approx(expected, abs=0.006)
+    assert any("each with its own keys and values" in m.value for m in at.markdown)

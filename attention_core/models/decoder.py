@@ -27,6 +27,7 @@ __all__ = [
     "MAX_CONTEXT_TOKENS",
     "MAX_PROMPT_CHARS",
     "MAX_PROMPT_TOKENS",
+    "MAX_SCORED_TOKENS",
     "DecoderModel",
     "Prompt",
     "chat_text",
@@ -41,6 +42,8 @@ __all__ = [
 # is ~280 MB, the most one pass should hold (a page keeps the weights alone: run_llama's keep).
 # Prompts (MAX_PROMPT_TOKENS) leave room for 64 generated tokens.
 MAX_CONTEXT_TOKENS = 256
+# A text scored in one pass keeps no steps (``score_llama``): its limit is time, not memory.
+MAX_SCORED_TOKENS = 1024
 
 
 def encode_text(tokenizer: Any, text: str) -> list[int]:
@@ -212,6 +215,11 @@ class DecoderModel:
     def context_limit(self) -> int:
         """The most tokens (prompt and generated together) one pass of this model reads here."""
         return MAX_CONTEXT_TOKENS
+
+    @property
+    def text_limit(self) -> int:
+        """The most tokens of a text scored in one pass (``score_llama``)."""
+        return MAX_SCORED_TOKENS
 
     @property
     def prompt_limit(self) -> int:

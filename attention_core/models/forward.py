@@ -17,13 +17,15 @@ from typing import Any
 from attention_core.validation import AttentionInputError
 
 from .gpt2 import GPT2Model, run_gpt2
+from .gpt2.forward import read_text as read_gpt2_text
 
-# The llama package's modules, not the package: its generation module imports this one.
+# The llama package's modules, not the package: its generation and scoring modules import this.
+from .llama.forward import read_text as read_llama_text
 from .llama.forward import run_llama
 from .llama.model import LlamaModel
 from .trace import DecoderTrace
 
-__all__ = ["PASS_OPTIONS", "run_decoder"]
+__all__ = ["PASS_OPTIONS", "read_decoder_text", "run_decoder"]
 
 # What every family's pass takes besides the model, the ids and the cache.
 PASS_OPTIONS = ("all_logits", "attend", "edits", "keep", "start", "tokens")
@@ -41,10 +43,24 @@ def run_decoder(
             f"{', '.join(sorted(unknown))} is not an option of a decoder's pass: its options "
             f"are {', '.join(PASS_OPTIONS)}."
         )
+    return _family(model, run_llama, run_gpt2)(model, input_ids, cache, **options)
+
+
+def read_decoder_text(
+    model: LlamaModel | GPT2Model, input_ids: object, **options: Any
+) -> tuple[Any, Any, Any]:
+    """A text read in one pass keeping no steps, by the model's family (``read_text``: the ids,
+    the stream after the final norm, the first keys' weights); options ``attend``, ``first``,
+    ``kv_codec``."""
+    return _family(model, read_llama_text, read_gpt2_text)(model, input_ids, **options)
+
+
+def _family(model: object, llama: Any, gpt2: Any) -> Any:
+    """Of two functions, the one of ``model``'s family."""
     if isinstance(model, GPT2Model):
-        return run_gpt2(model, input_ids, cache, **options)
+        return gpt2
     if isinstance(model, LlamaModel):
-        return run_llama(model, input_ids, cache, **options)
+        return llama
     raise AttentionInputError(
         f"A {type(model).__name__} is not a decoder this code runs: it runs Llama-family "
         "decoders (Llama, Qwen2, Mistral) and GPT-2."

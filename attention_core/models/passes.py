@@ -7,6 +7,9 @@
     first_stream(edits, …)      resid.0 (or resid.first) as the pass goes on with it
     layer_output(edits, …)      a pre-norm layer's end: mlp_out, then resid.{l+1}, edited
     read_logits(final, head, …) the logits of the positions (and the tokens) a caller reads
+    checked_text(n, first, …)   a text scored in one pass: long enough, not too long
+    first_key_shares(layers, …) a text's pass layer by layer, keeping only the weight each
+                                head gives the first keys
 
 A family's forward (``run_llama``, ``run_gpt2``) calls these with its own config, whose
 ``num_hidden_layers`` and ``hidden_size`` every family names alike (GPT-2's as transformers'
@@ -15,7 +18,7 @@ A family's forward (``run_llama``, ``run_gpt2``) calls these with its own config
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +32,8 @@ from .checkpoint import check_logits
 __all__ = [
     "KeptSteps",
     "checked_start",
+    "checked_text",
+    "first_key_shares",
     "first_stream",
     "kept",
     "layer_output",
@@ -137,3 +142,32 @@ def read_logits(
     logits = product(final if all_logits else final[..., -1:, :], unembedding)
     check_logits(logits)
     return logits
+
+
+def checked_text(n: int, first: int, limit: int) -> int:
+    """A text of ``n`` tokens checked for one scoring pass (at most ``limit`` tokens, and two to
+    predict anything): the number of first keys to keep, at most n."""
+    if n > limit:
+        raise AttentionInputError(
+            f"{n} tokens is more than the {limit} a text can have here: cut it."
+        )
+    if n < 2:
+        raise AttentionInputError("A text of one token has nothing to predict: type more.")
+    return min(check_int(first, "the number of first keys", minimum=1), n)
+
+
+def first_key_shares(
+    layers: Iterable[tuple[Any, Any]], hidden: np.ndarray, first: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the stream after the last layer `(n, d_model)`, the mean weight queries 1..n-1 give
+    each of the ``first`` keys `(layer, head, first)`) of a pass's ``layers`` (each layer's
+    steps and cache, in order), each layer's steps let go before the next runs."""
+    shares = []
+    for steps, _ in layers:
+        # Queries 1..n-1: query 0 can only see itself.
+        shares.append(steps.weights[:, 1:, :first].mean(axis=-2))
+        hidden = steps.hidden
+        # Let go before the next layer runs, not when its steps replace these: one layer's
+        # (head, n, n) scores and weights at a time (~40 MB at 547 tokens), not two.
+        del steps
+    return hidden, np.stack(shares)

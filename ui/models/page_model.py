@@ -81,16 +81,10 @@ def named_decoder(name: str) -> smollm.LoadResult | chosen.ChosenLoad:
     return chosen.load(name) if name in chosen.listed() else smollm.load_decoder()
 
 
-DECODERS_RUN = "decoder pages run Llama, Qwen2 and GPT-2 decoders"
-
-
-def decoder_or_stop(
-    view: PageState, loaded: object, kind: type = DecoderModel, runs: str = DECODERS_RUN
-) -> DecoderModel:
-    """The loaded decoder, or the page ends saying why not: a listed model not of ``kind``
-    gets the sentence "… this page's ``runs``"."""
+def decoder_or_stop(view: PageState, loaded: object) -> DecoderModel:
     if isinstance(loaded, chosen.ChosenLoad):
-        return _listed_or_stop(view, loaded, kind, runs)
+        runs = "decoder pages run Llama, Qwen2 and GPT-2 decoders"
+        return _listed_or_stop(view, loaded, DecoderModel, runs)
     return smollm.model_or_stop(view, loaded)
 
 

@@ -32,13 +32,22 @@ from attention_core.validation import AttentionInputError, check_token_ids
 
 from .. import points
 from ..layers import gelu, gelu_tanh, layer_norm
-from ..passes import checked_start, first_stream, kept, layer_output, read_logits, skipped
+from ..passes import (
+    checked_start,
+    checked_text,
+    first_key_shares,
+    first_stream,
+    kept,
+    layer_output,
+    read_logits,
+    skipped,
+)
 from .config import GPT2Config
 from .model import GPT2Model
 from .steps import GPT2Cache, GPT2LayerSteps, GPT2Trace
 from .weights import GPT2LayerWeights
 
-__all__ = ["run_gpt2"]
+__all__ = ["read_text", "run_gpt2"]
 
 _ACTIVATION = {"gelu_new": gelu_tanh, "gelu": gelu}
 
@@ -112,6 +121,36 @@ def run_gpt2(
     )
 
 
+def read_text(
+    model: GPT2Model,
+    input_ids: object,
+    *,
+    attend: object = None,
+    first: int = 1,
+    kv_codec: object = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``llama.read_text`` for GPT-2: a text read block by block, keeping no steps: the checked
+    ids `(n,)`, the stream after ln_f `(n, d_model)` and the first keys' weights `(layer, head,
+    first)`. ``kv_codec(layer, k, v) -> (k, v)`` replaces each block's new keys and values
+    `(head, n, d_head)` before attention reads them (a smaller KV cache)."""
+    config, weights = model.config, model.weights
+    ids, _, attend, _ = _checked_inputs(config, input_ids, None, attend, None)
+    first = checked_text(ids.shape[0], first, model.text_limit)
+    hidden = weights.wte[ids] + weights.wpe[: ids.shape[0]]  # (n, d_model)
+
+    def blocks():
+        stream = hidden
+        for index, layer in enumerate(weights.layers):
+            steps, grown = _block(config, index, layer, stream, None, attend, None, kv_codec)
+            stream = steps.hidden
+            yield steps, grown
+            del steps, grown
+
+    hidden, shares = first_key_shares(blocks(), hidden, first)
+    final = layer_norm(hidden, weights.ln_f_weight, weights.ln_f_bias, config.layer_norm_epsilon)
+    return ids, final, shares
+
+
 def _block(
     config: GPT2Config,
     index: int,
@@ -120,21 +159,24 @@ def _block(
     cache: KVCache | None,
     attend: np.ndarray | None,
     edits: Mapping[str, points.Edit] | None,
+    kv_codec: object = None,
 ) -> tuple[GPT2LayerSteps, KVCache]:
     """One block on `hidden` `(n, d_model)` (or `(batch, n, d_model)`: every array below gains
     the leading axis): its steps, and its cache grown by n. The block's points go through
-    ``edits`` (None: none, and not one lookup)."""
+    ``edits`` (None: none, and not one lookup); ``kv_codec``, given, replaces the new keys and
+    values the cache keeps."""
     heads, dh, eps = config.n_head, config.head_dim, config.layer_norm_epsilon
     *batch, n, _ = hidden.shape
     x = layer_norm(hidden, layer.ln_1_weight, layer.ln_1_bias, eps)
     qkv = x @ layer.w_qkv.T + layer.b_qkv  # (n, 3·d_model): q, k, v side by side (c_attn)
     qkv = np.moveaxis(qkv.reshape(*batch, n, 3 * heads, dh), -2, -3)  # (3·head, n, d_head)
     q, k, v = (qkv[..., i * heads : (i + 1) * heads, :, :] for i in range(3))  # (head, n, d_head)
+    cached_k, cached_v = (k, v) if kv_codec is None else kv_codec(index, k, v)
     step = decode_step(
         cache,
         q,
-        k,
-        v,
+        cached_k,
+        cached_v,
         scale=config.attention_scale(index),
         attend=attend,
         checked=False,  # ids, cache and attend were checked by run_gpt2; these are our arrays

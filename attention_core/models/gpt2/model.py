@@ -12,7 +12,7 @@ import numpy as np
 
 from attention_core.logit_lens import FinalNorm
 
-from ..decoder import MAX_CONTEXT_TOKENS, DecoderModel
+from ..decoder import MAX_CONTEXT_TOKENS, MAX_SCORED_TOKENS, DecoderModel
 from ..folder import check_folder, read_tensors
 from ..loading import (
     CONFIG_FILE,
@@ -59,6 +59,11 @@ class GPT2Model(DecoderModel):
     def context_limit(self) -> int:
         """Positions past the learned table have no row to add: at most n_positions tokens."""
         return min(MAX_CONTEXT_TOKENS, self.config.n_positions)
+
+    @property
+    def text_limit(self) -> int:
+        """A scored text, too, is at most n_positions tokens."""
+        return min(MAX_SCORED_TOKENS, self.config.n_positions)
 
     @property
     def final_norm(self) -> FinalNorm:

@@ -34,22 +34,28 @@ import numpy as np
 
 from attention_core.decoding import KVCache, check_attend, decode_step
 from attention_core.positional import llama3_frequencies, rotary_tables, rotate_half_pairs
-from attention_core.validation import AttentionInputError, check_int, check_token_ids
+from attention_core.validation import AttentionInputError, check_token_ids
 
 from .. import points
-from ..decoder import MAX_CONTEXT_TOKENS
+from ..decoder import MAX_CONTEXT_TOKENS, MAX_SCORED_TOKENS
 from ..layers import rms_norm, silu
-from ..passes import checked_start, first_stream, kept, layer_output, read_logits, skipped
-from .config import LONGEST_PASS, LlamaConfig
+from ..passes import (
+    checked_start,
+    checked_text,
+    first_key_shares,
+    first_stream,
+    kept,
+    layer_output,
+    read_logits,
+    skipped,
+)
+from .config import LlamaConfig
 from .files import widen
 from .model import LlamaModel
 from .steps import LlamaCache, LlamaLayerSteps, LlamaTrace
 from .weights import LlamaLayerWeights
 
 __all__ = ["MAX_CONTEXT_TOKENS", "MAX_SCORED_TOKENS", "read_text", "run_llama"]
-
-# A text scored in one pass keeps no steps (score_llama): its limit is time, not memory.
-MAX_SCORED_TOKENS = LONGEST_PASS
 
 
 def run_llama(
@@ -155,26 +161,13 @@ def read_text(
     final RMSNorm `(n, d_model)` and the first keys' weights `(layer, head, first)`. For
     callers that read the logits of several passes together (``kv_experiments``)."""
     ids, _, attend, _ = _checked_inputs(model, input_ids, None, attend, None, None)
-    n = ids.shape[0]
-    if n > MAX_SCORED_TOKENS:
-        raise AttentionInputError(
-            f"{n} tokens is more than the {MAX_SCORED_TOKENS} a text can have here: cut it."
-        )
-    if n < 2:
-        raise AttentionInputError("A text of one token has nothing to predict: type more.")
-    first = min(check_int(first, "the number of first keys", minimum=1), n)
+    first = checked_text(ids.shape[0], first, model.text_limit)
     weights = model.weights
     hidden, rope, scratch = _start(model, ids, 0)
-    shares = []
-    for steps, _ in _layer_by_layer(model, hidden, rope, scratch, attend=attend, kv_codec=kv_codec):
-        # Queries 1..n-1: query 0 can only see itself.
-        shares.append(steps.weights[:, 1:, :first].mean(axis=-2))
-        hidden = steps.hidden
-        # Let go before the next layer runs, not when its steps replace these: one layer's
-        # (head, n, n) scores and weights at a time (~40 MB at 547 tokens), not two.
-        del steps
+    layers = _layer_by_layer(model, hidden, rope, scratch, attend=attend, kv_codec=kv_codec)
+    hidden, shares = first_key_shares(layers, hidden, first)
     final = rms_norm(hidden, weights.final_norm, model.config.rms_norm_eps)
-    return ids, final, np.stack(shares)
+    return ids, final, shares
 
 
 def _checked_inputs(model, input_ids, cache, attend, head_mask, edits):
