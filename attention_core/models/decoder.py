@@ -23,7 +23,6 @@ import numpy as np
 from attention_core.validation import AttentionInputError
 
 __all__ = [
-    "DEFAULT_SYSTEM_PROMPT",
     "MAX_CONTEXT_TOKENS",
     "MAX_PROMPT_CHARS",
     "MAX_PROMPT_TOKENS",

@@ -30,18 +30,8 @@ import numpy as np
 from attention_core.decoding import KVCache, check_attend, decode_step
 from attention_core.validation import AttentionInputError, check_token_ids
 
-from .. import points
+from .. import passes, points
 from ..layers import gelu, gelu_tanh, layer_norm
-from ..passes import (
-    checked_start,
-    checked_text,
-    first_key_shares,
-    first_stream,
-    kept,
-    layer_output,
-    read_logits,
-    skipped,
-)
 from .config import GPT2Config
 from .model import GPT2Model
 from .steps import GPT2Cache, GPT2LayerSteps, GPT2Trace
@@ -88,23 +78,23 @@ def run_gpt2(
     config, weights = model.config, model.weights
     ids, past, attend, edits = _checked_inputs(config, input_ids, cache, attend, edits)
     n = ids.shape[0]
-    first, stream = checked_start(config, start, n)
+    first, stream = passes.checked_start(config, start, n)
     token_embeddings = weights.wte[ids]  # (n, d_model)
     position_embeddings = weights.wpe[past : past + n]  # (n, d_model): row p for position p
     # A token's vector says what it is, its position's vector where it is: one sum carries both.
-    layers, caches = skipped(first, cache)
-    embeddings, hidden = first_stream(
+    layers, caches = passes.skipped(first, cache)
+    embeddings, hidden = passes.first_stream(
         edits, first, token_embeddings + position_embeddings, stream, layers
     )
     for index, layer in enumerate(weights.layers[first:], start=first):
         layer_cache = None if cache is None else cache.layers[index]
         steps, grown = _block(config, index, layer, hidden, layer_cache, attend, edits)
-        layers.append(kept(steps, keep))
+        layers.append(passes.kept(steps, keep))
         caches.append(grown)
         hidden = steps.hidden
         del steps  # what keep leaves goes now, not once the next block has run
     final = layer_norm(hidden, weights.ln_f_weight, weights.ln_f_bias, config.layer_norm_epsilon)
-    logits = read_logits(
+    logits = passes.read_logits(
         final, weights.lm_head, lambda x, w: x @ w.T, all_logits=all_logits, tokens=tokens
     )  # (..., n_logits, vocab)
     return GPT2Trace(
@@ -135,7 +125,7 @@ def read_text(
     `(head, n, d_head)` before attention reads them (a smaller KV cache)."""
     config, weights = model.config, model.weights
     ids, _, attend, _ = _checked_inputs(config, input_ids, None, attend, None)
-    first = checked_text(ids.shape[0], first, model.text_limit)
+    first = passes.checked_text(ids.shape[0], first, model.text_limit)
     hidden = weights.wte[ids] + weights.wpe[: ids.shape[0]]  # (n, d_model)
 
     def blocks():
@@ -146,7 +136,7 @@ def read_text(
             yield steps, grown
             del steps, grown
 
-    hidden, shares = first_key_shares(blocks(), hidden, first)
+    hidden, shares = passes.first_key_shares(blocks(), hidden, first)
     final = layer_norm(hidden, weights.ln_f_weight, weights.ln_f_bias, config.layer_norm_epsilon)
     return ids, final, shares
 
@@ -189,7 +179,7 @@ def _block(
     residual = hidden + attn_output
     y = layer_norm(residual, layer.ln_2_weight, layer.ln_2_bias, eps)
     ffn_hidden = _ACTIVATION[config.activation_function](y @ layer.w_fc.T + layer.b_fc)
-    ffn_output, output = layer_output(
+    ffn_output, output = passes.layer_output(
         edits, index, residual, ffn_hidden @ layer.w_proj.T + layer.b_proj
     )
     steps = GPT2LayerSteps(

@@ -36,19 +36,9 @@ from attention_core.decoding import KVCache, check_attend, decode_step
 from attention_core.positional import llama3_frequencies, rotary_tables, rotate_half_pairs
 from attention_core.validation import AttentionInputError, check_token_ids
 
-from .. import points
+from .. import passes, points
 from ..decoder import MAX_CONTEXT_TOKENS, MAX_SCORED_TOKENS
 from ..layers import rms_norm, silu
-from ..passes import (
-    checked_start,
-    checked_text,
-    first_key_shares,
-    first_stream,
-    kept,
-    layer_output,
-    read_logits,
-    skipped,
-)
 from .config import LlamaConfig
 from .files import widen
 from .model import LlamaModel
@@ -108,7 +98,7 @@ def run_llama(
     caller that reads a few: logits are then `(..., n_logits, len(tokens))` in that order.
     """
     ids, past, attend, edits = _checked_inputs(model, input_ids, cache, attend, head_mask, edits)
-    first, stream = checked_start(model.config, start, ids.shape[0])
+    first, stream = passes.checked_start(model.config, start, ids.shape[0])
     if past + ids.shape[0] > MAX_CONTEXT_TOKENS:
         raise AttentionInputError(
             f"{past + ids.shape[0]} tokens is more than this page's maximum of "
@@ -118,17 +108,17 @@ def run_llama(
     weights = model.weights
     rows = ids.shape[0] if stream is None else stream.size // stream.shape[-1]
     embeddings, rope, scratch = _start(model, ids, past, rows)
-    layers, caches = skipped(first, cache)
-    embeddings, hidden = first_stream(edits, first, embeddings, stream, layers)
+    layers, caches = passes.skipped(first, cache)
+    embeddings, hidden = passes.first_stream(edits, first, embeddings, stream, layers)
     for steps, layer_cache in _layer_by_layer(
         model, hidden, rope, scratch, cache=cache, attend=attend, edits=edits, first=first
     ):
-        layers.append(kept(steps, keep))
+        layers.append(passes.kept(steps, keep))
         caches.append(layer_cache)
         hidden = steps.hidden
         del steps  # what keep leaves goes now, not once the next layer has run
     final = rms_norm(hidden, weights.final_norm, model.config.rms_norm_eps)
-    logits = read_logits(
+    logits = passes.read_logits(
         final,
         weights.unembedding,
         lambda x, w: _linear(x, w, scratch),
@@ -161,11 +151,11 @@ def read_text(
     final RMSNorm `(n, d_model)` and the first keys' weights `(layer, head, first)`. For
     callers that read the logits of several passes together (``kv_experiments``)."""
     ids, _, attend, _ = _checked_inputs(model, input_ids, None, attend, None, None)
-    first = checked_text(ids.shape[0], first, model.text_limit)
+    first = passes.checked_text(ids.shape[0], first, model.text_limit)
     weights = model.weights
     hidden, rope, scratch = _start(model, ids, 0)
     layers = _layer_by_layer(model, hidden, rope, scratch, attend=attend, kv_codec=kv_codec)
-    hidden, shares = first_key_shares(layers, hidden, first)
+    hidden, shares = passes.first_key_shares(layers, hidden, first)
     final = rms_norm(hidden, weights.final_norm, model.config.rms_norm_eps)
     return ids, final, shares
 
@@ -320,7 +310,7 @@ def _decoder_layer(
     gated = silu(gate)
     gated *= up
     ffn_output = _linear(gated, layer.w_down, scratch)  # (n, d_model)
-    ffn_output, output = layer_output(edits, index, residual, ffn_output)
+    ffn_output, output = passes.layer_output(edits, index, residual, ffn_output)
     steps = LlamaLayerSteps(
         input=hidden, attn_norm=x, q=q, k=k, v=v, q_rot=q_rot, k_rot=k_rot,
         attention=step.attention, attn_output=attn_output, ffn_output=ffn_output, hidden=output,
