@@ -82,10 +82,9 @@ def run_gpt2(
     token_embeddings = weights.wte[ids]  # (n, d_model)
     position_embeddings = weights.wpe[past : past + n]  # (n, d_model): row p for position p
     # A token's vector says what it is, its position's vector where it is: one sum carries both.
+    embeddings = token_embeddings + position_embeddings
     layers, caches = passes.skipped(first, cache)
-    embeddings, hidden = passes.first_stream(
-        edits, first, token_embeddings + position_embeddings, stream, layers
-    )
+    embeddings, hidden = passes.first_stream(edits, first, embeddings, stream, layers)
     for index, layer in enumerate(weights.layers[first:], start=first):
         layer_cache = None if cache is None else cache.layers[index]
         steps, grown = _block(config, index, layer, hidden, layer_cache, attend, edits)
