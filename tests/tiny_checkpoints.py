@@ -7,7 +7,7 @@ looks like to the app, in a few kilobytes.
                                  "gpt2-other": a GPT-2 as transformers initialises one from a
                                  config none of our tests chose its numbers for (three layers
                                  of three heads, exact GELU, layer-scaled scores, an untied
-                                 head, no end token, 40 positions)
+                                 head, no end token, 32 positions)
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ FAMILIES = ("llama", "qwen2", "gpt2", "bert")
 # transformers' own GPT2Config defaults but for these: small, and off GPT-2's beaten track.
 OTHER_GPT2 = {
     "vocab_size": 300,
-    "n_positions": 40,
+    "n_positions": 32,
     "n_embd": 24,
     "n_layer": 3,
     "n_head": 3,

@@ -75,8 +75,9 @@ def chosen_token(model: DecoderModel, typed: str, what: str) -> ChosenToken:
 
 
 def prompt_ids(model: DecoderModel, text: str) -> tuple[tuple[int, ...], str]:
-    """The prompt's token ids (cut to MAX_PROMPT_TOKENS) and the notice if it was cut."""
-    prompt = model.prompt(text, max_tokens=MAX_PROMPT_TOKENS)
+    """The prompt's token ids (cut to MAX_PROMPT_TOKENS, or the positions a GPT-2 learned) and
+    the notice if it was cut."""
+    prompt = model.prompt(text, max_tokens=min(MAX_PROMPT_TOKENS, model.context_limit))
     return tuple(int(i) for i in prompt.input_ids), prompt.notice
 
 

@@ -39,10 +39,11 @@ class ReadPair:
 
 
 def prompt_ids(model: DecoderModel, text: str, which: str) -> tuple[tuple[int, ...], str]:
-    """A prompt's ids (cut to MAX_PROMPT_TOKENS) and the note saying it was cut."""
+    """A prompt's ids (cut to MAX_PROMPT_TOKENS, or the positions a GPT-2 learned) and the note
+    saying it was cut."""
     if not text.strip():
         raise AttentionInputError(f"The {which} prompt is empty: type a sentence to complete.")
-    prompt = model.prompt(text, max_tokens=MAX_PROMPT_TOKENS)
+    prompt = model.prompt(text, max_tokens=min(MAX_PROMPT_TOKENS, model.context_limit))
     return tuple(int(i) for i in prompt.input_ids), prompt.notice
 
 
