@@ -18,6 +18,11 @@ frozen at its value on this input, the logit is linear in the stream, so each pa
 
 exactly (the parts sum to r_L). Frozen is the honest word: removing a part would also change
 ρ, which this split does not follow.
+
+A model whose last norm is a LayerNorm (GPT-2) reads γ ⊙ (r − mean(r)) / σ(r) + β instead,
+σ(r) = √(var(r) + ε). Centring is linear too, so with 1/σ(r_L) frozen each part gets
+((γ ⊙ E_t) − mean(γ ⊙ E_t)) · c / σ(r_L), and β · E_t is one more, fixed, part. ``FinalNorm``
+is either norm, as a model gives it (``model.final_norm``).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from .softmax import log_sum_exp
 from .validation import AttentionInputError, as_float_array, check_int
 
 __all__ = [
+    "FinalNorm",
     "LogitAttribution",
     "LogitLens",
     "direct_logit_attribution",
@@ -40,10 +46,57 @@ __all__ = [
 ]
 
 
-def norm_scale(residual: object, eps: float) -> np.ndarray:
-    """1/ρ(r) = 1/√(mean(r²) + ε) over the last axis, `(...,)`: what RMSNorm multiplies by."""
+def norm_scale(residual: object, eps: float, *, centred: bool = False) -> np.ndarray:
+    """1/ρ(r) = 1/√(mean(r²) + ε) over the last axis, `(...,)`: what RMSNorm multiplies by;
+    ``centred``, 1/σ(r) = 1/√(var(r) + ε), LayerNorm's."""
     r = as_float_array(residual, "residual", min_ndim=1)
+    if centred:
+        r = r - r.mean(axis=-1, keepdims=True)
     return 1.0 / np.sqrt(np.mean(np.square(r), axis=-1) + eps)
+
+
+@dataclass(frozen=True, eq=False)
+class FinalNorm:
+    """A model's last norm, the one its head reads the stream through:
+
+        RMSNorm    N(r) = γ ⊙ r · s(r),                  s(r) = 1/√(mean(r²) + ε)
+        LayerNorm  N(r) = γ ⊙ (r − mean(r)) · s(r) + β,  s(r) = 1/√(var(r) + ε)
+
+    kind "RMSNorm" (Llama, Qwen2) or "LayerNorm" (GPT-2); gain γ and bias β `(d_model,)`
+    (β None for RMSNorm)."""
+
+    kind: str
+    gain: np.ndarray
+    eps: float
+    bias: np.ndarray | None = None
+
+    @property
+    def centred(self) -> bool:
+        return self.kind == "LayerNorm"
+
+    def scale(self, residual: object) -> np.ndarray:
+        """s(r) `(...,)`, what the norm multiplies by."""
+        return norm_scale(residual, self.eps, centred=self.centred)
+
+    def __call__(self, residual: np.ndarray) -> np.ndarray:
+        """N(r) `(..., d_model)`, every row by its own scale."""
+        r = residual - residual.mean(axis=-1, keepdims=True) if self.centred else residual
+        normed = r * self.scale(residual)[..., None] * self.gain
+        return normed if self.bias is None else normed + self.bias
+
+    def readout(self, direction: np.ndarray, scale: float) -> np.ndarray:
+        """w `(d_model,)` with N(c) · u = c · w (+ β · u) for s frozen at ``scale``: the
+        direction u seen through the frozen norm (centring moves to w: (c − c̄) · v = c · (v −
+        v̄))."""
+        w = scale * self.gain * direction
+        return w - w.mean() if self.centred else w
+
+    def check(self, width: int) -> None:
+        for name, value in (("gain", self.gain), ("bias", self.bias)):
+            if value is not None and np.shape(value) != (width,):
+                raise AttentionInputError(
+                    f"The norm's {name} has shape {np.shape(value)} but the stream is {width} wide."
+                )
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,18 +154,15 @@ def logit_lens(
     residuals: object,
     gain: object,
     unembed: Callable[[np.ndarray], np.ndarray],
-    eps: float,
+    eps: float | None = None,
 ) -> LogitLens:
-    """Read `residuals` `(stage, d_model)` through the final RMSNorm (gain γ `(d_model,)`) and
-    `unembed` (x ↦ x Eᵀ, `(stage, d_model)` -> `(stage, vocab)`: the model's tied head)."""
+    """Read `residuals` `(stage, d_model)` through the final norm and `unembed` (x ↦ x Eᵀ,
+    `(stage, d_model)` -> `(stage, vocab)`: the model's head). ``gain`` is the model's
+    ``FinalNorm``, or the final RMSNorm's γ `(d_model,)` with its ``eps``."""
     r = as_float_array(residuals, "residuals", min_ndim=2, max_ndim=2)
-    g = as_float_array(gain, "gain", min_ndim=1, max_ndim=1)
-    if g.shape[0] != r.shape[1]:
-        raise AttentionInputError(
-            f"The gain has {g.shape[0]} entries but the residuals are {r.shape[1]} wide."
-        )
+    norm = _final_norm(gain, eps, r.shape[1])
     # Each stage is normalised by its own scale: the lens asks "what if the model stopped here".
-    normed = r * norm_scale(r, eps)[:, None] * g
+    normed = norm(r)
     logits = np.asarray(unembed(normed.astype(np.float32)), dtype=np.float32)
     # The softmax's denominator, once: each probability read later is then one exponential.
     log_normalizer = log_sum_exp(logits.astype(np.float64))
@@ -145,8 +195,11 @@ class LogitAttribution:
     embedding   float                 the token's own embedding
     heads       `(layer, head)`       each attention head
     mlps        `(layer,)`            each MLP
-    scale       float                 1/ρ(r_L), frozen at its value on this input
+    scale       float                 1/ρ(r_L) (1/σ(r_L) for a LayerNorm), frozen at its value
+                                      on this input
     logit       float                 the logit (difference) the parts add up to
+    fixed       float                 what no token moves: the biases every pass adds (GPT-2's
+                                      attention output bias b_O of every layer, its final β)
     """
 
     embedding: float
@@ -154,11 +207,12 @@ class LogitAttribution:
     mlps: np.ndarray
     scale: float
     logit: float
+    fixed: float = 0.0
 
     @property
     def total(self) -> float:
         """Σ of every part: equal to `logit` (up to rounding), since the parts sum to r_L."""
-        return float(self.embedding + self.heads.sum() + self.mlps.sum())
+        return float(self.embedding + self.heads.sum() + self.mlps.sum() + self.fixed)
 
 
 def direct_logit_attribution(
@@ -167,30 +221,55 @@ def direct_logit_attribution(
     mlps: object,
     gain: object,
     direction: object,
-    eps: float,
+    eps: float | None = None,
+    *,
+    biases: object = None,
 ) -> LogitAttribution:
     """Split the logit along `direction` (E_t, or E_t − E_u for a difference) over the parts of
     the final residual stream: `embedding` `(d_model,)`, `heads` `(layer, head, d_model)`,
-    `mlps` `(layer, d_model)`, which sum to r_L. `gain` is the final RMSNorm's γ."""
+    `mlps` `(layer, d_model)` and `biases` `(layer, d_model)` (what each layer's attention adds
+    besides its heads, GPT-2's b_O; none by default), which sum to r_L. `gain` is the model's
+    ``FinalNorm``, or the final RMSNorm's γ with its ``eps``."""
     e = as_float_array(embedding, "embedding", min_ndim=1, max_ndim=1)
     a = as_float_array(heads, "heads", min_ndim=3, max_ndim=3)
     m = as_float_array(mlps, "mlps", min_ndim=2, max_ndim=2)
-    g = as_float_array(gain, "gain", min_ndim=1, max_ndim=1)
     u = as_float_array(direction, "direction", min_ndim=1, max_ndim=1)
+    b = np.zeros_like(m) if biases is None else as_float_array(biases, "biases", min_ndim=2)
     width = e.shape[0]
-    if {a.shape[-1], m.shape[-1], g.shape[0], u.shape[0]} != {width} or a.shape[0] != m.shape[0]:
+    if {a.shape[-1], m.shape[-1], b.shape[-1], u.shape[0]} != {width} or {
+        a.shape[0],
+        b.shape[0],
+    } != {m.shape[0]}:
         raise AttentionInputError(
             f"The parts do not fit together: embedding {e.shape}, heads {a.shape}, MLPs "
-            f"{m.shape}, gain {g.shape}, direction {u.shape}."
+            f"{m.shape}, direction {u.shape}."
         )
-    final = e + a.sum(axis=(0, 1)) + m.sum(axis=0)  # r_L, the stream the logits read
-    scale = float(norm_scale(final, eps))
+    norm = _final_norm(gain, eps, width)
+    final = e + a.sum(axis=(0, 1)) + m.sum(axis=0) + b.sum(axis=0)  # r_L, what the logits read
+    scale = float(norm.scale(final))
     # The norm is frozen: each part's logit is a dot product with one readout vector.
-    readout = scale * g * u  # (d_model,)
+    readout = norm.readout(u, scale)  # (d_model,)
+    shift = 0.0 if norm.bias is None else float(norm.bias @ u)  # β · u: LayerNorm's bias
     return LogitAttribution(
         embedding=float(e @ readout),
         heads=a @ readout,
         mlps=m @ readout,
         scale=scale,
-        logit=float(final @ readout),
+        logit=float(final @ readout) + shift,
+        fixed=float(b.sum(axis=0) @ readout) + shift,
     )
+
+
+def _final_norm(gain: object, eps: float | None, width: int) -> FinalNorm:
+    """``gain`` as a ``FinalNorm`` (an RMSNorm γ with ``eps``), checked against the width."""
+    if not isinstance(gain, FinalNorm):
+        g = as_float_array(gain, "gain", min_ndim=1, max_ndim=1)
+        if g.shape[0] != width:
+            raise AttentionInputError(
+                f"The gain has {g.shape[0]} entries but the residuals are {width} wide."
+            )
+        if eps is None:
+            raise AttentionInputError("An RMSNorm's gain needs its eps.")
+        return FinalNorm("RMSNorm", g, eps)
+    gain.check(width)
+    return gain

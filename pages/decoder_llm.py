@@ -4,9 +4,8 @@ import streamlit as st
 
 from attention_core import AttentionInputError
 from attention_core.cost import decoding_score_counts
-from attention_core.models import LlamaModel
-from attention_core.models.llama import MAX_CONTEXT_TOKENS
-from ui.decoder import branching, choosing, figures, generation, inputs, trace, what_if
+from attention_core.models.decoder import MAX_CONTEXT_TOKENS, DecoderModel
+from ui.decoder import about, branching, choosing, figures, generation, inputs, trace, what_if
 from ui.models import agreement, minilm, page_model, smollm
 from ui.widgets import heatmaps, render, small_screens
 from ui.widgets.layout import page_intro, plain, what_to_try
@@ -15,19 +14,14 @@ from ui.widgets.state import PageState
 view = PageState("decoder")
 model_key = page_model.decoder_key(view)
 loaded = page_model.load_decoder(model_key)
-cfg = loaded.model.config if isinstance(loaded.model, LlamaModel) else None
+decoder = loaded.model if isinstance(loaded.model, DecoderModel) else None
+cfg = decoder.config if decoder else None
 num_layers, num_heads = page_model.decoder_shape(loaded)
 kv_heads, d_head = (cfg.num_key_value_heads, cfg.head_dim) if cfg else (3, 64)
 name = page_model.model_name(loaded, smollm.MODEL_NAME)
+positions = decoder.positions if decoder else "rope"
 page_intro(
-    "A decoder LLM, token by token",
-    f"Chat models are decoders: each token may only look back, {num_heads} query heads share "
-    f"{kv_heads} sets of keys and values (grouped-query attention), positions are rotations "
-    f"(RoPE), and a KV cache grows with every generated token. Here {name} runs on this "
-    "project's own NumPy attention (it matches Hugging Face transformers to 1e-4).",
-    r"\mathrm{head}_h = \mathrm{softmax}\!\left(\frac{R_i q_h \cdot R_j k_{g(h)}}"
-    rf"{{\sqrt{{{d_head}}}}} + \mathrm{{causal}}\right) V_{{g(h)}},\qquad "
-    rf"g(h) = \lfloor h / {num_heads // kv_heads} \rfloor",
+    "A decoder LLM, token by token", *about.intro(name, num_heads, kv_heads, d_head, positions)
 )
 view.show_notices()
 
@@ -69,7 +63,7 @@ except AttentionInputError as error:
 if prompt.notice:
     st.warning(prompt.notice, icon=":material/content_cut:")
 
-room = min(generation.MAX_STEPS, MAX_CONTEXT_TOKENS - len(prompt.input_ids))
+room = min(generation.MAX_STEPS, model.context_limit - len(prompt.input_ids))
 if view.value("step") > room:
     view.set("step", room)
 prompt_ids = tuple(int(i) for i in prompt.input_ids)
@@ -94,7 +88,8 @@ def autoplay_timer() -> None:
 
 
 autoplay_timer()
-end_token = plain(model.token_text(model.eos_token_id))
+eos = model.eos_token_id  # None: a config that names no end token (generation never ends)
+end_token = plain(model.token_text(eos)) if eos is not None else "its end token"
 info_col.caption(
     f"{view.value('step')} generated of at most {room}"
     + (f" · the model ended its answer with {end_token}" if state.ended else "")
@@ -126,17 +121,14 @@ with cache_col:
     st.header(":material/database: The KV cache")
     cache = state.cache
     st.metric("Cache shape (layer, K/V, KV head, position, d_head)", str(cache.shape))
+    grouped = cfg.group_size > 1
     st.metric(
         "Bytes used (float32)",
         f"{cache.bytes_used:,}",
-        delta=f"{cache.mha_bytes:,} with one K/V per query head (MHA)",
+        delta=f"{cache.mha_bytes:,} with one K/V per query head (MHA)" if grouped else None,
         delta_color="off",
     )
-    st.caption(
-        f"Each new token appends one key and one value row per layer and KV head: "
-        f"{generation.cache_bytes_per_token(cache):,} bytes per token, "
-        f"{cfg.group_size}× less than multi-head attention would need."
-    )
+    st.caption(about.cache_caption(cache, cfg.group_size))
 
 st.header(":material/filter_alt: How the next token is chosen")
 st.markdown(
@@ -161,11 +153,7 @@ head_fig = render.cached(figures.head_figure, drawn, layer, head)
 one_col, about_col = st.columns(2, vertical_alignment="center")
 with one_col:
     render.show(head_fig, filename=f"decoder-l{layer + 1}-h{head + 1}")
-about_col.caption(
-    "Rows are queries, columns keys; grey cells are the future, masked. Below, every head of the "
-    "layer: each row of the grid is one KV head, whose three query heads read the same keys and "
-    "values, yet attend differently (one head per row on a phone)."
-)
+about_col.caption(about.grid_caption(cfg.group_size))
 render.show(
     render.cached(figures.layer_grid_figure, drawn, layer, head),
     filename=f"decoder-l{layer + 1}-heads",
@@ -204,12 +192,21 @@ sink_text.caption(
     "when nothing else is relevant: the first token works as a sink, not as a meaning."
 )
 
-st.header(":material/rotate_right: RoPE inside the model")
-if len(state.ids) > 1:
-    render.show(render.cached(figures.rope_figure, drawn, layer, head), filename="decoder-rope")
-    st.caption(
-        "The last token's query against each earlier key. Without the rotation the scores "
-        "ignore distance; with it the same vectors score differently by how far back a key is."
+if positions == "rope":
+    st.header(":material/rotate_right: RoPE inside the model")
+    if len(state.ids) > 1:
+        render.show(render.cached(figures.rope_figure, drawn, layer, head), filename="decoder-rope")
+        st.caption(
+            "The last token's query against each earlier key. Without the rotation the scores "
+            "ignore distance; with it the same vectors score differently by how far back a key is."
+        )
+else:
+    st.header(":material/pin: Learned positions inside the model")
+    st.markdown(about.NO_ROPE)
+    table = model.position_table[: len(state.ids)]  # (n, d_model): row p is added at position p
+    render.show(
+        render.cached(figures.position_figure, render.digested(shown.digest, table), shown.tokens),
+        filename="decoder-positions",
     )
 
 

@@ -17,8 +17,8 @@ page_intro(
     "text. A sliding window keeps only the last W tokens, and a small model falls apart once its "
     "first tokens leave the window, because many heads park their attention there (attention "
     "sinks). Keeping the first S tokens in view brings it back. Here "
-    f"{smollm.MODEL_NAME} reads a text three ways, by masking: every token keeps its RoPE "
-    "position, the window only hides keys.",
+    f"{smollm.MODEL_NAME} reads a text three ways, by masking: every token keeps its position "
+    "(RoPE's rotation, or GPT-2's learned vector), the window only hides keys.",
     r"\mathrm{PPL} = \exp\Big(\frac{1}{n - W}\sum_{i \ge W} -\log p(t_{i+1} \mid \text{keys "
     r"query } i \text{ sees})\Big)",
 )

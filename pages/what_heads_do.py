@@ -4,7 +4,7 @@ attribution), what each head's job is (probes), and why attention is not an expl
 import streamlit as st
 
 from attention_core import AttentionInputError
-from ui.heads import data, explanation, figures, inputs, probes, reading
+from ui.heads import data, explanation, figures, inputs, probes, reading, tables
 from ui.models import agreement, page_model, smollm
 from ui.widgets.layout import labelled_radio, page_intro, plain, what_to_try
 from ui.widgets.state import PageState
@@ -23,8 +23,7 @@ page_intro(
     "you see when the answer appears; split it by writer and you see who wrote it; probe the "
     f"heads with built sequences and you see what each one does. On "
     f"{page_model.model_name(loaded, smollm.MODEL_NAME)}, run by this project's own code.",
-    r"r_L = e + \sum_{l}\Big(\sum_h z_{l,h} W_{O,h}^\top + m_l\Big),\qquad "
-    r"\mathrm{logits} = \frac{\gamma \odot r_L}{\sqrt{\mathrm{mean}(r_L^2) + \varepsilon}}\,E^\top",
+    tables.STREAM_FORMULAS[page_model.final_norm_kind(loaded)],
 )
 view.show_notices()
 

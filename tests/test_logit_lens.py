@@ -1,6 +1,7 @@
 """attention_core.logit_lens: by hand, against the formulas written out here, and by linearity.
 
-The real decoder's lens and attribution against transformers are in test_readouts.py.
+The real decoder's lens and attribution against transformers are in test_readouts.py (and, for
+every family's own final norm, test_forward.py).
 """
 
 import numpy as np
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from attention_core import AttentionInputError
 from attention_core.logit_lens import (
+    FinalNorm,
     direct_logit_attribution,
     head_writes,
     logit_lens,
@@ -183,3 +185,45 @@ def test_the_lens_of_a_large_vocabulary_ranks_and_tops_like_a_full_sort():
 def test_inputs_of_the_wrong_rank_are_refused(call, args):
     with pytest.raises(AttentionInputError, match=r"at most \d dimension"):
         call(*args)
+
+
+def layer_norm(x, gain, bias, eps):
+    centred = x - x.mean(axis=-1, keepdims=True)
+    return centred / np.sqrt(np.mean(centred**2, axis=-1, keepdims=True) + eps) * gain + bias
+
+
+def test_a_layernorm_stream_worked_by_hand():
+    # e = [1, 0], one head writes [0, 1], one MLP [1, 1], a bias [0, 2]: r_L = [2, 4].
+    # mean 3, centred [-1, 1], var 1: with ε = 0 the norm gives [-1, 1] · γ + β, γ = [1, 1],
+    # β = [0.5, 0]; E_t = [1, 0]: logit = -1 + 0.5 = -0.5. The readout is (γ ⊙ E_t) minus its
+    # mean, [0.5, -0.5]: e -> 0.5, the head -> -0.5, the MLP -> 0, the bias -> -1, β · E_t 0.5.
+    norm = FinalNorm("LayerNorm", np.ones(2), 0.0, np.array([0.5, 0.0]))
+    split = direct_logit_attribution([1.0, 0.0], [[[0.0, 1.0]]], [[1.0, 1.0]], norm, [1.0, 0.0],
+                                     biases=[[0.0, 2.0]])  # fmt: skip
+    assert split.scale == pytest.approx(1.0)
+    assert (split.embedding, float(split.heads[0, 0]), float(split.mlps[0])) == pytest.approx(
+        (0.5, -0.5, 0.0)
+    )
+    assert split.fixed == pytest.approx(-1.0 + 0.5)
+    assert split.logit == pytest.approx(-0.5) and split.total == pytest.approx(-0.5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from(["RMSNorm", "LayerNorm"]))
+def test_each_norm_matches_its_formula_and_the_split_adds_up(seed, kind):
+    rng = np.random.default_rng(seed)
+    d, layers, heads = 6, 2, 3
+    gain, bias = rng.normal(size=d), rng.normal(size=d)
+    norm = FinalNorm(kind, gain, 1e-5, bias if kind == "LayerNorm" else None)
+    x = rng.normal(size=(4, d)) * 3
+    expected = layer_norm(x, gain, bias, 1e-5) if kind == "LayerNorm" else rms_norm(x, gain, 1e-5)
+    np.testing.assert_allclose(norm(x), expected, rtol=1e-10, atol=1e-12)
+    e, a, m, b = (rng.normal(size=shape) for shape in
+                  ((d,), (layers, heads, d), (layers, d), (layers, d)))  # fmt: skip
+    u = rng.normal(size=d)
+    split = direct_logit_attribution(e, a, m, norm, u, biases=b)
+    final = e + a.sum(axis=(0, 1)) + m.sum(axis=0) + b.sum(axis=0)
+    assert split.logit == pytest.approx(float(norm(final[None])[0] @ u), rel=1e-9, abs=1e-9)
+    assert split.total == pytest.approx(split.logit, rel=1e-9, abs=1e-9)
+    lens = logit_lens(final[None], norm, lambda z: z @ np.eye(d))
+    np.testing.assert_allclose(lens.logits[0], norm(final[None])[0], rtol=1e-5, atol=1e-5)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from attention_core.lessons.passages import ALICE
 from attention_core.models import loading
 from harness.app_pages import open_model_page
 from tests.plotly_json import figures, plotly_array
@@ -40,7 +41,7 @@ CHAT_TEMPLATE = (
 def folders(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("listed")
     made = {family: write_tiny(family, root / f"tiny-{family}") for family in
-            ("llama", "qwen2", "gpt2", "bert")}  # fmt: skip
+            ("llama", "qwen2", "gpt2", "gpt2-other", "bert")}  # fmt: skip
     huge = root / "huge-llama"
     shutil.copytree(made["llama"], huge)
     config = json.loads((huge / "config.json").read_text())
@@ -136,23 +137,91 @@ def test_a_listed_model_without_a_template_reads_raw_text_and_says_why(folders):
     assert chat.proto.help == "tiny-llama was saved without a chat template: it reads raw text."
 
 
-def test_the_heads_page_on_a_listed_qwen2_reads_transformers_lens_and_patterns(folders):
-    at = open_model_page("pages/what_heads_do.py", {"model": "tiny-qwen2", "prompt": PROMPT}, 240)
+def open_heads_page(folders, family: str):
+    """The heads page on tiny-``family`` and transformers on its prompt: (the page, the model,
+    its outputs, the likeliest next token, the lens's probabilities of it by stage), the lens's
+    last layer checked against transformers' own prediction."""
+    at = open_model_page("pages/what_heads_do.py", {"model": f"tiny-{family}", "prompt": PROMPT},
+                         240)  # fmt: skip
     assert not at.error
-    hf = causal_lm(folders["qwen2"])
-    ids = encode(folders["qwen2"], PROMPT)
+    hf = causal_lm(folders[family])
+    ids = encode(folders[family], PROMPT)
     with torch.no_grad():
         out = hf(torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
     p = torch.softmax(out.logits[0, -1].double(), -1)
     top = int(p.argmax())
     lens = plotly_array(chart(at, "heads.lens")["data"][0]["y"])
     assert lens[-1] == pytest.approx(float(p[top]), abs=1e-4)  # the lens's last layer
+    return at, hf, out, top, lens
+
+
+def test_the_heads_page_on_a_listed_qwen2_reads_transformers_lens_and_patterns(folders):
+    at, _, out, _, _ = open_heads_page(folders, "qwen2")
     # The chosen head (its defaults, past a 2-layer 4-head model's end, become layer 2 head 4).
     pattern = plotly_array(chart(at, "heads.pattern")["data"][0]["z"]).astype(np.float64)
     expected = out.attentions[1][0, 3].numpy()
     future = np.triu(np.ones_like(expected, dtype=bool), k=1)  # drawn blank: a decoder's mask
     np.testing.assert_array_equal(np.isnan(pattern), future)
     np.testing.assert_allclose(np.nan_to_num(pattern), expected, atol=1e-5)
+
+
+def titled(at, start: str) -> np.ndarray:
+    """The z of the first figure whose title starts with ``start``, float64 (NaN where blank)."""
+    spec = next(s for s in figures(at) if (s["layout"].get("title") or {}).get("text", "")
+                .startswith(start))  # fmt: skip
+    return plotly_array(spec["data"][0]["z"]).astype(np.float64)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "gpt2-other"])
+def test_the_decoder_page_on_a_listed_gpt2_shows_what_transformers_computes(folders, name):
+    """GPT-2 on the decoder page: transformers' next-token probabilities, attention and learned
+    position table, and a sentence where RoPE's plot would be (tiny-gpt2-other: a config of
+    transformers' own defaults, three layers of three heads, an untied head, no end token)."""
+    at = open_model_page("pages/decoder_llm.py", {"model": f"tiny-{name}", "prompt": PROMPT}, 240)
+    assert not at.error
+    hf = causal_lm(folders[name])
+    assert any(f"GPT-2 · {hf.num_parameters():,} parameters" in c.value for c in at.caption)
+    ids = encode(folders[name], PROMPT)
+    with torch.no_grad():
+        out = hf(torch.tensor([ids]), output_attentions=True)
+    p = torch.softmax(out.logits[0, -1].double(), -1).numpy()
+    shown = table(at, "probability")
+    best = np.argsort(-p, kind="stable")[: len(shown)]
+    assert shown["id"].tolist() == best.tolist()
+    np.testing.assert_allclose(shown["probability"], np.round(p[best], 4), atol=1e-4)
+    pattern = titled(at, "Layer 1, head 1")
+    expected = out.attentions[0][0, 0].numpy()
+    future = np.triu(np.ones_like(expected, dtype=bool), k=1)
+    np.testing.assert_allclose(np.where(future, 0, pattern), expected, atol=1e-5)
+    positions = hf.transformer.wpe.weight[: len(ids)].detach().double().numpy()
+    np.testing.assert_allclose(titled(at, "Learned position vectors"), positions @ positions.T,
+                               rtol=1e-5, atol=1e-5)  # fmt: skip
+    headers = [h.value for h in at.header]
+    assert not any("RoPE" in h for h in headers)
+    assert any("This model has no RoPE" in m.value for m in at.markdown)
+    assert any("multi-head attention" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "gpt2-other"])
+def test_the_heads_page_on_a_listed_gpt2_reads_transformers_lens_and_patterns(folders, name):
+    at, hf, out, top, lens = open_heads_page(folders, name)
+    # Stage 1, through GPT-2's own ln_f: transformers' head on its norm of hidden_states[1].
+    with torch.no_grad():
+        stage = torch.softmax(hf.lm_head(hf.transformer.ln_f(out.hidden_states[1][0, -1])), -1)
+    assert lens[1] == pytest.approx(float(stage[top]), abs=1e-4)
+    layers, heads = len(out.attentions), out.attentions[0].shape[1]
+    layer, head = min(24, layers) - 1, min(5, heads) - 1  # the page's defaults, clipped
+    pattern = plotly_array(chart(at, "heads.pattern")["data"][0]["z"]).astype(np.float64)
+    expected = out.attentions[layer][0, head].numpy()
+    future = np.triu(np.ones_like(expected, dtype=bool), k=1)
+    np.testing.assert_array_equal(np.isnan(pattern), future)
+    np.testing.assert_allclose(np.nan_to_num(pattern), expected, atol=1e-5)
+    if name == "gpt2-other":  # 32 positions: the probe's 2 × 20 tokens do not fit
+        assert any("the probe is cut to L = 16" in i.value for i in at.info)
+    (sentence,) = [c.value for c in at.caption if "scale is frozen" in c.value]
+    assert "The final LayerNorm's scale" in sentence and "1/σ" in sentence
+    written = re.search(r"the logit itself ([+-]\d\.\d{4})", sentence).group(1)
+    assert float(written) == pytest.approx(float(out.logits[0, -1, top]), abs=1e-4)
 
 
 def test_the_pretrained_page_on_a_listed_bert_draws_transformers_attention(folders):
@@ -196,7 +265,6 @@ def test_a_link_naming_what_the_server_did_not_list_is_refused_and_reads_nothing
 @pytest.mark.parametrize(
     ("name", "page", "sentence"),
     [
-        ("tiny-gpt2", "pages/decoder_llm.py", "GPT-2 runs in the core"),
         ("huge-llama", "pages/decoder_llm.py", "more than the 600,000,000 this app runs"),
         ("tiny-t5", "pages/decoder_llm.py", "'T5Model' model, an architecture this app does not"),
     ],
@@ -209,13 +277,14 @@ def test_a_model_the_page_cannot_run_gets_a_sentence(name, page, sentence):
 
 
 @pytest.mark.parametrize(("page", "name"), [("pages/decoder_llm.py", "tiny-llama"),
+                                            ("pages/decoder_llm.py", "tiny-gpt2"),
                                             ("pages/real_model.py", "tiny-bert")])  # fmt: skip
 def test_the_page_checks_its_own_tokens_against_transformers_when_asked(page, name):
     at = open_model_page(page, {"model": name, "against_hf": "1"}, 240)
     (line,) = [c.value for c in at.caption if "Against transformers" in c.value]
     largest = float(re.search(r"is (\d\.\de[-+]\d+)", line).group(1))
     assert largest < 1e-4
-    if name == "tiny-llama":
+    if name != "tiny-bert":
         assert "the same at 100% of them" in line
 
 
@@ -231,18 +300,46 @@ def test_on_a_local_run_the_sidebar_opens_a_folder_typed_there(folders, monkeypa
     assert at.query_params["model"] in ("tiny-qwen2", ["tiny-qwen2"])
 
 
-def test_the_patching_page_on_a_listed_qwen2_shows_transformers_lds(folders):
+def check_patching_lds(folders, family: str) -> None:
+    """The patching page's LD of each prompt on tiny-``family``: transformers' logit(" the") −
+    logit(" a") (each answer's first token) after it."""
     clean, corrupt = "the cat sat on the mat", "the dog sat on the mat"
-    at = open_model_page("pages/carries_the_answer.py", {"model": "tiny-qwen2", "clean": clean,
+    at = open_model_page("pages/carries_the_answer.py", {"model": f"tiny-{family}", "clean": clean,
                          "corrupt": corrupt, "answer": " the", "wrong": " a"}, 240)  # fmt: skip
     assert not at.error
-    hf = causal_lm(folders["qwen2"])
-    answer, wrong = encode(folders["qwen2"], "the")[0], encode(folders["qwen2"], "a")[0]
+    folder = folders[family]
+    hf = causal_lm(folder)
+    answer, wrong = (encode(folder, word)[0] for word in (" the", " a"))
     lds = []
     for text in (clean, corrupt):
         with torch.no_grad():
-            logits = hf(torch.tensor([encode(folders["qwen2"], text)])).logits[0, -1]
+            logits = hf(torch.tensor([encode(folder, text)])).logits[0, -1]
         lds.append(float(logits[answer] - logits[wrong]))
     shown = table(at, "prompt")
     ld_column = next(c for c in shown.columns if c.startswith("LD"))
     np.testing.assert_allclose(shown[ld_column], np.round(lds, 3), atol=1e-3)
+
+
+def test_the_patching_page_on_a_listed_qwen2_shows_transformers_lds(folders):
+    check_patching_lds(folders, "qwen2")
+
+
+def test_the_patching_page_on_a_listed_gpt2_shows_transformers_lds(folders):
+    check_patching_lds(folders, "gpt2")
+
+
+def test_the_long_context_page_on_a_listed_gpt2_shows_transformers_perplexity(folders):
+    """The text cut to GPT-2's 64 learned positions, the window to half of it (31 tokens): the
+    full pass's perplexity over the tokens predicted from a query at 31 or later."""
+    at = open_model_page("pages/long_context.py", {"model": "tiny-gpt2"}, 240)
+    assert not at.error
+    assert any("the model learned no more positions" in w.value for w in at.warning)
+    hf = causal_lm(folders["gpt2"])
+    ids = encode(folders["gpt2"], ALICE)[:64]
+    with torch.no_grad():
+        logits = hf(torch.tensor([ids])).logits[0].double()
+    losses = torch.nn.functional.cross_entropy(logits[:-1], torch.tensor(ids[1:]), reduction="none")
+    expected = float(torch.exp(losses[31:].mean()))
+    (full,) = [m.value for m in at.metric if m.label == "Perplexity, full attention"]
+    assert float(full) == pytest.approx(expected, abs=0.006)
+    assert any("each with its own keys and values" in m.value for m in at.markdown)

@@ -3,7 +3,11 @@ transformers' files) in a folder as ``save_pretrained`` leaves it: what a teache
 looks like to the app, in a few kilobytes.
 
     write_tiny(family, folder)   "llama", "qwen2", "gpt2" or "bert": config.json,
-                                 model.safetensors and tokenizer.json in ``folder``
+                                 model.safetensors and tokenizer.json in ``folder``; also
+                                 "gpt2-other": a GPT-2 as transformers initialises one from a
+                                 config none of our tests chose its numbers for (three layers
+                                 of three heads, exact GELU, layer-scaled scores, an untied
+                                 head, no end token, 32 positions)
 """
 
 from __future__ import annotations
@@ -11,6 +15,21 @@ from __future__ import annotations
 from pathlib import Path
 
 FAMILIES = ("llama", "qwen2", "gpt2", "bert")
+# transformers' own GPT2Config defaults but for these: small, and off GPT-2's beaten track.
+OTHER_GPT2 = {
+    "vocab_size": 300,
+    "n_positions": 32,
+    "n_embd": 24,
+    "n_layer": 3,
+    "n_head": 3,
+    "n_inner": 56,
+    "activation_function": "gelu",
+    "scale_attn_by_inverse_layer_idx": True,
+    "layer_norm_epsilon": 1e-4,
+    "tie_word_embeddings": False,
+    "bos_token_id": None,
+    "eos_token_id": None,
+}
 
 
 def write_tiny(family: str, folder: Path) -> Path:
@@ -23,9 +42,26 @@ def write_tiny(family: str, folder: Path) -> Path:
         from tests.test_gpt2 import write_tiny_gpt2
 
         return write_tiny_gpt2(folder)
+    if family == "gpt2-other":
+        return _other_gpt2(folder)
     from tests.test_decoder_families import _hf_model, _tokenizer
 
     case = {"llama": "llama_untied", "qwen2": "qwen2_tied"}[family]
     _hf_model(case).save_pretrained(folder)
     _tokenizer().save_pretrained(folder)
+    return folder
+
+
+def _other_gpt2(folder: Path) -> Path:
+    """OTHER_GPT2 with transformers' own initialisation (seeded), and the tiny GPT-2's
+    byte-level tokenizer."""
+    import torch
+    import transformers
+
+    from tests.test_gpt2 import _tiny_tokenizer
+
+    torch.manual_seed(1)
+    config = transformers.GPT2Config(**OTHER_GPT2)
+    transformers.GPT2LMHeadModel(config).eval().save_pretrained(folder)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=_tiny_tokenizer()).save_pretrained(folder)
     return folder

@@ -11,6 +11,9 @@ or a Hugging Face directory); `run_llama(model, ids, cache)` returns a `LlamaTra
 
 `load_gpt2(path)` loads a GPT-2 from a Hugging Face folder; `run_gpt2(model, ids, cache)` returns
 a `GPT2Trace` (see the package ``gpt2``).
+
+`forward.run_decoder(model, ids, cache, ...)` runs any of these decoders by its family's own pass:
+what the readouts, hiding, patching, generation and the pages call.
 """
 
 from .bert import (

@@ -12,7 +12,7 @@ The family's own modules say which names and shapes a checkpoint holds; nothing 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -63,6 +63,11 @@ class TensorPicker:
         if finite and not np.isfinite(out).all():
             self.problems.append(f"{name} contains NaN or infinite values")
         return read_only(out)
+
+    def layers(self, prefix: str, count: int, build: Callable[[str], Any]) -> tuple[Any, ...]:
+        """Each of ``count`` layers, ``build`` given its names' prefix ("h.0", "model.layers.1"…):
+        the tensors it takes are picked, and noted, in the layers' order."""
+        return tuple(build(f"{prefix}.{i}") for i in range(count))
 
     def check(self, what: str = "the configuration", advice: str = "") -> None:
         """Raise the problems noted so far, if any: "The weights in <source> do not match

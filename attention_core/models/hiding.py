@@ -32,7 +32,8 @@ from attention_core.validation import AttentionInputError, check_position
 
 from . import points
 from .bert import BertModel, run_bert, run_bert_ids
-from .llama import LlamaModel, run_llama
+from .decoder import DecoderModel
+from .forward import run_decoder
 
 __all__ = [
     "ABLATIONS",
@@ -271,7 +272,7 @@ def next_token_change(
     layer: int | None = None,
     head: int | None = None,
 ) -> NextTokenChange:
-    """Run ``model`` (a ``LlamaModel``) on ``input_ids`` `(n,)` twice, once as it is and once
+    """Run ``model`` (a ``DecoderModel``) on ``input_ids`` `(n,)` twice, once as it is and once
     with one ablation, and compare the next-token distributions:
 
         remove    ids without position p: n - 1 tokens (later tokens move one position back)
@@ -280,9 +281,9 @@ def next_token_change(
         head      head ``head`` of layer ``layer`` multiplied by 0 before W_o (all from 0):
                   an edit of the point layer.{l}.heads
 
-    Both passes are plain ``run_llama`` forwards. Raises ``AttentionInputError`` for a bad mode,
-    position or head, or a text of one token (which cannot lose it). ``position`` is needed for
-    a token, ``layer`` and ``head`` for a head.
+    Both passes are plain forwards of the model's family (``run_decoder``). Raises
+    ``AttentionInputError`` for a bad mode, position or head, or a text of one token (which
+    cannot lose it). ``position`` is needed for a token, ``layer`` and ``head`` for a head.
     """
     if mode not in DECODER_ABLATIONS:
         raise AttentionInputError(
@@ -331,7 +332,7 @@ def next_token_change(
 
 
 def _next_token_logits(
-    model: LlamaModel,
+    model: DecoderModel,
     ids: np.ndarray,
     *,
     attend: np.ndarray | None = None,
@@ -339,14 +340,14 @@ def _next_token_logits(
 ) -> np.ndarray:
     """`(V,)` float64: the logits after the last of ``ids``, with what ``attend`` hides and
     ``edits`` (named points -> replacements) changes."""
-    trace = run_llama(model, ids, attend=attend, edits=edits, keep=())
+    trace = run_decoder(model, ids, attend=attend, edits=edits, keep=())
     return trace.next_token_logits.astype(np.float64)
 
 
 # -- every key hidden in turn -------------------------------------------------------------------
 
 
-def decoder_hiding_effects(model: LlamaModel, input_ids: np.ndarray, query: int) -> np.ndarray:
+def decoder_hiding_effects(model: DecoderModel, input_ids: np.ndarray, query: int) -> np.ndarray:
     """`(query + 1,)`: KL(before ‖ after) of the next-token distribution at `query` when key j
     is hidden from every query of every layer (one forward pass per key)."""
     ids = np.asarray(input_ids, dtype=np.int64)

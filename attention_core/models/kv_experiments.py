@@ -1,8 +1,9 @@
 """SmolLM2 with a smaller KV cache, and what that costs its predictions over a text.
 
-SmolLM2-135M caches 3 KV heads per layer (9 query heads in groups of 3). Three smaller caches
-run here as ``read_text`` codecs, each replacing a layer's new keys and values before
-attention reads them:
+SmolLM2-135M caches 3 KV heads per layer (9 query heads in groups of 3; GPT-2 one per query
+head). Three smaller caches run here as ``read_text`` codecs (any decoder family's,
+``read_decoder_text``), each replacing a layer's new keys and values before attention reads
+them:
 
     mqa    the 3 KV heads mean-pooled into 1: multi-query attention       1/3 of the cache
     int8   every cached vector quantized to 8 bits (absmax, per token and head)
@@ -26,7 +27,9 @@ import numpy as np
 from attention_core.kv_cache import absmax_quantize, kv_bytes_per_token, pool_kv_heads
 from attention_core.validation import AttentionInputError, check_int
 
-from .llama import LlamaModel, compare_next_tokens, read_text
+from .decoder import DecoderModel
+from .forward import read_decoder_text
+from .llama import compare_next_tokens
 
 __all__ = [
     "CACHE_BITS",
@@ -98,7 +101,7 @@ class KVVariant:
 
 
 KV_VARIANTS = {
-    "mqa": KVVariant("mqa", "MQA (3 KV heads pooled into 1)", mean_pooled_kv, kv_heads=1),
+    "mqa": KVVariant("mqa", "MQA (the KV heads pooled into 1)", mean_pooled_kv, kv_heads=1),
     "int8": KVVariant("int8", "8-bit cache", quantized_kv(8), None, 8, SCALE_BITS),
     "int4": KVVariant("int4", "4-bit cache", quantized_kv(4), None, 4, SCALE_BITS),
 }
@@ -142,7 +145,7 @@ class KVExperiment:
     effects: tuple[VariantEffect, ...]
 
 
-def variant_cache_bytes(model: LlamaModel, variant: KVVariant | None, n_tokens: int) -> int:
+def variant_cache_bytes(model: DecoderModel, variant: KVVariant | None, n_tokens: int) -> int:
     """The cache of `n_tokens` tokens with `variant` (None: the full float32 cache), from the
     shapes and the bits: ``kv_bytes_per_token`` · n."""
     config = model.config
@@ -158,7 +161,7 @@ def variant_cache_bytes(model: LlamaModel, variant: KVVariant | None, n_tokens: 
 
 
 def kv_experiment(
-    model: LlamaModel,
+    model: DecoderModel,
     input_ids: object,
     variants: tuple[str, ...] = tuple(KV_VARIANTS),
     *,
@@ -178,7 +181,7 @@ def kv_experiment(
             f"{unknown[0]!r} is not a KV-cache variant; choose from {', '.join(KV_VARIANTS)}."
         )
     if full is None:
-        ids, full, _ = read_text(model, input_ids)
+        ids, full, _ = read_decoder_text(model, input_ids)
     else:
         ids, full = np.asarray(input_ids), np.asarray(full)
         expected = (ids.shape[0], model.config.hidden_size)
@@ -188,7 +191,9 @@ def kv_experiment(
                 f"The full cache's read must be {expected}, a row per token of the text: got "
                 f"{full.shape}."
             )
-    smaller = tuple(read_text(model, ids, kv_codec=KV_VARIANTS[name].codec)[1] for name in variants)
+    smaller = tuple(
+        read_decoder_text(model, ids, kv_codec=KV_VARIANTS[name].codec)[1] for name in variants
+    )
     compared = compare_next_tokens(model, ids, full, smaller)
     n = ids.shape[0]
     effects = tuple(

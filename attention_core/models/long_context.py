@@ -7,7 +7,8 @@ sliding window, and what keeping the first few tokens in view gives back.
              Xiao et al. 2023)
 
 All three by masking (`masks.sliding_window_mask`, `masks.sink_window_mask`): every token keeps
-its RoPE position, so the window only hides keys, it renumbers nothing. Each is scored by its
+its position (its RoPE rotation, or GPT-2's learned vector), so the window only hides keys, it
+renumbers nothing. Each is scored by its
 loss on every next token and by its perplexity over the tokens predicted from a query at
 position ≥ W, the ones whose window has started to drop tokens:
 
@@ -21,7 +22,8 @@ import numpy as np
 from attention_core.masks import sink_window_mask, sliding_window_mask
 from attention_core.validation import AttentionInputError, as_float_array, check_int
 
-from .llama import LlamaModel, TextScore, score_llama
+from .decoder import DecoderModel
+from .llama import TextScore, score_llama
 
 __all__ = ["VARIANTS", "context_pass", "perplexity", "variant_mask"]
 
@@ -40,7 +42,7 @@ def variant_mask(variant: str, n: int, window: int, sinks: int) -> np.ndarray | 
 
 
 def context_pass(
-    model: LlamaModel, input_ids: object, variant: str, window: int, sinks: int, first: int = 16
+    model: DecoderModel, input_ids: object, variant: str, window: int, sinks: int, first: int = 16
 ) -> TextScore:
     """One variant's pass over the text (`score_llama`): its losses, final stream and the weight
     each head gives each of the first `first` keys."""

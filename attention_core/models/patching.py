@@ -21,9 +21,9 @@ al. 2022's indirect-object circuit):
                                        every position, or at the last one only
     restored(ld, runs)                 the share of the clean LD restored
 
-Every pass is the forward's own (``run_llama``) with its named points
+Every pass is the model's family's own forward (``run_decoder``) with its named points
 (``attention_core.models.points``): a patch is an edit of one point, or a pass started at a
-layer boundary from a patched stream (``run_llama(start=...)``). The passes of one layer go in
+layer boundary from a patched stream (``start=``). The passes of one layer go in
 one batch, and each reads only what a patch can change: the layers from the patched one on,
 and the positions from the first token where the prompts differ (before it both runs are the
 same computation, so a patch there puts in the vector already there: LD_corrupt exactly); the
@@ -41,7 +41,8 @@ import numpy as np
 from attention_core.validation import AttentionInputError, check_int
 
 from . import points
-from .llama import LlamaModel, run_llama
+from .decoder import DecoderModel
+from .forward import run_decoder
 
 __all__ = ["STREAM_KINDS", "PatchRuns", "patch_heads", "patch_runs", "patch_stream", "restored"]
 
@@ -91,7 +92,7 @@ class PatchRuns:
 
 
 def patch_runs(
-    model: LlamaModel, clean_ids: object, corrupt_ids: object, answer: int, wrong: int
+    model: DecoderModel, clean_ids: object, corrupt_ids: object, answer: int, wrong: int
 ) -> PatchRuns:
     """Run both prompts, keeping every named point. Raises ``AttentionInputError`` for prompts
     of different lengths (a patch puts position p of one into position p of the other), for
@@ -121,7 +122,7 @@ def patch_runs(
         )
     num_layers = model.config.num_hidden_layers
     names = points.names(num_layers)
-    traces = [run_llama(model, ids, keep=KEPT_STEPS) for ids in (clean, corrupt)]
+    traces = [run_decoder(model, ids, keep=KEPT_STEPS) for ids in (clean, corrupt)]
     lds, probabilities = [], []
     for trace in traces:
         logits = trace.next_token_logits.astype(np.float64)
@@ -152,7 +153,7 @@ def restored(ld: object, runs: PatchRuns) -> np.ndarray:
     return (np.asarray(ld, dtype=np.float64) - runs.corrupt_ld) / (runs.clean_ld - runs.corrupt_ld)
 
 
-def patch_stream(model: LlamaModel, runs: PatchRuns, kind: str) -> np.ndarray:
+def patch_stream(model: DecoderModel, runs: PatchRuns, kind: str) -> np.ndarray:
     """LD `(L + 1, n)` for kind "resid" (boundary l: 0 the embeddings, l after layer l − 1) or
     `(L, n)` for "attn_out" and "mlp_out" (layer l), each cell the corrupted pass with that
     point's vector at that position taken from the clean pass."""
@@ -174,7 +175,7 @@ def patch_stream(model: LlamaModel, runs: PatchRuns, kind: str) -> np.ndarray:
     return patched
 
 
-def patch_heads(model: LlamaModel, runs: PatchRuns, *, last_only: bool = False) -> np.ndarray:
+def patch_heads(model: DecoderModel, runs: PatchRuns, *, last_only: bool = False) -> np.ndarray:
     """LD `(L, head)`: the corrupted pass with one head's output (its z, which W_o writes into
     the stream) taken from the clean pass at every position, or at the last one only."""
     first = runs.n - 1 if last_only else runs.first_change
@@ -190,7 +191,7 @@ def patch_heads(model: LlamaModel, runs: PatchRuns, *, last_only: bool = False) 
 
 
 def _patched_lds(
-    model: LlamaModel,
+    model: DecoderModel,
     runs: PatchRuns,
     first: int,
     rows: int,
@@ -209,14 +210,14 @@ def _patched_lds(
     corrupted pass, computed again).
     """
     tokens = runs.n - first
-    prefix = None if first == 0 else run_llama(model, runs.corrupt_ids[:first], keep=()).cache
+    prefix = None if first == 0 else run_decoder(model, runs.corrupt_ids[:first], keep=()).cache
     span = max(1, -(-PASS_ROWS // (per_row * tokens)))
     patched = np.empty((rows, per_row))
     for start in range(0, rows, span):
         chosen = range(start, min(start + span, rows))
         stream = runs.corrupt[points.resid(start)][first:]  # (tokens, d_model)
         edits = {point(row): partial(put_clean, row, (row - start) * per_row) for row in chosen}
-        trace = run_llama(
+        trace = run_decoder(
             model,
             runs.corrupt_ids[first:],
             prefix,

@@ -2,10 +2,13 @@
 by writer, head roles on probe sequences, token contributions, and losses with heads removed.
 
 The formulas live in `logit_lens`, `head_roles` and `token_attribution`; this module only takes
-the arrays they need out of a `LlamaTrace` or `BertTrace` (widening stored bfloat16 weights where
+the arrays they need out of a decoder's trace (`LlamaTrace`, `GPT2Trace`) or a `BertTrace`
+(widening stored bfloat16 weights where
 a formula reads them) and runs the extra forward passes a probe or a removed head needs. The
 decoder's stream is read at its named points (``points``: resid.l, layer.l.heads through W_o,
 layer.l.mlp_out), and heads are removed by edits of layer.l.heads, never by a copy of the forward.
+The lens and the attribution read the stream through the model's own final norm
+(``model.final_norm``: RMSNorm for Llama and Qwen2, LayerNorm for GPT-2).
 
     decoder_parts(model, trace, position)   ResidualParts: e, every head's and MLP's write, r_l
     decoder_lens(model, parts)              the logit lens at that position (LogitLens)
@@ -37,9 +40,11 @@ from attention_core.validation import AttentionInputError, check_int, check_posi
 
 from . import points
 from .bert import BertModel, BertTrace, run_bert_ids
-from .llama import LlamaModel, LlamaTrace, run_llama
+from .decoder import DecoderModel
+from .forward import run_decoder
 from .llama.forward import _linear
 from .loading import widen
+from .trace import DecoderTrace
 
 __all__ = [
     "DECODER_PROBE_POOL",
@@ -78,7 +83,9 @@ class ResidualParts:
     embedding   `(d_model,)`             e, the token's embedding
     heads       `(layer, head, d_model)` a_{l,h} = z_{l,h} W_O,hᵀ
     mlps        `(layer, d_model)`       m_l
-    residuals   `(layer + 1, d_model)`   r_0 = e, r_l after layer l; r_L = e + Σ a + Σ m
+    residuals   `(layer + 1, d_model)`   r_0 = e, r_l after layer l; r_L = e + Σ a + Σ m + Σ b
+    biases      `(layer, d_model)`       b_l, what layer l's attention adds besides its heads
+                                         (GPT-2's b_O); None for a model without (Llama)
     """
 
     position: int
@@ -86,9 +93,10 @@ class ResidualParts:
     heads: np.ndarray
     mlps: np.ndarray
     residuals: np.ndarray
+    biases: np.ndarray | None = None
 
 
-def decoder_parts(model: LlamaModel, trace: LlamaTrace, position: int) -> ResidualParts:
+def decoder_parts(model: DecoderModel, trace: DecoderTrace, position: int) -> ResidualParts:
     """Split the stream at `position` of a prompt's trace into its writers, read from the named
     points resid.*, layer.*.heads (through W_o) and layer.*.mlp_out."""
     position = check_position(position, trace.input_ids.shape[0])
@@ -106,30 +114,29 @@ def decoder_parts(model: LlamaModel, trace: LlamaTrace, position: int) -> Residu
         [trace.point(points.resid(boundary))[position] for boundary in range(len(layers) + 1)]
     )  # (layer + 1, d_model)
     mlps = np.stack([trace.point(points.mlp_out(layer))[position] for layer in layers])
+    b_o = [model.weights.layers[layer].b_o for layer in layers]
     return ResidualParts(
         position=position,
         embedding=residuals[0].astype(np.float64),
         heads=heads,
         mlps=mlps.astype(np.float64),
         residuals=residuals.astype(np.float64),
+        biases=None if b_o[0] is None else np.stack(b_o).astype(np.float64),
     )
 
 
-def decoder_lens(model: LlamaModel, parts: ResidualParts) -> LogitLens:
-    """The logit lens at `parts.position`: every stage through the final norm and tied head."""
+def decoder_lens(model: DecoderModel, parts: ResidualParts) -> LogitLens:
+    """The logit lens at `parts.position`: every stage through the model's final norm and its
+    head."""
     head = model.weights.unembedding
-    return logit_lens(
-        parts.residuals,
-        model.weights.final_norm,
-        lambda normed: _linear(normed, head),
-        model.config.rms_norm_eps,
-    )
+    return logit_lens(parts.residuals, model.final_norm, lambda normed: _linear(normed, head))
 
 
 def decoder_attribution(
-    model: LlamaModel, parts: ResidualParts, token: int, versus: int | None = None
+    model: DecoderModel, parts: ResidualParts, token: int, versus: int | None = None
 ) -> LogitAttribution:
-    """The logit of `token` (minus that of `versus`) at `parts.position`, split by writer."""
+    """The logit of `token` (minus that of `versus`) at `parts.position`, split by writer, the
+    final norm's scale frozen (``model.final_norm``)."""
     head = model.weights.unembedding
     vocab = head.shape[0]
     for name, value in (("token", token), ("versus", versus)):
@@ -139,19 +146,14 @@ def decoder_attribution(
     if versus is not None:
         direction = direction - widen(head[[versus]])[0]
     return direct_logit_attribution(
-        parts.embedding,
-        parts.heads,
-        parts.mlps,
-        model.weights.final_norm,
-        direction,
-        model.config.rms_norm_eps,
+        parts.embedding, parts.heads, parts.mlps, model.final_norm, direction, biases=parts.biases
     )
 
 
-def decoder_roles(model: LlamaModel, probe_ids: np.ndarray) -> tuple[np.ndarray, HeadRoles]:
+def decoder_roles(model: DecoderModel, probe_ids: np.ndarray) -> tuple[np.ndarray, HeadRoles]:
     """The weights `(layer, head, 2L, 2L)` every head gives a probe (`(2L,)` ids, a period
     repeated twice) and their role scores."""
-    weights = run_llama(model, probe_ids, keep=("weights",)).attention_weights
+    weights = run_decoder(model, probe_ids, keep=("weights",)).attention_weights
     return weights, head_roles(weights, len(probe_ids) // 2)
 
 
@@ -165,19 +167,19 @@ def encoder_roles(model: BertModel, probe_ids: np.ndarray) -> tuple[np.ndarray, 
 
 
 def repeated_half_loss(
-    model: LlamaModel, probe_ids: np.ndarray, period: int, head_mask: np.ndarray | None = None
+    model: DecoderModel, probe_ids: np.ndarray, period: int, head_mask: np.ndarray | None = None
 ) -> float:
     """Mean loss of predicting tokens L+1 .. 2L-1 (the repeated half after its first token,
     which only the repetition makes predictable), with `head_mask` `(layer, head)` applied."""
     period = check_int(period, "the period", minimum=2)
     edits = None if head_mask is None else points.head_scaling(head_mask)
-    trace = run_llama(model, probe_ids, all_logits=True, edits=edits, keep=())
+    trace = run_decoder(model, probe_ids, all_logits=True, edits=edits, keep=())
     losses = token_losses(trace.logits, probe_ids)  # losses[i] predicts token i + 1
     return float(losses[period : 2 * period - 1].mean())
 
 
 def decoder_contributions(
-    model: LlamaModel, trace: LlamaTrace, layer: int, query: int
+    model: DecoderModel, trace: DecoderTrace, layer: int, query: int
 ) -> np.ndarray:
     """`(query + 1,)`: ‖Σ_h α_h,ij v_h,j W_O,hᵀ‖ of layer `layer` for the keys the query sees."""
     steps = trace.layers[layer]

@@ -36,7 +36,8 @@ PROMPT = "the cat sat on the mat and the dog"
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("own")
-    return {family: write_tiny(family, root / f"tiny-{family}") for family in ("llama", "bert")}
+    return {family: write_tiny(family, root / f"tiny-{family}") for family in
+            ("llama", "bert", "gpt2")}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -56,16 +57,33 @@ def next_token(folder) -> tuple[str, float]:
     return tokenizer.decode([int(p.argmax())]), float(p.max())
 
 
-@pytest.mark.e2e
-def test_a_link_opens_the_decoder_on_a_listed_model(listing_server, page, folders):
-    best, probability = next_token(folders["llama"])
-    open_app(page, listing_server.url, "decoder", f"model=tiny-llama&prompt={PROMPT}")
+def open_decoder_link(page, server, folder, name: str, line: str) -> None:
+    """The decoder page opened by a link naming the listed ``name``: its model line holds
+    ``line``, and greedy takes transformers' likeliest next token, at its probability."""
+    best, probability = next_token(folder)
+    open_app(page, server.url, "decoder", f"model={name}&prompt={PROMPT}")
     wait_for_charts(page)
-    expect(page.get_by_text(re.compile(r"Llama · 57,072 parameters"))).to_be_visible()
-    expect(page.get_by_role("combobox", name="Model (decoder)")).to_have_value("tiny-llama")
-    # The choice of the next token: greedy takes transformers' likeliest, at its probability.
+    expect(page.get_by_text(re.compile(line))).to_be_visible()
+    expect(page.get_by_role("combobox", name="Model (decoder)")).to_have_value(name)
     expect(page.get_by_text(f"“{best}”", exact=True)).to_be_visible()
     expect(page.get_by_text(f"p = {probability:.4f} by the model (T = 1)")).to_be_visible()
+
+
+@pytest.mark.e2e
+def test_a_link_opens_the_decoder_on_a_listed_model(listing_server, page, folders):
+    open_decoder_link(page, listing_server, folders["llama"], "tiny-llama",
+                      r"Llama · 57,072 parameters")  # fmt: skip
+    assert exceptions(page) == []
+
+
+@pytest.mark.e2e
+def test_a_link_opens_the_decoder_on_a_listed_gpt2(listing_server, page, folders):
+    """GPT-2 on the decoder page, and where RoPE's plot would be, the learned positions with the
+    sentence saying why."""
+    open_decoder_link(page, listing_server, folders["gpt2"], "tiny-gpt2",
+                      r"GPT-2 · 74,112 parameters")  # fmt: skip
+    expect(page.get_by_text(re.compile("This model has no RoPE"))).to_be_visible()
+    expect(page.get_by_role("heading", name=re.compile("RoPE inside the model"))).to_have_count(0)
     assert exceptions(page) == []
 
 

@@ -19,7 +19,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from attention_core.models.llama import LlamaCache, LlamaModel, run_llama
+from attention_core.decoding import DecoderCache
+from attention_core.models.decoder import DecoderModel
+from attention_core.models.forward import run_decoder
 from attention_core.models.llama.generation import Sampling
 from attention_core.sampling import ContinuationProbability, SamplingSteps, continuation_probability
 from server.lane import LONG_RUNS
@@ -68,7 +70,7 @@ class Fork:
 
 
 def fork(
-    model: LlamaModel, state: Continuation, sampling: Sampling, count: int, length: int
+    model: DecoderModel, state: Continuation, sampling: Sampling, count: int, length: int
 ) -> Fork:
     """The `count` likeliest next tokens after `state` (after the filters when sampling), each
     continued to `length` tokens by `sampling` (greedy, or seeded by the seed, this step and the
@@ -94,8 +96,8 @@ def _fork(ids, step, sampling, count, length, model_id, _model, _state) -> Fork:
 
 
 def _grow(
-    model: LlamaModel,
-    prefix: LlamaCache,
+    model: DecoderModel,
+    prefix: DecoderCache,
     steps: SamplingSteps,
     token: int,
     length: int,
@@ -111,8 +113,10 @@ def _grow(
         p_sampler.append(steps.probabilities[token])
         if token == model.eos_token_id:
             break  # the end of the answer: nothing follows it
+        if cache.length >= model.context_limit:
+            break  # the model reads no more positions (GPT-2's learned table ends)
         # One query row against the cache: the prefix's rows and this branch's own.
-        run = run_llama(model, [token], cache)
+        run = run_decoder(model, [token], cache)
         cache = run.cache
         if j + 1 < length:
             steps = sampling.steps(run.next_token_logits)
@@ -128,7 +132,7 @@ def _grow(
     )
 
 
-def branch_table(model: LlamaModel, result: Fork) -> pd.DataFrame:
+def branch_table(model: DecoderModel, result: Fork) -> pd.DataFrame:
     """One row per branch: its tokens, its probability (Π p) and log-probability (Σ log p),
     and what it added to the cache."""
     rows = {
@@ -174,7 +178,7 @@ def branch_figure(result: Fork, first_tokens: tuple[str, ...], length: int) -> g
 
 
 @st.fragment
-def branch_view(view: PageState, model: LlamaModel, state: Continuation, sampling: Sampling):
+def branch_view(view: PageState, model: DecoderModel, state: Continuation, sampling: Sampling):
     """Fork here: the controls, what the branches share and add, their table and their line."""
     # count × length decode steps: only for a reader who opens it (a link can).
     box = st.expander("Fork the text here", icon=":material/call_split:",
@@ -260,5 +264,5 @@ def _show_fork(model, state, sampling, result: Fork, count: int, length: int) ->
     )
 
 
-def _token(model: LlamaModel, token_id: int) -> str:
+def _token(model: DecoderModel, token_id: int) -> str:
     return repr(model.token_text(int(token_id)))[1:-1]

@@ -20,7 +20,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from attention_core.models.llama import LlamaModel
+from attention_core.models.decoder import DecoderModel
 from attention_core.models.llama.generation import Sampling, step_rng
 from attention_core.sampling import FilterSteps, SamplingSteps, sampling_steps
 from ui.decoder.generation import Continuation
@@ -42,7 +42,7 @@ REMOVED_PATTERN = "/"
 
 
 def next_token_steps(
-    model: LlamaModel, ids: tuple[int, ...], logits: np.ndarray, sampling: Sampling
+    model: DecoderModel, ids: tuple[int, ...], logits: np.ndarray, sampling: Sampling
 ) -> SamplingSteps:
     """Every stage of choosing the token after `ids` (whose next-token `logits` the page holds)
     with `sampling`'s filters; once per distinct view, shared by every viewer."""
@@ -51,7 +51,7 @@ def next_token_steps(
 
 @smollm.let_go_with_model
 @bounded_by_bytes(12 * MB, name="decoder.sampling")
-def _steps(ids, filters, model_id, _model: LlamaModel, _logits) -> SamplingSteps:
+def _steps(ids, filters, model_id, _model: DecoderModel, _logits) -> SamplingSteps:
     # Keyed on the ids: the logits are the model's for them. ~7 MB an entry (a few float64
     # rows of the 49152-token vocabulary per stage), hence only a few.
     return sampling_steps(_logits, *filters)
@@ -87,7 +87,7 @@ def drawn_from(steps: SamplingSteps) -> np.ndarray:
     return steps.model_probabilities if steps.temperature.setting == 0 else steps.probabilities
 
 
-def next_token_table(model: LlamaModel, steps: SamplingSteps) -> pd.DataFrame:
+def next_token_table(model: DecoderModel, steps: SamplingSteps) -> pd.DataFrame:
     """The model's TOP_TOKENS likeliest next tokens with their probabilities as they are drawn
     (0 for a token the filters removed)."""
     p = drawn_from(steps)
@@ -284,7 +284,7 @@ def nucleus_figure(steps: SamplingSteps, texts: dict[int, str]) -> go.Figure:
     return describe.attach(figure(data, layout), summary, table)
 
 
-def show_choice(model: LlamaModel, state: Continuation, sampling: Sampling) -> None:
+def show_choice(model: DecoderModel, state: Continuation, sampling: Sampling) -> None:
     """The section: what may be drawn and what this step draws, the stages' table, their bars,
     and top-p's line."""
     if state.ended:
@@ -385,6 +385,6 @@ def _layout(height: int) -> dict:
     }
 
 
-def _token(model: LlamaModel, token_id: int) -> str:
+def _token(model: DecoderModel, token_id: int) -> str:
     """A token's text as Python writes it in quotes: whitespace and escapes visible."""
     return repr(model.token_text(int(token_id)))[1:-1]

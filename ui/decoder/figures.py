@@ -1,5 +1,6 @@
 """The decoder page's figures: one head's causal triangle, a layer's heads grouped by KV head, the
-first-token (sink) shares, and RoPE's effect on the last token's scores.
+first-token (sink) shares, RoPE's effect on the last token's scores, and (for a model that
+learned its positions, GPT-2) how alike its position vectors are.
 
 Each builder takes the page's trace (`ui.decoder.generation.page_trace`), passed to
 `render.cached` with its digest for the key (`render.digested`), and the view's layer and head:
@@ -14,6 +15,14 @@ import plotly.graph_objects as go
 from ui.decoder.trace import PageTrace, labels
 from ui.widgets import heatmaps, lines
 
+# A layer's heads a row of the grid when none share their keys and values (multi-head attention).
+MHA_COLUMNS = 4
+
+
+def _kv_head(trace: PageTrace, head: int) -> str:
+    """The title's note of the KV head a head shares ("" when every head has its own)."""
+    return f" (KV head {head // trace.group_size + 1})" if trace.group_size > 1 else ""
+
 
 def head_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
     """One head's weights `(n, n)`: the causal triangle, the future masked grey."""
@@ -24,22 +33,27 @@ def head_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
         row_labels=names,
         col_labels=names,
         blocked=np.triu(np.ones((n, n), dtype=bool), k=1),  # the future: masked
-        title=f"Layer {layer + 1}, head {head + 1} (KV head {head // trace.group_size + 1})",
+        title=f"Layer {layer + 1}, head {head + 1}{_kv_head(trace, head)}",
         annotate=n <= 12,
     )
 
 
 def layer_grid_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
-    """Every head of `layer`, one row per KV head, with `head` framed."""
+    """Every head of `layer`, one row per KV head (MHA_COLUMNS a row when no head shares its
+    keys and values), with `head` framed."""
     names = labels(trace.tokens)
-    g = trace.group_size
-    titles = [f"KV {h // g + 1} · head {h + 1}" for h in range(trace.weights.shape[1])]
+    g, heads = trace.group_size, trace.weights.shape[1]
+    if g > 1:
+        titles = [f"KV {h // g + 1} · head {h + 1}" for h in range(heads)]
+    else:
+        titles = [f"head {h + 1}" for h in range(heads)]
     return heatmaps.heatmap_grid(
         trace.weights[layer],
         titles=titles,
         row_labels=names,
         col_labels=names,
-        columns=g,  # one row of the grid per KV head: the heads that share its keys and values
+        # One row of the grid per KV head: the heads that share its keys and values.
+        columns=g if g > 1 else min(heads, MHA_COLUMNS),
         highlight=head,
     )
 
@@ -77,4 +91,12 @@ def rope_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
         title=f"Layer {layer + 1}, head {head + 1}: the last token's scores",
         dashed=("without RoPE (same q and k, unrotated)",),
         markers=True,
+    )
+
+
+def position_figure(table: np.ndarray, tokens: tuple[str, ...]) -> go.Figure:
+    """How alike the learned position vectors of the text's positions are: `table` `(n,
+    d_model)`, row p the vector added to the token at position p; S[p, p'] = P_p · P_p'."""
+    return heatmaps.similarity_heatmap(
+        table, labels(tokens), "Learned position vectors: P_p · P_p′", annotate=len(tokens) <= 12
     )

@@ -22,10 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attention_core.models.llama import LlamaCache, LlamaModel, run_llama
+from attention_core.decoding import DecoderCache
+from attention_core.models.decoder import DecoderModel
+from attention_core.models.forward import run_decoder
 from attention_core.models.llama.generation import Sampling, choose_next_token
 from server.lane import QUICK_RUNS
-from ui.decoder.trace import SHOWN_STEPS, PageTrace, StepRow, from_pass, with_rows
+from ui.decoder.trace import PageTrace, StepRow, from_pass, shown_steps, with_rows
 from ui.models import smollm
 from ui.widgets.byte_cache import MB, bounded_by_bytes, waiting_turn
 
@@ -45,7 +47,7 @@ class Continuation:
 
     ids: tuple[int, ...]
     prompt_length: int
-    cache: LlamaCache
+    cache: DecoderCache
     logits: np.ndarray
     ended: bool
     rows: tuple[StepRow, ...] = ()
@@ -56,7 +58,7 @@ class Prefill:
     """The prompt's one forward pass: what the page shows of it, its cache and next logits."""
 
     trace: PageTrace
-    cache: LlamaCache
+    cache: DecoderCache
     logits: np.ndarray
 
 
@@ -64,13 +66,13 @@ class Prefill:
 class Decoded:
     """One decode step: the last of `ids` read against the cache of the ones before it."""
 
-    cache: LlamaCache
+    cache: DecoderCache
     logits: np.ndarray
     row: StepRow
 
 
 def continuation(
-    model: LlamaModel, prompt_ids: tuple[int, ...], step: int, sampling: Sampling = GREEDY
+    model: DecoderModel, prompt_ids: tuple[int, ...], step: int, sampling: Sampling = GREEDY
 ) -> Continuation:
     """The prompt and `step` tokens chosen after it by `sampling` (greedy by default)."""
     return _continuation(prompt_ids, step, sampling.as_used(), id(model), model)
@@ -79,7 +81,7 @@ def continuation(
 @smollm.let_go_with_model
 @bounded_by_bytes(16 * MB, name="decoder.continuations", spinner="Generating…")
 def _continuation(
-    prompt_ids, step, sampling: Sampling, model_id, _model: LlamaModel
+    prompt_ids, step, sampling: Sampling, model_id, _model: DecoderModel
 ) -> Continuation:
     if step == 0:
         prompt = _prefill(prompt_ids, model_id, _model)
@@ -99,25 +101,25 @@ def _continuation(
 
 @smollm.let_go_with_model
 @bounded_by_bytes(8 * MB, name="decoder.prompts", spinner="Running the model on the prompt…")
-def _prefill(prompt_ids: tuple[int, ...], model_id: int, _model: LlamaModel) -> Prefill:
+def _prefill(prompt_ids: tuple[int, ...], model_id: int, _model: DecoderModel) -> Prefill:
     # One pass serves both generation (its cache) and the pictures (its steps).
-    trace = run_llama(_model, np.asarray(prompt_ids), keep=SHOWN_STEPS)
+    trace = run_decoder(_model, np.asarray(prompt_ids), keep=shown_steps(_model))
     return Prefill(from_pass(_model, prompt_ids, trace), trace.cache, trace.next_token_logits)
 
 
 @smollm.let_go_with_model
 @bounded_by_bytes(8 * MB, name="decoder.steps", spinner="Generating…")
 def _decoded(
-    ids: tuple[int, ...], model_id: int, _model: LlamaModel, _cache: LlamaCache
+    ids: tuple[int, ...], model_id: int, _model: DecoderModel, _cache: DecoderCache
 ) -> Decoded:
     # Keyed on the ids alone, not on how they were sampled: another temperature, top-k or seed
     # that draws the same tokens (and every viewer of one link) reuses the steps.
-    trace = run_llama(_model, [ids[-1]], _cache)  # one query row against the cache
+    trace = run_decoder(_model, [ids[-1]], _cache)  # one query row against the cache
     return Decoded(trace.cache, trace.next_token_logits, StepRow.of(trace))
 
 
 def page_trace(
-    model: LlamaModel, ids: tuple[int, ...], state: Continuation | None = None
+    model: DecoderModel, ids: tuple[int, ...], state: Continuation | None = None
 ) -> PageTrace:
     """What the page shows of `ids`. Given the `state` that generated them, no new forward pass:
     the prompt's pass with each generated token's row from the decode step that produced it
@@ -128,21 +130,21 @@ def page_trace(
 @smollm.let_go_with_model
 @bounded_by_bytes(16 * MB, name="decoder.traces", spinner="Running the model on the tokens…")
 def _trace(
-    ids: tuple[int, ...], model_id: int, _model: LlamaModel, _state: Continuation | None
+    ids: tuple[int, ...], model_id: int, _model: DecoderModel, _state: Continuation | None
 ) -> PageTrace:
     # Keyed on the ids alone: however the trace was made, the figures find it by them.
     if _state is not None and _state.ids == ids:
         prompt = _prefill(ids[: _state.prompt_length], model_id, _model).trace
         return with_rows(_model, ids, prompt, _state.rows) if _state.rows else prompt
-    return from_pass(_model, ids, run_llama(_model, np.asarray(ids), keep=SHOWN_STEPS))
+    return from_pass(_model, ids, run_decoder(_model, np.asarray(ids), keep=shown_steps(_model)))
 
 
-def cache_bytes_per_token(cache: LlamaCache) -> int:
+def cache_bytes_per_token(cache: DecoderCache) -> int:
     """What one more token adds to the cache: a key and a value row per layer and KV head."""
     return cache.bytes_used // cache.length
 
 
-def time_next_token(model: LlamaModel, state: Continuation) -> dict[str, float]:
+def time_next_token(model: DecoderModel, state: Continuation) -> dict[str, float]:
     """Seconds to compute the greedy next token both ways: one step against the cache ("with")
     and the whole sequence again ("without"). Timed in the lane's turn, like every model run
     a viewer can ask for: a room pressing the button at once queues instead of holding every
@@ -150,9 +152,9 @@ def time_next_token(model: LlamaModel, state: Continuation) -> dict[str, float]:
     token = int(np.argmax(state.logits))
     with waiting_turn(QUICK_RUNS):
         start = time.perf_counter()
-        run_llama(model, [token], state.cache)
+        run_decoder(model, [token], state.cache)
         cached = time.perf_counter() - start
         start = time.perf_counter()
-        run_llama(model, np.asarray([*state.ids, token]))
+        run_decoder(model, np.asarray([*state.ids, token]))
         without = time.perf_counter() - start
     return {"with": cached, "without": without}

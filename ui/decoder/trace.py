@@ -15,15 +15,31 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attention_core.models.llama import LlamaModel, LlamaTrace, first_token_share
+from attention_core.models.decoder import DecoderModel
+from attention_core.models.llama import first_token_share
+from attention_core.models.trace import DecoderTrace
 from ui.widgets.byte_cache import digest_of
 from ui.widgets.layout import plain
 
-# The per-layer arrays a trace keeps besides the weights (`LlamaLayerSteps` names them so).
+# The per-layer arrays a trace keeps besides the weights (`LlamaLayerSteps` names them so; a
+# model without RoPE has no q_rot and k_rot).
 QK_NAMES = ("q", "q_rot", "k", "k_rot")
-# What a pass keeps of each layer for the page (run_llama's keep): about half of what keeping
+# What a pass keeps of each layer for the page (run_decoder's keep): about half of what keeping
 # every step holds at a long prompt's peak (bench/README.md).
 SHOWN_STEPS = ("weights", *QK_NAMES)
+
+
+def shown_steps(model: DecoderModel) -> tuple[str, ...]:
+    """SHOWN_STEPS of the ones ``model``'s layers have (GPT-2's: no q_rot, k_rot)."""
+    return SHOWN_STEPS if model.positions == "rope" else ("weights", "q", "k")
+
+
+def _stacked(layers, name: str, row: slice | int = slice(None)) -> np.ndarray | None:
+    """Every layer's step ``name`` (its query row ``row``) stacked, or None for a step the
+    layers do not have (q_rot and k_rot without RoPE)."""
+    if not hasattr(layers[0], name):
+        return None
+    return np.stack([getattr(layer, name)[:, row] for layer in layers])
 
 
 @dataclass(frozen=True, eq=False)
@@ -31,17 +47,18 @@ class PageTrace:
     """What the page shows of a forward pass over `n` tokens.
 
     weights `(layer, head, n, n)`, q / q_rot `(layer, head, n, d_head)`, k / k_rot
-    `(layer, kv_head, n, d_head)`, sink `(layer, head)` first-token shares; `group_size` query
-    heads share each KV head. `digest` stands for it in a figure's key: made from the model and
-    the ids, which decide every number here.
+    `(layer, kv_head, n, d_head)` (q_rot and k_rot None for a model without RoPE), sink
+    `(layer, head)` first-token shares; `group_size` query heads share each KV head. `digest`
+    stands for it in a figure's key: made from the model and the ids, which decide every
+    number here.
     """
 
     tokens: tuple[str, ...]
     weights: np.ndarray
     q: np.ndarray
-    q_rot: np.ndarray
+    q_rot: np.ndarray | None
     k: np.ndarray
-    k_rot: np.ndarray
+    k_rot: np.ndarray | None
     sink: np.ndarray
     group_size: int
     digest: str
@@ -57,31 +74,25 @@ class StepRow:
 
     weights: np.ndarray
     q: np.ndarray
-    q_rot: np.ndarray
+    q_rot: np.ndarray | None
     k: np.ndarray
-    k_rot: np.ndarray
+    k_rot: np.ndarray | None
 
     @classmethod
-    def of(cls, step: LlamaTrace) -> StepRow:
-        """The row of a one-token decode step (`run_llama(model, [token], cache)`)."""
-
-        def row(name: str) -> np.ndarray:
-            return np.stack([getattr(layer, name)[:, 0] for layer in step.layers])
-
-        return cls(step.attention_weights[:, :, 0], *(row(name) for name in QK_NAMES))
+    def of(cls, step: DecoderTrace) -> StepRow:
+        """The row of a one-token decode step (`run_decoder(model, [token], cache)`)."""
+        layers = step.layers
+        return cls(step.attention_weights[:, :, 0], *(_stacked(layers, n, 0) for n in QK_NAMES))
 
 
-def from_pass(model: LlamaModel, ids: tuple[int, ...], trace: LlamaTrace) -> PageTrace:
+def from_pass(model: DecoderModel, ids: tuple[int, ...], trace: DecoderTrace) -> PageTrace:
     """What the page shows of one forward pass over `ids`."""
-
-    def stacked(name: str) -> np.ndarray:
-        return np.stack([getattr(layer, name) for layer in trace.layers])
-
-    return _page_trace(model, ids, trace.attention_weights, *(stacked(n) for n in QK_NAMES))
+    qk = (_stacked(trace.layers, name) for name in QK_NAMES)
+    return _page_trace(model, ids, trace.attention_weights, *qk)
 
 
 def with_rows(
-    model: LlamaModel, ids: tuple[int, ...], prompt: PageTrace, rows: tuple[StepRow, ...]
+    model: DecoderModel, ids: tuple[int, ...], prompt: PageTrace, rows: tuple[StepRow, ...]
 ) -> PageTrace:
     """The prompt's trace grown by one query row per generated token (the future stays 0)."""
     start = prompt.weights.shape[-1]
@@ -91,14 +102,18 @@ def with_rows(
     for i, row in enumerate(rows):
         weights[:, :, start + i, : start + i + 1] = row.weights
 
-    def grown(name: str) -> np.ndarray:
+    def grown(name: str) -> np.ndarray | None:
+        if getattr(prompt, name) is None:
+            return None
         added = np.stack([getattr(row, name) for row in rows], axis=2)
         return np.concatenate([getattr(prompt, name), added], axis=2)
 
     return _page_trace(model, ids, weights, *(grown(name) for name in QK_NAMES))
 
 
-def _page_trace(model: LlamaModel, ids: tuple[int, ...], weights, q, q_rot, k, k_rot) -> PageTrace:
+def _page_trace(
+    model: DecoderModel, ids: tuple[int, ...], weights, q, q_rot, k, k_rot
+) -> PageTrace:
     return PageTrace(
         tokens=tuple(model.token_text(i) for i in ids),
         weights=weights,

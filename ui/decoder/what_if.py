@@ -16,8 +16,8 @@ import streamlit as st
 
 from attention_core import AttentionInputError
 from attention_core.models import hiding
+from attention_core.models.decoder import DecoderModel
 from attention_core.models.hiding import NextTokenChange
-from attention_core.models.llama import LlamaModel
 from ui.decoder.generation import Continuation
 from ui.decoder.trace import PageTrace, labels
 from ui.models import smollm
@@ -40,7 +40,7 @@ BEFORE_COLOR, AFTER_COLOR = theme.BAR_COLOR, theme.CHOSEN_COLOR
 
 
 def next_token_change(
-    model: LlamaModel, ids: tuple[int, ...], mode: str, position: int, layer: int, head: int
+    model: DecoderModel, ids: tuple[int, ...], mode: str, position: int, layer: int, head: int
 ) -> NextTokenChange:
     """The next-token distribution of `ids` before and after one ablation (all from 0): token
     `position` removed or hidden, or head (`layer`, `head`) removed. Two forward passes, once
@@ -66,7 +66,7 @@ def change_rows(change: NextTokenChange) -> np.ndarray:
     return np.concatenate([before, after[~np.isin(after, before)]])
 
 
-def change_table(model: LlamaModel, change: NextTokenChange) -> pd.DataFrame:
+def change_table(model: DecoderModel, change: NextTokenChange) -> pd.DataFrame:
     """The shown tokens' probabilities before and after, and by how much they moved."""
     rows = change_rows(change)
     before, after = change.probs_before[rows], change.probs_after[rows]
@@ -81,7 +81,7 @@ def change_table(model: LlamaModel, change: NextTokenChange) -> pd.DataFrame:
     )
 
 
-def change_sentence(model: LlamaModel, change: NextTokenChange) -> str:
+def change_sentence(model: DecoderModel, change: NextTokenChange) -> str:
     """One sentence: did the likeliest next token change, and with what probabilities."""
     b, a = change.top_before, change.top_after
     p, q = change.probs_before, change.probs_after
@@ -136,7 +136,12 @@ def change_figure(change: NextTokenChange, tokens: tuple[str, ...], sentence: st
 
 @st.fragment
 def take_one_away(
-    view: PageState, model: LlamaModel, state: Continuation, shown: PageTrace, layer: int, head: int
+    view: PageState,
+    model: DecoderModel,
+    state: Continuation,
+    shown: PageTrace,
+    layer: int,
+    head: int,
 ) -> None:
     """The section: what to take away, the sentence, the KL divergence, the table and the bars."""
     # Two more forward passes per token: only for a reader who opens it (a link can).
@@ -181,6 +186,6 @@ def take_one_away(
         write_url_after_fragment(view)
 
 
-def _token(model: LlamaModel, token_id: int) -> str:
+def _token(model: DecoderModel, token_id: int) -> str:
     """A token's text as Python writes it in quotes: whitespace and escapes visible."""
     return repr(model.token_text(token_id))[1:-1]

@@ -22,8 +22,9 @@ import numpy as np
 from attention_core.head_roles import HeadRoles, repeated_tokens, strongest_heads
 from attention_core.logit_lens import LogitAttribution, LogitLens
 from attention_core.models import readouts
+from attention_core.models.decoder import DecoderModel
+from attention_core.models.forward import run_decoder
 from attention_core.models.hiding import decoder_hiding_effects, encoder_hiding_effects
-from attention_core.models.llama import LlamaModel, run_llama
 from attention_core.probing import attention_rollout
 from attention_core.token_attribution import rank_correlation
 from server.lane import LONG_RUNS
@@ -72,14 +73,14 @@ class PromptReadout:
     digest: str
 
 
-def prompt_readout(model: LlamaModel, ids: tuple[int, ...], position: int) -> PromptReadout:
+def prompt_readout(model: DecoderModel, ids: tuple[int, ...], position: int) -> PromptReadout:
     return _prompt_readout(ids, position, id(model), model)
 
 
 @smollm.let_go_with_model
 @bounded_by_bytes(16 * MB, name="heads.prompt")  # ~7 MB an entry
-def _prompt_readout(ids, position, model_id, _model: LlamaModel) -> PromptReadout:
-    trace = run_llama(_model, np.asarray(ids), all_logits=True, keep=READ_STEPS)
+def _prompt_readout(ids, position, model_id, _model: DecoderModel) -> PromptReadout:
+    trace = run_decoder(_model, np.asarray(ids), all_logits=True, keep=READ_STEPS)
     parts = readouts.decoder_parts(_model, trace, position)
     lens = readouts.decoder_lens(_model, parts)
     return PromptReadout(
@@ -98,7 +99,7 @@ def _prompt_readout(ids, position, model_id, _model: LlamaModel) -> PromptReadou
 
 
 def attribution(
-    model: LlamaModel, readout: PromptReadout, token: int, versus: int | None
+    model: DecoderModel, readout: PromptReadout, token: int, versus: int | None
 ) -> LogitAttribution:
     return _attribution(readout.ids, readout.position, token, versus, id(model), model, readout)
 
@@ -166,7 +167,7 @@ def causal_check(kind: str, seed: int, length: int) -> CausalCheck:
 
 @smollm.let_go_with_model
 @bounded_by_bytes(MB, name="heads.causal", lane=LONG_RUNS)
-def _causal_check(kind, seed, length, model_id, _model: LlamaModel) -> CausalCheck:
+def _causal_check(kind, seed, length, model_id, _model: DecoderModel) -> CausalCheck:
     probe = _probe_roles(kind, seed, length, model_id, _model)
     layers, heads = probe.roles.induction.shape
     top = [(layer, head) for layer, head, _ in strongest_heads(probe.roles.induction, MAX_ABLATED)]
@@ -210,7 +211,7 @@ def explanation(kind: str, ids: tuple[int, ...], layer: int, query: int) -> Expl
 def _explanation(kind, ids, layer, query, model_id, _model) -> Explanation:
     ids_array = np.asarray(ids, dtype=np.int64)
     if kind != "minilm":
-        trace = run_where_kept(run_llama, _model, ids_array, keep=("weights", "v"))
+        trace = run_where_kept(run_decoder, _model, ids_array, keep=("weights", "v"))
         weights = trace.attention_weights
         norms = readouts.decoder_contributions(_model, trace, layer, query)
         hiding = run_where_kept(decoder_hiding_effects, _model, ids_array, query)

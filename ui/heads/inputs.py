@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from attention_core import AttentionInputError
-from attention_core.models.llama import LlamaModel
+from attention_core.models.decoder import DecoderModel
 from ui.heads.data import MAX_PROMPT_TOKENS
 from ui.heads.figures import token_label
 from ui.widgets.state import PageState
@@ -52,7 +52,7 @@ class ChosenToken:
     note: str = ""
 
 
-def chosen_token(model: LlamaModel, typed: str, what: str) -> ChosenToken:
+def chosen_token(model: DecoderModel, typed: str, what: str) -> ChosenToken:
     """The token of `typed`: its only piece, or its first piece with a note saying so.
 
     Raises AttentionInputError (with what to type instead) for text with no token at all.
@@ -74,9 +74,10 @@ def chosen_token(model: LlamaModel, typed: str, what: str) -> ChosenToken:
     return ChosenToken(ids[0], first, note)
 
 
-def prompt_ids(model: LlamaModel, text: str) -> tuple[tuple[int, ...], str]:
-    """The prompt's token ids (cut to MAX_PROMPT_TOKENS) and the notice if it was cut."""
-    prompt = model.prompt(text, max_tokens=MAX_PROMPT_TOKENS)
+def prompt_ids(model: DecoderModel, text: str) -> tuple[tuple[int, ...], str]:
+    """The prompt's token ids (cut to MAX_PROMPT_TOKENS, or the positions a GPT-2 learned) and
+    the notice if it was cut."""
+    prompt = model.prompt(text, max_tokens=min(MAX_PROMPT_TOKENS, model.context_limit))
     return tuple(int(i) for i in prompt.input_ids), prompt.notice
 
 

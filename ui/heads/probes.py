@@ -27,6 +27,10 @@ def section(view: PageState, kind: str, seed_key: str, length_key: str, text: st
         st.error(minilm.load_model().error, icon=":material/cloud_off:")
         write_url_after_fragment(view)
         return
+    if kind != "minilm" and 2 * length > (positions := data.model_of(kind).context_limit):
+        length = positions // 2
+        st.info(f"The model reads at most {positions} positions, so the probe is cut to L = "
+                f"{length}: its tokens twice.", icon=":material/content_cut:")  # fmt: skip
     probe = data.probe_roles(kind, int(seed), int(length))
     drawn = render.digested(probe.digest, probe)  # the probe's roles, keyed by their digest
     render.show(render.cached(figures.roles_figure, drawn),

@@ -65,7 +65,7 @@ def section(
     render.show(render.cached(figures.attribution_figure, split_drawn,
                               f"Each writer's share of {what}"),
                 filename="heads-attribution", key="heads.attribution")  # fmt: skip
-    st.caption(tables.attribution_sentence(split, what))
+    st.caption(tables.attribution_sentence(split, what, model.final_norm.kind))
     small_screens.table(tables.top_writers(split), hide_index=True, key="heads.top_writers")
     chosen_head(view, decoder, ids, at, (token.id, vs_id), keys)
     write_url_after_fragment(view)

@@ -7,7 +7,7 @@ import pandas as pd
 
 from attention_core.head_roles import HeadRoles, strongest_heads
 from attention_core.logit_lens import LogitAttribution, LogitLens
-from attention_core.models.llama import LlamaModel
+from attention_core.models.decoder import DecoderModel
 from ui.heads.data import PromptReadout
 from ui.heads.figures import ROLE_TITLES, stage_labels, token_label
 
@@ -15,7 +15,7 @@ TOP_WRITERS = 6
 STRONGEST = 3
 
 
-def lens_table(readout: PromptReadout, token: int, model: LlamaModel) -> pd.DataFrame:
+def lens_table(readout: PromptReadout, token: int, model: DecoderModel) -> pd.DataFrame:
     """A row per stage: the likeliest tokens there, and the followed token's rank and p."""
     lens, top = readout.lens, readout.top_tokens
 
@@ -57,13 +57,31 @@ def lens_sentence(lens: LogitLens, token: int, name: str) -> str:
     )
 
 
-def attribution_sentence(split: LogitAttribution, what: str) -> str:
-    """The frozen scale, and the parts that add up to the logit."""
+# The page's formula for each final norm: RMSNorm (Llama, Qwen2), LayerNorm (GPT-2, whose
+# attention also adds a bias b_O of its own).
+STREAM_FORMULAS = {
+    "RMSNorm": r"r_L = e + \sum_{l}\Big(\sum_h z_{l,h} W_{O,h}^\top + m_l\Big),\qquad "
+    r"\mathrm{logits} = \frac{\gamma \odot r_L}{\sqrt{\mathrm{mean}(r_L^2) + \varepsilon}}\,E^\top",
+    "LayerNorm": r"r_L = e + \sum_{l}\Big(\sum_h z_{l,h} W_{O,h}^\top + b_{O,l} + m_l\Big),\qquad "
+    r"\mathrm{logits} = \Big(\frac{\gamma \odot (r_L - \bar r_L)}{\sqrt{\mathrm{var}(r_L) + "
+    r"\varepsilon}} + \beta\Big)\,E^\top",
+}
+
+
+def attribution_sentence(split: LogitAttribution, what: str, norm: str = "RMSNorm") -> str:
+    """The frozen scale of the final ``norm`` ("RMSNorm" or "LayerNorm"), and the parts that
+    add up to the logit."""
+    scale = "1/ρ" if norm == "RMSNorm" else "1/σ"
+    fixed = (
+        f", biases (every layer's b_O and the norm's β) {split.fixed:+.3f}"
+        if norm == "LayerNorm"
+        else ""
+    )
     return (
-        f"The final RMSNorm's scale is frozen at its value on this input, 1/ρ = {split.scale:.4f}: "
-        f"that makes {what} a sum. Embedding {split.embedding:+.3f}, heads "
-        f"{split.heads.sum():+.3f}, MLPs {split.mlps.sum():+.3f}; together {split.total:+.4f}, "
-        f"the logit itself {split.logit:+.4f}."
+        f"The final {norm}'s scale is frozen at its value on this input, {scale} = "
+        f"{split.scale:.4f}: that makes {what} a sum. Embedding {split.embedding:+.3f}, heads "
+        f"{split.heads.sum():+.3f}, MLPs {split.mlps.sum():+.3f}{fixed}; together "
+        f"{split.total:+.4f}, the logit itself {split.logit:+.4f}."
     )
 
 

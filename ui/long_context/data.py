@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attention_core.models.llama import LlamaModel, TextScore
+from attention_core.models.decoder import DecoderModel
+from attention_core.models.llama import TextScore
 from attention_core.models.long_context import VARIANTS, context_pass, perplexity
 from server.lane import LONG_RUNS
 from server.process_load import run_where_kept
@@ -38,7 +39,7 @@ class ThreePasses:
     digest: str
 
 
-def three_passes(model: LlamaModel, ids: tuple[int, ...], window: int, sinks: int) -> ThreePasses:
+def three_passes(model: DecoderModel, ids: tuple[int, ...], window: int, sinks: int) -> ThreePasses:
     # Each pass is keyed on what changes it alone: the full pass on the text, the window's on W,
     # the sinks' on W and S. Each keeps the weight on the first MAX_SINKS keys, so S only sums.
     keys = {"full": (0, 0), "window": (window, 0), "sinks": (window, sinks)}
@@ -60,14 +61,14 @@ def three_passes(model: LlamaModel, ids: tuple[int, ...], window: int, sinks: in
     )
 
 
-def full_pass(model: LlamaModel, ids: tuple[int, ...]) -> TextScore:
+def full_pass(model: DecoderModel, ids: tuple[int, ...]) -> TextScore:
     """The text read with full causal attention: the first of the three passes."""
     return _pass(ids, "full", 0, 0, id(model), model)
 
 
 @smollm.let_go_with_model
 @bounded_by_bytes(12 * MB, name="long_context.passes", lane=LONG_RUNS)
-def _pass(ids, variant, window, sinks, model_id, _model: LlamaModel) -> TextScore:
+def _pass(ids, variant, window, sinks, model_id, _model: DecoderModel) -> TextScore:
     return run_where_kept(
         context_pass, _model, np.asarray(ids), variant, max(window, 1), sinks, MAX_SINKS
     )

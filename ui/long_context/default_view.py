@@ -5,13 +5,13 @@ the page's seven passes (~8 s on one core), computed before a talk's audience op
 from __future__ import annotations
 
 from attention_core.lessons.passages import ALICE
-from attention_core.models.llama import LlamaModel
+from attention_core.models.decoder import DecoderModel
 from ui.long_context import data, inputs, kv_cache
 from ui.models import smollm
 
 
 @smollm.default_view
-def prepare(model: LlamaModel) -> None:
+def prepare(model: DecoderModel) -> None:
     ids, _ = inputs.text_ids(model, ALICE)
     data.three_passes(model, ids, inputs.DEFAULT_WINDOW, inputs.DEFAULT_SINKS)
     kv_cache.experiment(model, ids)

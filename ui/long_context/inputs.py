@@ -5,24 +5,30 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attention_core.models.llama import MAX_SCORED_TOKENS, LlamaModel
+from attention_core.models.decoder import MAX_SCORED_TOKENS, DecoderModel
 from ui.widgets.state import PageState
 
 DEFAULT_WINDOW, DEFAULT_SINKS = 64, 4
 WINDOWS = (4, 512)
 MAX_SINKS = 16
-# A link may carry a long text; 6,000 characters are ~1,400 tokens, cut to MAX_SCORED_TOKENS.
+# A link may carry a long text; 6,000 characters are ~1,400 tokens, cut to the model's
+# text_limit (MAX_SCORED_TOKENS, or a GPT-2's positions).
 MAX_TEXT_CHARS = 6_000
 
 
-def text_ids(model: LlamaModel, text: str) -> tuple[tuple[int, ...], str]:
-    """The text's token ids, cut to MAX_SCORED_TOKENS, and what to say if it was cut."""
+def text_ids(model: DecoderModel, text: str) -> tuple[tuple[int, ...], str]:
+    """The text's token ids, cut to the model's ``text_limit``, and what to say if it was cut."""
     ids = model.encode_prompt(text)
-    if len(ids) <= MAX_SCORED_TOKENS:
+    limit = model.text_limit
+    if len(ids) <= limit:
         return tuple(ids), ""
-    return tuple(ids[:MAX_SCORED_TOKENS]), (
-        f"The text is {len(ids):,} tokens: the page reads its first {MAX_SCORED_TOKENS:,} "
-        "(three passes over a longer one would keep every viewer waiting)."
+    why = (
+        "three passes over a longer one would keep every viewer waiting"
+        if limit == MAX_SCORED_TOKENS
+        else "the model learned no more positions"
+    )
+    return tuple(ids[:limit]), (
+        f"The text is {len(ids):,} tokens: the page reads its first {limit:,} ({why})."
     )
 
 

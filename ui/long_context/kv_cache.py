@@ -26,8 +26,8 @@ from attention_core.kv_cache import (
     cache_bytes,
     variant_bytes_per_token,
 )
+from attention_core.models.decoder import DecoderModel
 from attention_core.models.kv_experiments import KVExperiment, kv_experiment
-from attention_core.models.llama import LlamaModel
 from server.lane import LONG_RUNS
 from server.process_load import run_where_kept
 from ui.long_context import data
@@ -214,7 +214,7 @@ def bytes_text(n: float | None) -> str:
 # -- SmolLM2's experiments -------------------------------------------------------------------------
 
 
-def experiment(model: LlamaModel, text_ids: tuple[int, ...]) -> KVExperiment:
+def experiment(model: DecoderModel, text_ids: tuple[int, ...]) -> KVExperiment:
     """The full cache against the three smaller ones over the text's first
     MAX_EXPERIMENT_TOKENS tokens (once per text, for every viewer)."""
     return _experiment(text_ids, id(model), model)
@@ -223,7 +223,7 @@ def experiment(model: LlamaModel, text_ids: tuple[int, ...]) -> KVExperiment:
 @smollm.let_go_with_model
 # ~7 KB an entry at 256 tokens
 @bounded_by_bytes(MB, name="long_context.kv_experiment", lane=LONG_RUNS)
-def _experiment(text_ids, model_id, _model: LlamaModel) -> KVExperiment:
+def _experiment(text_ids, model_id, _model: DecoderModel) -> KVExperiment:
     ids = np.asarray(text_ids[:MAX_EXPERIMENT_TOKENS])
     # The full cache's read is the page's full pass over the whole text, made above this
     # section, at these first positions: one read of the text fewer.
@@ -231,7 +231,7 @@ def _experiment(text_ids, model_id, _model: LlamaModel) -> KVExperiment:
     return run_where_kept(kv_experiment, _model, ids, full=full)
 
 
-def _experiments(text_ids: tuple[int, ...], model: LlamaModel | None, name: str) -> None:
+def _experiments(text_ids: tuple[int, ...], model: DecoderModel | None, name: str) -> None:
     ids = tuple(text_ids[:MAX_EXPERIMENT_TOKENS])
     if len(ids) < 2:
         st.info("The experiments need a text of at least two tokens.", icon=":material/edit:")
@@ -240,9 +240,13 @@ def _experiments(text_ids: tuple[int, ...], model: LlamaModel | None, name: str)
         st.info(f"{name} is not loaded: the experiments need it.", icon=":material/cloud_off:")
         return
     config = model.config
+    heads = (
+        f"{config.num_attention_heads} query heads sharing {config.num_key_value_heads} KV heads"
+        if config.group_size > 1
+        else f"{config.num_attention_heads} heads, each with its own keys and values,"
+    )
     st.markdown(
-        f"{name} has {config.num_attention_heads} query heads sharing "
-        f"{config.num_key_value_heads} KV heads in each of its {config.num_hidden_layers} layers. "
+        f"{name} has {heads} in each of its {config.num_hidden_layers} layers. "
         "Here it reads the text with its full cache and then with three smaller ones, made "
         f"without retraining: the {config.num_key_value_heads} KV heads **mean-pooled into one** "
         "(MQA), and every cached "

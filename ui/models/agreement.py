@@ -19,8 +19,9 @@ import numpy as np
 import streamlit as st
 
 from attention_core import AttentionInputError
-from attention_core.models import BertModel, run_bert_ids, run_llama
+from attention_core.models import BertModel, run_bert_ids
 from attention_core.models.fidelity import Agreement, agreement
+from attention_core.models.forward import run_decoder
 from server.lane import LONG_RUNS
 from server.process_load import load_in_a_process, run_where_kept
 from ui.models import chosen, smollm
@@ -87,5 +88,5 @@ def _agreement(source: str, kind: str, ids: tuple[int, ...], model_id: int, _mod
     if kind == "encoder":
         ours = run_bert_ids(_model, ids_array).hidden_states[-1]
     else:
-        ours = run_where_kept(run_llama, _model, ids_array, all_logits=True, keep=()).logits
+        ours = run_where_kept(run_decoder, _model, ids_array, all_logits=True, keep=()).logits
     return agreement(ours, theirs, kind)

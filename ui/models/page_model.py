@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attention_core.models import BertModel, LlamaModel
+from attention_core.models import BertModel, GPT2Model
+from attention_core.models.decoder import DecoderModel
 from attention_core.models.families import checkpoint_name, family_of_model
 from ui.models import chosen, minilm, smollm
 from ui.widgets.layout import plain
@@ -62,9 +63,16 @@ def decoder_shape(loaded: object) -> tuple[int, int]:
     """The loaded decoder's layers and query heads; SmolLM2's (30, 9) without one, so that a
     link's layer and head stay bound while the page says what is wrong."""
     model = getattr(loaded, "model", None)
-    if not isinstance(model, LlamaModel):
+    if not isinstance(model, DecoderModel):
         return 30, 9
     return model.config.num_hidden_layers, model.config.num_attention_heads
+
+
+def final_norm_kind(loaded: object) -> str:
+    """The loaded decoder's final norm, "RMSNorm" (Llama, Qwen2; SmolLM2's without one) or
+    "LayerNorm" (GPT-2)."""
+    model = getattr(loaded, "model", None)
+    return model.final_norm.kind if isinstance(model, DecoderModel) else "RMSNorm"
 
 
 def named_decoder(name: str) -> smollm.LoadResult | chosen.ChosenLoad:
@@ -73,10 +81,10 @@ def named_decoder(name: str) -> smollm.LoadResult | chosen.ChosenLoad:
     return chosen.load(name) if name in chosen.listed() else smollm.load_decoder()
 
 
-def decoder_or_stop(view: PageState, loaded: object) -> LlamaModel:
+def decoder_or_stop(view: PageState, loaded: object) -> DecoderModel:
     if isinstance(loaded, chosen.ChosenLoad):
-        runs = "decoder pages run Llama and Qwen2 decoders (GPT-2 runs in the core, not yet here)"
-        return _listed_or_stop(view, loaded, LlamaModel, runs)
+        runs = "decoder pages run Llama, Qwen2 and GPT-2 decoders"
+        return _listed_or_stop(view, loaded, DecoderModel, runs)
     return smollm.model_or_stop(view, loaded)
 
 
@@ -119,6 +127,12 @@ def architecture(model: object) -> str:
             f"{config.num_hidden_layers} layers, {config.num_attention_heads} heads, d_model "
             f"{config.hidden_size}, d_head {config.head_dim}, at most "
             f"{config.max_position_embeddings} tokens"
+        )
+    if isinstance(model, GPT2Model):
+        return (
+            f"{config.num_hidden_layers} layers, {config.num_attention_heads} heads each with "
+            f"its own keys and values, d_head {config.head_dim}, {config.n_positions} learned "
+            "positions"
         )
     return (
         f"{config.num_hidden_layers} layers, {config.num_attention_heads} query heads sharing "

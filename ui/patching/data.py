@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attention_core.models import patching
-from attention_core.models.llama import LlamaModel
+from attention_core.models.decoder import DecoderModel
 from server.lane import LONG_RUNS
 from server.process_load import run_where_kept
 from ui.models import smollm
@@ -50,13 +50,13 @@ class PairRuns:
     digest: str
 
 
-def pair_runs(model: LlamaModel, pair: Pair) -> PairRuns:
+def pair_runs(model: DecoderModel, pair: Pair) -> PairRuns:
     return _pair_runs(pair, id(model), model)
 
 
 @smollm.let_go_with_model
 @bounded_by_bytes(32 * MB, name="patching.runs")  # ~8 MB an entry at 14 tokens
-def _pair_runs(pair: Pair, model_id: int, _model: LlamaModel) -> PairRuns:
+def _pair_runs(pair: Pair, model_id: int, _model: DecoderModel) -> PairRuns:
     runs = patching.patch_runs(_model, pair.clean, pair.corrupt, pair.answer, pair.wrong)
     return PairRuns(
         runs=runs,
@@ -66,19 +66,19 @@ def _pair_runs(pair: Pair, model_id: int, _model: LlamaModel) -> PairRuns:
     )
 
 
-def stream_map(model: LlamaModel, pair: Pair, kind: str) -> np.ndarray:
+def stream_map(model: DecoderModel, pair: Pair, kind: str) -> np.ndarray:
     """LD `(L + 1, n)` for "resid", `(L, n)` for "attn_out" and "mlp_out"."""
     return _patched(pair, kind, id(model), model)
 
 
-def head_map(model: LlamaModel, pair: Pair, last_only: bool) -> np.ndarray:
+def head_map(model: DecoderModel, pair: Pair, last_only: bool) -> np.ndarray:
     """LD `(L, head)`."""
     return _patched(pair, "heads.last" if last_only else "heads", id(model), model)
 
 
 @smollm.let_go_with_model
 @bounded_by_bytes(MB, name="patching.maps", lane=LONG_RUNS)  # ~3 KB an entry
-def _patched(pair: Pair, what: str, model_id: int, _model: LlamaModel) -> np.ndarray:
+def _patched(pair: Pair, what: str, model_id: int, _model: DecoderModel) -> np.ndarray:
     runs = _pair_runs(pair, model_id, _model).runs
     if what in KINDS:
         return run_where_kept(patching.patch_stream, _model, runs, what)

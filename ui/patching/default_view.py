@@ -4,13 +4,13 @@ maps, computed before a talk's audience opens the link."""
 
 from __future__ import annotations
 
-from attention_core.models.llama import LlamaModel
+from attention_core.models.decoder import DecoderModel
 from ui.models import smollm
 from ui.patching import data, inputs
 
 
 @smollm.default_view
-def prepare(model: LlamaModel) -> None:
+def prepare(model: DecoderModel) -> None:
     read = inputs.read_pair(model, inputs.DEFAULTS)
     data.pair_runs(model, read.pair)
     data.stream_map(model, read.pair, "resid")

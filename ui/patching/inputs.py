@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attention_core import AttentionInputError
-from attention_core.models.llama import LlamaModel
+from attention_core.models.decoder import DecoderModel
 from ui.patching.data import MAX_PROMPT_TOKENS, Pair
 
 # The indirect-object pair (Wang et al. 2022): SmolLM2 gives " Mary" p = 0.92 after the clean
@@ -38,15 +38,16 @@ class ReadPair:
     notes: dict[str, str]
 
 
-def prompt_ids(model: LlamaModel, text: str, which: str) -> tuple[tuple[int, ...], str]:
-    """A prompt's ids (cut to MAX_PROMPT_TOKENS) and the note saying it was cut."""
+def prompt_ids(model: DecoderModel, text: str, which: str) -> tuple[tuple[int, ...], str]:
+    """A prompt's ids (cut to MAX_PROMPT_TOKENS, or the positions a GPT-2 learned) and the note
+    saying it was cut."""
     if not text.strip():
         raise AttentionInputError(f"The {which} prompt is empty: type a sentence to complete.")
-    prompt = model.prompt(text, max_tokens=MAX_PROMPT_TOKENS)
+    prompt = model.prompt(text, max_tokens=min(MAX_PROMPT_TOKENS, model.context_limit))
     return tuple(int(i) for i in prompt.input_ids), prompt.notice
 
 
-def answer_id(model: LlamaModel, text: str, which: str) -> tuple[int, str]:
+def answer_id(model: DecoderModel, text: str, which: str) -> tuple[int, str]:
     """An answer's token id: its only piece, or its first piece and a note saying so."""
     ids = model.encode(text)
     if not ids:
@@ -63,7 +64,7 @@ def answer_id(model: LlamaModel, text: str, which: str) -> tuple[int, str]:
     )
 
 
-def read_pair(model: LlamaModel, texts: dict[str, str]) -> ReadPair:
+def read_pair(model: DecoderModel, texts: dict[str, str]) -> ReadPair:
     """The pair of `texts` (keys "clean", "corrupt", "answer", "wrong")."""
     problems, notes, ids = {}, {}, {}
     readers = {
@@ -104,5 +105,5 @@ def read_pair(model: LlamaModel, texts: dict[str, str]) -> ReadPair:
     return ReadPair(pair, problems, notes)
 
 
-def _listed(model: LlamaModel, ids: tuple[int, ...]) -> str:
+def _listed(model: DecoderModel, ids: tuple[int, ...]) -> str:
     return " · ".join(shown(model.token_text(i)) for i in ids)

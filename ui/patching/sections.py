@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from attention_core.models.llama import LlamaModel
+from attention_core.models.decoder import DecoderModel
 from attention_core.models.patching import restored
 from ui.models import page_model
 from ui.patching import data, figures, questions, tables
@@ -27,12 +27,12 @@ DEFAULT_LAYER, DEFAULT_HEAD = 24, 4
 BLOCK_KINDS = {"attn_out": data.KINDS["attn_out"], "mlp_out": data.KINDS["mlp_out"]}
 
 
-def _names(found: data.PairRuns, model: LlamaModel) -> tuple[str, str]:
+def _names(found: data.PairRuns, model: DecoderModel) -> tuple[str, str]:
     runs = found.runs
     return shown(model.token_text(runs.answer)), shown(model.token_text(runs.wrong))
 
 
-def pair_and_residual(view: PageState, model: LlamaModel, pair: data.Pair) -> np.ndarray:
+def pair_and_residual(view: PageState, model: DecoderModel, pair: data.Pair) -> np.ndarray:
     """The pair's LDs and probabilities, then the residual map; returns its restored shares
     `(L + 1, n)`."""
     found = data.pair_runs(model, pair)

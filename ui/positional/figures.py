@@ -16,7 +16,6 @@ from attention_core import sinusoid_wavelengths
 from attention_core.lessons.position_experiments import (
     OffsetProfile,
     RotationExample,
-    similarity_matrix,
 )
 from ui.positional.data import FamilySetting, family_scores, pe_table, similarity_profile
 from ui.widgets import heatmaps, lines, render
@@ -92,15 +91,10 @@ def dimensions_figure(
 
 
 def similarity_figure(num_positions: int, d_model: int, base: float) -> go.Figure:
-    labels = position_labels(num_positions)
-    return heatmaps.heatmap(
-        similarity_matrix(pe_table(num_positions, d_model, base)),  # (position, position)
-        row_labels=labels,
-        col_labels=labels,
-        kind="scores",
-        row_title="query position",
-        col_title="key position",
-        title="PE·PEᵀ: dot product of every pair of positions",
+    return heatmaps.similarity_heatmap(
+        pe_table(num_positions, d_model, base),
+        position_labels(num_positions),
+        "PE·PEᵀ: dot product of every pair of positions",
     )
 
 

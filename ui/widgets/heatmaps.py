@@ -15,6 +15,7 @@ from typing import Literal
 import numpy as np
 import plotly.graph_objects as go
 
+from attention_core.lessons.position_experiments import similarity_matrix
 from ui.widgets import describe
 from ui.widgets.describe import MINUS_INFINITY, format_number
 from ui.widgets.render import Panels, figure
@@ -140,6 +141,24 @@ def heatmap(
         title=title,
     )
     return describe.attach(figure(traces, layout), alt, table)
+
+
+def similarity_heatmap(
+    table: np.ndarray, labels: Sequence[str], title: str, **options: object
+) -> go.Figure:
+    """How alike the rows of a position table `(position, d_model)` are: every pair's dot
+    product `(position, position)`, as a query position would score a key position by its
+    position vector alone."""
+    return heatmap(
+        similarity_matrix(table),  # (position, position)
+        row_labels=labels,
+        col_labels=labels,
+        kind="scores",
+        row_title="query position",
+        col_title="key position",
+        title=title,
+        **options,
+    )
 
 
 def heatmap_grid(

@@ -5,7 +5,8 @@ module per job, in the order a pass needs them:
     weights  the tensors in float32, Conv1D's `(in, out)` turned to nn.Linear's `(out, in)`
     model    the loaded model (config, weights, tokenizer) and ``load_gpt2``
     steps    what a pass returns: the KV cache, each block's steps, the trace
-    forward  the forward pass, its formula in the docstring: ``run_gpt2``
+    forward  the forward pass, its formula in the docstring: ``run_gpt2`` (with run_llama's
+             keep, start and tokens), and ``read_text``, a text read keeping no steps
 
 A Hugging Face folder is read by ``attention_core.models.folder`` (``check_folder``,
 ``read_tensors``) and ``loading.read_tokenizer``, as every family's is. The shared pieces
@@ -15,7 +16,7 @@ only.
 """
 
 from .config import GPT2Config, parameter_count
-from .forward import run_gpt2
+from .forward import read_text, run_gpt2
 from .model import GPT2Model, load_gpt2
 from .steps import GPT2Cache, GPT2LayerSteps, GPT2Trace
 from .weights import GPT2LayerWeights, GPT2Weights
@@ -30,5 +31,6 @@ __all__ = [
     "GPT2Weights",
     "load_gpt2",
     "parameter_count",
+    "read_text",
     "run_gpt2",
 ]

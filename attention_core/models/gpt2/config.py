@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from ..checkpoint import config_errors, optional_id
@@ -41,6 +42,15 @@ class GPT2Config:
     @property
     def head_dim(self) -> int:
         return self.n_embd // self.n_head
+
+    # Every decoder family's names for the same numbers, as transformers' GPT2Config maps
+    # them (``attribute_map``): what the pages and the shared pass code read.
+    num_hidden_layers = property(attrgetter("n_layer"))
+    num_attention_heads = property(attrgetter("n_head"))
+    num_key_value_heads = property(attrgetter("n_head"))  # each query head its own K and V
+    hidden_size = property(attrgetter("n_embd"))
+    max_position_embeddings = property(attrgetter("n_positions"))
+    group_size = 1  # query heads per KV head: none share (multi-head attention)
 
     def attention_scale(self, layer: int) -> float:
         """The factor layer ``layer``'s scores q·k are multiplied by before the softmax."""

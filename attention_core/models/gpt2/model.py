@@ -6,10 +6,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
-from ..decoder import DecoderModel
+from attention_core.logit_lens import FinalNorm
+
+from ..chat import read_chat_template
+from ..decoder import MAX_CONTEXT_TOKENS, MAX_SCORED_TOKENS, DecoderModel
 from ..folder import check_folder, read_tensors
 from ..loading import (
     CONFIG_FILE,
@@ -35,6 +39,7 @@ class GPT2Model(DecoderModel):
     config: GPT2Config
     weights: GPT2Weights
     path: Path | None = None
+    positions: ClassVar[str] = "learned"
 
     @property
     def parameter_count(self) -> int:
@@ -51,6 +56,24 @@ class GPT2Model(DecoderModel):
     def eos_token_id(self) -> int | None:
         return self.config.eos_token_id
 
+    @property
+    def context_limit(self) -> int:
+        """Positions past the learned table have no row to add: at most n_positions tokens."""
+        return min(MAX_CONTEXT_TOKENS, self.config.n_positions)
+
+    @property
+    def text_limit(self) -> int:
+        """A scored text, too, is at most n_positions tokens."""
+        return min(MAX_SCORED_TOKENS, self.config.n_positions)
+
+    @property
+    def final_norm(self) -> FinalNorm:
+        """ln_f, the LayerNorm the head reads the stream through (the lens and attribution)."""
+        weights = self.weights
+        return FinalNorm(
+            "LayerNorm", weights.ln_f_weight, self.config.layer_norm_epsilon, weights.ln_f_bias
+        )
+
 
 def load_gpt2(path: Path | str) -> GPT2Model:
     """Load a GPT-2 from a Hugging Face folder (config.json, model.safetensors, tokenizer.json).
@@ -66,14 +89,9 @@ def load_gpt2(path: Path | str) -> GPT2Model:
     )
     tokenizer = read_tokenizer(folder / TOKENIZER_FILE)
     state = read_tensors(folder)
-    formats = sorted({number_format(a) for a in state.values() if a.ndim == 2})
+    saved_as = ", ".join(sorted({number_format(a) for a in state.values() if a.ndim == 2}))
     weights = GPT2Weights.from_state_dict(state, config, str(folder))
     del state
-    return GPT2Model(
-        config=config,
-        weights=weights,
-        tokenizer=tokenizer,
-        path=folder,
-        load_seconds=time.perf_counter() - start,
-        saved_as=", ".join(formats),
-    )
+    return GPT2Model.loaded(start, config=config, weights=weights, tokenizer=tokenizer,
+                            path=folder, saved_as=saved_as,
+                            chat_template=read_chat_template(folder))  # fmt: skip

@@ -15,6 +15,7 @@ import numpy as np
 from attention_core.attention import AttentionSteps
 from attention_core.decoding import DecoderCache
 
+from ..passes import KeptSteps
 from ..trace import DecoderTrace
 
 __all__ = ["GPT2Cache", "GPT2LayerSteps", "GPT2Trace"]
@@ -23,7 +24,13 @@ __all__ = ["GPT2Cache", "GPT2LayerSteps", "GPT2Trace"]
 @dataclass(frozen=True, eq=False)
 class GPT2Cache(DecoderCache):
     """The KV cache: one ``decoding.KVCache`` per layer, keys and values `(head, pos, d_head)`.
-    Immutable: a pass returns a new cache, so a page can keep the old one."""
+    Immutable: a pass returns a new cache, so a page can keep the old one. Every query head has
+    its own keys and values, so ``mha_bytes`` (what multi-head attention keeps) is
+    ``bytes_used``."""
+
+    @property
+    def mha_bytes(self) -> int:
+        return self.bytes_used
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,7 +95,7 @@ class GPT2Trace(DecoderTrace):
     token_embeddings: np.ndarray
     position_embeddings: np.ndarray
     embeddings: np.ndarray
-    layers: tuple[GPT2LayerSteps, ...]
+    layers: tuple[GPT2LayerSteps | KeptSteps, ...]
     final_hidden: np.ndarray
     logits: np.ndarray
-    cache: GPT2Cache
+    cache: GPT2Cache | None

@@ -79,6 +79,12 @@ class GPT2Weights:
     ln_f_weight: np.ndarray
     ln_f_bias: np.ndarray
     lm_head: np.ndarray
+    storage = "float32"  # every matrix held (and computed) in float32
+
+    @property
+    def unembedding(self) -> np.ndarray:
+        """`(vocab, d_model)` the head's matrix (every family's name for it)."""
+        return self.lm_head
 
     @property
     def nbytes(self) -> int:
@@ -107,32 +113,29 @@ class GPT2Weights:
             # Conv1D's (in, out) as nn.Linear's (out, in): a view, so W.T is the stored bytes.
             return wide.T if conv1d and wide is not None else wide
 
-        layers = []
-        for i in range(config.n_layer):
-            p = f"h.{i}"
-            layers.append(
-                GPT2LayerWeights(
-                    ln_1_weight=take(f"{p}.ln_1.weight", (d,)),
-                    ln_1_bias=take(f"{p}.ln_1.bias", (d,)),
-                    w_qkv=take(f"{p}.attn.c_attn.weight", (d, 3 * d), conv1d=True),
-                    b_qkv=take(f"{p}.attn.c_attn.bias", (3 * d,)),
-                    w_o=take(f"{p}.attn.c_proj.weight", (d, d), conv1d=True),
-                    b_o=take(f"{p}.attn.c_proj.bias", (d,)),
-                    ln_2_weight=take(f"{p}.ln_2.weight", (d,)),
-                    ln_2_bias=take(f"{p}.ln_2.bias", (d,)),
-                    w_fc=take(f"{p}.mlp.c_fc.weight", (d, f), conv1d=True),
-                    b_fc=take(f"{p}.mlp.c_fc.bias", (f,)),
-                    w_proj=take(f"{p}.mlp.c_proj.weight", (f, d), conv1d=True),
-                    b_proj=take(f"{p}.mlp.c_proj.bias", (d,)),
-                )
+        def block(p: str) -> GPT2LayerWeights:  # p = "h.{i}"
+            return GPT2LayerWeights(
+                ln_1_weight=take(f"{p}.ln_1.weight", (d,)),
+                ln_1_bias=take(f"{p}.ln_1.bias", (d,)),
+                w_qkv=take(f"{p}.attn.c_attn.weight", (d, 3 * d), conv1d=True),
+                b_qkv=take(f"{p}.attn.c_attn.bias", (3 * d,)),
+                w_o=take(f"{p}.attn.c_proj.weight", (d, d), conv1d=True),
+                b_o=take(f"{p}.attn.c_proj.bias", (d,)),
+                ln_2_weight=take(f"{p}.ln_2.weight", (d,)),
+                ln_2_bias=take(f"{p}.ln_2.bias", (d,)),
+                w_fc=take(f"{p}.mlp.c_fc.weight", (d, f), conv1d=True),
+                b_fc=take(f"{p}.mlp.c_fc.bias", (f,)),
+                w_proj=take(f"{p}.mlp.c_proj.weight", (f, d), conv1d=True),
+                b_proj=take(f"{p}.mlp.c_proj.bias", (d,)),
             )
+
         wte = take("wte.weight", (vocab, d))
         # A tied head is not saved (save_pretrained drops it): the embedding matrix serves.
         lm_head = wte if config.tie_word_embeddings else take("lm_head.weight", (vocab, d))
         weights = cls(
             wte=wte,
             wpe=take("wpe.weight", (config.n_positions, d)),
-            layers=tuple(layers),
+            layers=picker.layers("h", config.n_layer, block),
             ln_f_weight=take("ln_f.weight", (d,)),
             ln_f_bias=take("ln_f.bias", (d,)),
             lm_head=lm_head,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checkpoint import config_errors, optional_id
+from ..decoder import MAX_SCORED_TOKENS
 from ..loading import ModelFileError, supported_activation
 
 __all__ = ["SUPPORTED_FAMILIES", "LlamaConfig", "parameter_count"]
@@ -28,9 +29,9 @@ SUPPORTED_FAMILIES = {
     "qwen2": "biases on q, k and v",
     "mistral": "a sliding window, run when it is at least as long as any text read here",
 }
-# The most tokens a pass reads here (forward.MAX_SCORED_TOKENS): a sliding window at least this
-# long hides no key, so the model computes exactly as with full causal attention.
-LONGEST_PASS = 1024
+# The most tokens a pass reads here (MAX_SCORED_TOKENS): a sliding window at least this long
+# hides no key, so the model computes exactly as with full causal attention.
+LONGEST_PASS = MAX_SCORED_TOKENS
 
 
 @dataclass(frozen=True)

@@ -34,25 +34,18 @@ import numpy as np
 
 from attention_core.decoding import KVCache, check_attend, decode_step
 from attention_core.positional import llama3_frequencies, rotary_tables, rotate_half_pairs
-from attention_core.validation import AttentionInputError, check_int, check_token_ids
+from attention_core.validation import AttentionInputError, check_token_ids
 
-from .. import points
-from ..checkpoint import check_logits
+from .. import passes, points
+from ..decoder import MAX_CONTEXT_TOKENS, MAX_SCORED_TOKENS
 from ..layers import rms_norm, silu
-from .config import LONGEST_PASS, LlamaConfig
+from .config import LlamaConfig
 from .files import widen
 from .model import LlamaModel
-from .steps import KeptSteps, LlamaCache, LlamaLayerSteps, LlamaTrace
+from .steps import LlamaCache, LlamaLayerSteps, LlamaTrace
 from .weights import LlamaLayerWeights
 
 __all__ = ["MAX_CONTEXT_TOKENS", "MAX_SCORED_TOKENS", "read_text", "run_llama"]
-
-# A trace keeps every layer's (head, n, n) steps: 30 layers x 9 heads x 4 arrays at 256 tokens
-# is ~280 MB, the most one pass should hold (a page keeps the weights alone: run_llama's keep).
-# Prompts (prompt.MAX_PROMPT_TOKENS) leave room for 64 generated tokens.
-MAX_CONTEXT_TOKENS = 256
-# A text scored in one pass keeps no steps (score_llama): its limit is time, not memory.
-MAX_SCORED_TOKENS = LONGEST_PASS
 
 
 def run_llama(
@@ -105,7 +98,7 @@ def run_llama(
     caller that reads a few: logits are then `(..., n_logits, len(tokens))` in that order.
     """
     ids, past, attend, edits = _checked_inputs(model, input_ids, cache, attend, head_mask, edits)
-    first, stream = _checked_start(model, start, ids.shape[0])
+    first, stream = passes.checked_start(model.config, start, ids.shape[0])
     if past + ids.shape[0] > MAX_CONTEXT_TOKENS:
         raise AttentionInputError(
             f"{past + ids.shape[0]} tokens is more than this page's maximum of "
@@ -115,29 +108,23 @@ def run_llama(
     weights = model.weights
     rows = ids.shape[0] if stream is None else stream.size // stream.shape[-1]
     embeddings, rope, scratch = _start(model, ids, past, rows)
-    layers, caches = _skipped(first, cache)
-    if first == 0:
-        embeddings = embeddings if stream is None else stream
-        embeddings = points.edit_at(edits, points.resid, 0, embeddings)
-        hidden = embeddings
-    else:
-        hidden = points.edit_at(edits, points.resid, first, stream)
-        layers[-1] = KeptSteps({"hidden": hidden})  # resid.first as the pass went on with it
+    layers, caches = passes.skipped(first, cache)
+    embeddings, hidden = passes.first_stream(edits, first, embeddings, stream, layers)
     for steps, layer_cache in _layer_by_layer(
         model, hidden, rope, scratch, cache=cache, attend=attend, edits=edits, first=first
     ):
-        layers.append(
-            steps if keep is None else KeptSteps({name: getattr(steps, name) for name in keep})
-        )
+        layers.append(passes.kept(steps, keep))
         caches.append(layer_cache)
         hidden = steps.hidden
         del steps  # what keep leaves goes now, not once the next layer has run
     final = rms_norm(hidden, weights.final_norm, model.config.rms_norm_eps)
-    unembedding = weights.unembedding
-    if tokens is not None:  # a few rows of the head: a patch reads two logits, not 49,152
-        unembedding = unembedding[check_token_ids(tokens, model.config.vocab_size)]
-    logits = _linear(final if all_logits else final[..., -1:, :], unembedding, scratch)
-    check_logits(logits)
+    logits = passes.read_logits(
+        final,
+        weights.unembedding,
+        lambda x, w: _linear(x, w, scratch),
+        all_logits=all_logits,
+        tokens=tokens,
+    )
     return LlamaTrace(
         input_ids=ids.astype(np.int64),
         positions=np.arange(past, past + ids.shape[0]),
@@ -164,26 +151,13 @@ def read_text(
     final RMSNorm `(n, d_model)` and the first keys' weights `(layer, head, first)`. For
     callers that read the logits of several passes together (``kv_experiments``)."""
     ids, _, attend, _ = _checked_inputs(model, input_ids, None, attend, None, None)
-    n = ids.shape[0]
-    if n > MAX_SCORED_TOKENS:
-        raise AttentionInputError(
-            f"{n} tokens is more than the {MAX_SCORED_TOKENS} a text can have here: cut it."
-        )
-    if n < 2:
-        raise AttentionInputError("A text of one token has nothing to predict: type more.")
-    first = min(check_int(first, "the number of first keys", minimum=1), n)
+    first = passes.checked_text(ids.shape[0], first, model.text_limit)
     weights = model.weights
     hidden, rope, scratch = _start(model, ids, 0)
-    shares = []
-    for steps, _ in _layer_by_layer(model, hidden, rope, scratch, attend=attend, kv_codec=kv_codec):
-        # Queries 1..n-1: query 0 can only see itself.
-        shares.append(steps.weights[:, 1:, :first].mean(axis=-2))
-        hidden = steps.hidden
-        # Let go before the next layer runs, not when its steps replace these: one layer's
-        # (head, n, n) scores and weights at a time (~40 MB at 547 tokens), not two.
-        del steps
+    layers = _layer_by_layer(model, hidden, rope, scratch, attend=attend, kv_codec=kv_codec)
+    hidden, shares = passes.first_key_shares(layers, hidden, first)
     final = rms_norm(hidden, weights.final_norm, model.config.rms_norm_eps)
-    return ids, final, np.stack(shares)
+    return ids, final, shares
 
 
 def _checked_inputs(model, input_ids, cache, attend, head_mask, edits):
@@ -215,38 +189,6 @@ def _checked_inputs(model, input_ids, cache, attend, head_mask, edits):
             )
         edits = {**scaling, **(edits or {})} or None
     return ids, past, attend, edits
-
-
-def _checked_start(
-    model: LlamaModel, start: tuple[int, np.ndarray] | None, n: int
-) -> tuple[int, np.ndarray | None]:
-    """``run_llama``'s start checked: the first layer to run and the stream `(n, d_model)` or
-    `(batch, n, d_model)` float32 it reads (0 and None without a start)."""
-    if start is None:
-        return 0, None
-    config = model.config
-    boundary, stream = start
-    boundary = check_int(boundary, "the start's layer boundary", minimum=0)
-    if boundary > config.num_hidden_layers:
-        raise AttentionInputError(
-            f"The start's layer boundary is {boundary}, but this model's boundaries run from 0 "
-            f"(the embeddings) to {config.num_hidden_layers} (after its last layer)."
-        )
-    stream = np.asarray(stream, dtype=np.float32)
-    if stream.ndim not in (2, 3) or stream.shape[-2:] != (n, config.hidden_size):
-        raise AttentionInputError(
-            f"The start's stream is shaped {stream.shape}, but a pass over {n} tokens starts "
-            f"from ({n}, {config.hidden_size}) or (batch, {n}, {config.hidden_size})."
-        )
-    return boundary, stream
-
-
-def _skipped(first: int, cache: LlamaCache | None) -> tuple[list, list]:
-    """The steps and caches of the layers a started pass does not run (before ``first``):
-    nothing kept, each layer's cache as it was given."""
-    return [KeptSteps({}) for _ in range(first)], [] if cache is None else list(
-        cache.layers[:first]
-    )
 
 
 def _start(model: LlamaModel, ids: np.ndarray, past: int, rows: int | None = None):
@@ -368,22 +310,12 @@ def _decoder_layer(
     gated = silu(gate)
     gated *= up
     ffn_output = _linear(gated, layer.w_down, scratch)  # (n, d_model)
-    ffn_output = points.edit_at(edits, points.mlp_out, index, ffn_output)
-    output = points.edit_at(edits, points.resid, index + 1, residual + ffn_output)
+    ffn_output, output = passes.layer_output(edits, index, residual, ffn_output)
     steps = LlamaLayerSteps(
-        input=hidden,
-        attn_norm=x,
-        q=q,
-        k=k,
-        v=v,
-        q_rot=q_rot,
-        k_rot=k_rot,
-        attention=step.attention,
-        attn_output=attn_output,
-        ffn_output=ffn_output,
-        hidden=output,
+        input=hidden, attn_norm=x, q=q, k=k, v=v, q_rot=q_rot, k_rot=k_rot,
+        attention=step.attention, attn_output=attn_output, ffn_output=ffn_output, hidden=output,
         edited_heads=edited_heads,
-    )
+    )  # fmt: skip
     return steps, step.cache
 
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attention_core.decoding import DecoderCache
 from attention_core.sampling import SamplingSteps, greedy_token, sample_token, sampling_steps
 from attention_core.validation import AttentionInputError
 
-from .forward import MAX_CONTEXT_TOKENS, run_llama
-from .model import LlamaModel
-from .steps import LlamaCache
+from ..decoder import DecoderModel
+from ..forward import run_decoder
 
 __all__ = [
     "Generation",
@@ -120,7 +120,7 @@ class Generation:
 
     prompt_ids: np.ndarray
     steps: tuple[GenerationStep, ...]
-    cache: LlamaCache
+    cache: DecoderCache
     stop_reason: str
 
     @property
@@ -129,7 +129,7 @@ class Generation:
 
 
 def generate(
-    model: LlamaModel,
+    model: DecoderModel,
     prompt_ids: object,
     *,
     max_new_tokens: int = 20,
@@ -144,11 +144,12 @@ def generate(
 
     Greedy when temperature is 0; otherwise sampled from softmax(logits / T) after top-k, top-p
     and min-p, step s drawing with ``step_rng(seed, s)`` (``choose_next_token``), so a seed always
-    gives the same text, the decoder page's text. Stops at ``<|im_end|>`` (with
-    ``stop_at_eos``), after ``max_new_tokens``, or at MAX_CONTEXT_TOKENS.
+    gives the same text, the decoder page's text. Stops at the model's end token (with
+    ``stop_at_eos``; SmolLM2's ``<|im_end|>``), after ``max_new_tokens``, or at the model's
+    ``context_limit``. Any decoder family, each by its own pass (``run_decoder``).
     """
     sampling = Sampling(temperature, top_k or 0, top_p, min_p, seed)
-    trace = run_llama(model, prompt_ids)
+    trace = run_decoder(model, prompt_ids)
     logits, cache = trace.next_token_logits, trace.cache
     prompt = trace.input_ids
     steps: list[GenerationStep] = []
@@ -160,11 +161,11 @@ def generate(
         if stop_at_eos and token == model.eos_token_id:
             reason = "eos"
             break
-        if cache.length >= MAX_CONTEXT_TOKENS:
+        if cache.length >= model.context_limit:
             reason = "max_context"
             break
         # The new token's single query attends to the cached keys; only its k, v are appended.
-        trace = run_llama(model, [token], cache)
+        trace = run_decoder(model, [token], cache)
         logits, cache = trace.next_token_logits, trace.cache
         steps.append(
             GenerationStep(

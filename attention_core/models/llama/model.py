@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from attention_core.logit_lens import FinalNorm
 
 from ..chat import ChatTemplate, read_chat_template
 from ..decoder import DecoderModel
 from ..loading import ModelFileError
 from .config import LlamaConfig, parameter_count
 from .files import BFLOAT16, LLMLocation, find_llm, location_of, read_gguf, read_hf_dir
-from .prompt import MAX_PROMPT_TOKENS, Prompt, gguf_tokenizer, tokenize_prompt
+from .prompt import gguf_tokenizer
 from .weights import LlamaWeights
 
 __all__ = ["LlamaModel", "load_llama"]
@@ -30,7 +32,6 @@ class LlamaModel(DecoderModel):
     config: LlamaConfig
     weights: LlamaWeights
     location: LLMLocation | None = None
-    chat_template: ChatTemplate | None = field(default=None, repr=False)
 
     @property
     def parameter_count(self) -> int:
@@ -41,19 +42,10 @@ class LlamaModel(DecoderModel):
     def eos_token_id(self) -> int:
         return self.config.eos_token_id if self.config.eos_token_id is not None else 2
 
-    def chat(self, user: str) -> str:
-        """``user``'s turn framed by this model's chat template, up to the assistant's header.
-        A ModelFileError for a model saved without one (a base model reads raw text)."""
-        if self.chat_template is None:
-            raise ModelFileError("This model was saved without a chat template: it reads raw text.")
-        return self.chat_template.render(user)
-
-    def prompt(
-        self, text: str, *, chat: bool = False, max_tokens: int = MAX_PROMPT_TOKENS
-    ) -> Prompt:
-        """``tokenize_prompt`` with this model's tokenizer, in its chat template if ``chat``."""
-        frame = self.chat if chat else None
-        return tokenize_prompt(self.tokenizer, text, chat=frame, max_tokens=max_tokens)
+    @property
+    def final_norm(self) -> FinalNorm:
+        """The RMSNorm the head reads the stream through (the lens and attribution)."""
+        return FinalNorm("RMSNorm", self.weights.final_norm, self.config.rms_norm_eps)
 
 
 def load_llama(
@@ -102,15 +94,8 @@ def load_llama(
     config = LlamaConfig.from_dict(raw_config, source=source)
     weights = LlamaWeights.from_state_dict(state, config, weights_dtype, str(location.path))
     del state
-    return LlamaModel(
-        config=config,
-        weights=weights,
-        tokenizer=tokenizer,
-        location=location,
-        load_seconds=time.perf_counter() - start,
-        chat_template=template,
-        saved_as=file_formats,
-    )
+    parts = {"tokenizer": tokenizer, "location": location, "chat_template": template}
+    return LlamaModel.loaded(start, config=config, weights=weights, saved_as=file_formats, **parts)
 
 
 def _token_text(tokenizer: Any, token_id: object) -> str:

@@ -16,8 +16,9 @@ from attention_core.losses import kl_divergence, next_token_losses
 from attention_core.validation import AttentionInputError, check_int
 
 from ..checkpoint import check_logits
-from .forward import _linear, read_text
-from .model import LlamaModel
+from ..decoder import DecoderModel
+from ..forward import read_decoder_text
+from .forward import _linear
 
 __all__ = [
     "NextTokenComparison",
@@ -54,23 +55,24 @@ SCORE_HEAD_ROWS = 8192
 
 
 def score_llama(
-    model: LlamaModel,
+    model: DecoderModel,
     input_ids: object,
     *,
     attend: object = None,
     first: int = 1,
     kv_codec: object = None,
 ) -> TextScore:
-    """Read a whole text (up to MAX_SCORED_TOKENS) and keep only its losses, its final stream
-    and the weight each head gives the first ``first`` keys: a layer's steps are let go
-    as soon as the next layer has read its output, and the logits are made a few rows at a time.
+    """Read a whole text (up to ``model.text_limit`` tokens) by any decoder family's pass and
+    keep only its losses, its final stream and the weight each head gives the first ``first``
+    keys: a layer's steps are let go as soon as the next layer has read its output, and the
+    logits are made a few rows at a time.
 
     ``attend`` as in ``run_llama`` (`(n, n)`: which keys each query may see, on top of the
     causal mask). ``kv_codec(layer, k, v) -> (k, v)``, given, replaces each layer's new keys
     (after RoPE) and values `(kv_head, n, d_head)` before attention reads them: a quantized or
     pooled KV cache.
     """
-    ids, final, first_weights = read_text(
+    ids, final, first_weights = read_decoder_text(
         model, input_ids, attend=attend, first=first, kv_codec=kv_codec
     )
     losses = compare_next_tokens(model, ids, final, ()).losses[0]
@@ -94,7 +96,7 @@ class NextTokenComparison:
 
 
 def compare_next_tokens(
-    model: LlamaModel,
+    model: DecoderModel,
     input_ids: object,
     reference: np.ndarray,
     others: tuple[np.ndarray, ...],

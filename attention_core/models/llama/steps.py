@@ -2,7 +2,7 @@
 
 LlamaCache       one ``decoding.KVCache`` per layer, immutable: a pass returns a new one
 LlamaLayerSteps  every intermediate of one decoder layer, in the order they happen
-KeptSteps        the steps of a layer that ``run_llama(keep=...)`` kept
+KeptSteps        the steps of a layer that ``run_llama(keep=...)`` kept (every family's)
 LlamaTrace       a pass over n new tokens: embeddings, layers, final stream, logits, cache;
                  ``trace.point(name)`` reads a named point (``attention_core.models.points``)
 """
@@ -16,6 +16,7 @@ import numpy as np
 from attention_core.attention import AttentionSteps
 from attention_core.decoding import DecoderCache
 
+from ..passes import KeptSteps
 from ..trace import DecoderTrace
 
 __all__ = ["KeptSteps", "LlamaCache", "LlamaLayerSteps", "LlamaTrace"]
@@ -98,22 +99,6 @@ class LlamaLayerSteps:
         if self.edited_heads is not None:
             return self.edited_heads
         return self._heads(self.attention.output)
-
-
-@dataclass(frozen=True, eq=False)
-class KeptSteps:
-    """The steps of one layer that ``run_llama(keep=…)`` kept, read by their ``LlamaLayerSteps``
-    names (``kept.weights``, ``kept.q_rot``…); asking for another is an AttributeError."""
-
-    steps: dict[str, np.ndarray]
-
-    def __getattr__(self, name: str) -> np.ndarray:
-        # Only for names that are not attributes; through __dict__, as unpickling asks before
-        # `steps` is set.
-        try:
-            return self.__dict__["steps"][name]
-        except KeyError:
-            raise AttributeError(f"{name!r} was not among the steps run_llama kept") from None
 
 
 @dataclass(frozen=True, eq=False)

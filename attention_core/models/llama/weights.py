@@ -45,6 +45,7 @@ class LlamaLayerWeights:
     w_gate_up: np.ndarray
     w_down: np.ndarray
     b_qkv: np.ndarray | None = None
+    b_o = None  # W_o has no bias (Llama, Qwen2): the heads' writes are all attention adds
 
     @property
     def w_q(self) -> np.ndarray:
@@ -132,40 +133,37 @@ class LlamaWeights:
                 return w
             return read_only(np.asfortranarray(w))
 
-        layers = []
-        for i in range(config.num_hidden_layers):
-            p = f"model.layers.{i}"
-            layers.append(
-                LlamaLayerWeights(
-                    attn_norm=take(f"{p}.input_layernorm.weight", (d,)),
-                    w_qkv=for_products(
-                        stack(
-                            take(f"{p}.self_attn.q_proj.weight", (h * dh, d)),
-                            take(f"{p}.self_attn.k_proj.weight", (kv * dh, d)),
-                            take(f"{p}.self_attn.v_proj.weight", (kv * dh, d)),
-                        )
-                    ),
-                    w_o=for_products(take(f"{p}.self_attn.o_proj.weight", (d, h * dh))),
-                    ffn_norm=take(f"{p}.post_attention_layernorm.weight", (d,)),
-                    w_gate_up=for_products(
-                        stack(
-                            take(f"{p}.mlp.gate_proj.weight", (ff, d)),
-                            take(f"{p}.mlp.up_proj.weight", (ff, d)),
-                        )
-                    ),
-                    w_down=for_products(take(f"{p}.mlp.down_proj.weight", (d, ff))),
-                    b_qkv=stack(
-                        take(f"{p}.self_attn.q_proj.bias", (h * dh,)),
-                        take(f"{p}.self_attn.k_proj.bias", (kv * dh,)),
-                        take(f"{p}.self_attn.v_proj.bias", (kv * dh,)),
+        def layer(p: str) -> LlamaLayerWeights:  # p = "model.layers.{i}"
+            return LlamaLayerWeights(
+                attn_norm=take(f"{p}.input_layernorm.weight", (d,)),
+                w_qkv=for_products(
+                    stack(
+                        take(f"{p}.self_attn.q_proj.weight", (h * dh, d)),
+                        take(f"{p}.self_attn.k_proj.weight", (kv * dh, d)),
+                        take(f"{p}.self_attn.v_proj.weight", (kv * dh, d)),
                     )
-                    if config.qkv_bias
-                    else None,
+                ),
+                w_o=for_products(take(f"{p}.self_attn.o_proj.weight", (d, h * dh))),
+                ffn_norm=take(f"{p}.post_attention_layernorm.weight", (d,)),
+                w_gate_up=for_products(
+                    stack(
+                        take(f"{p}.mlp.gate_proj.weight", (ff, d)),
+                        take(f"{p}.mlp.up_proj.weight", (ff, d)),
+                    )
+                ),
+                w_down=for_products(take(f"{p}.mlp.down_proj.weight", (d, ff))),
+                b_qkv=stack(
+                    take(f"{p}.self_attn.q_proj.bias", (h * dh,)),
+                    take(f"{p}.self_attn.k_proj.bias", (kv * dh,)),
+                    take(f"{p}.self_attn.v_proj.bias", (kv * dh,)),
                 )
+                if config.qkv_bias
+                else None,
             )
+
         weights = cls(
             embed=take("model.embed_tokens.weight", (config.vocab_size, d)),
-            layers=tuple(layers),
+            layers=picker.layers("model.layers", config.num_hidden_layers, layer),
             final_norm=take("model.norm.weight", (d,)),
             lm_head=None
             if config.tie_word_embeddings
