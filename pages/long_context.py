@@ -11,14 +11,17 @@ from ui.widgets.layout import page_intro, what_to_try
 from ui.widgets.state import PageState
 
 view = PageState("long_context")
+model_key = page_model.decoder_key(view)
+loaded = page_model.load_decoder(model_key)
+model_name = page_model.model_name(loaded, smollm.MODEL_NAME)
 page_intro(
     "Long context and the KV cache",
     "A model that reads a long text keeps every token's keys and values: memory grows with the "
     "text. A sliding window keeps only the last W tokens, and a small model falls apart once its "
     "first tokens leave the window, because many heads park their attention there (attention "
-    "sinks). Keeping the first S tokens in view brings it back. Here "
-    f"{smollm.MODEL_NAME} reads a text three ways, by masking: every token keeps its position "
-    "(RoPE's rotation, or GPT-2's learned vector), the window only hides keys.",
+    f"sinks). Keeping the first S tokens in view brings it back. Here {model_name} reads a text "
+    "three ways, by masking: every token keeps its position (RoPE's rotation, or GPT-2's "
+    "learned vector), the window only hides keys.",
     r"\mathrm{PPL} = \exp\Big(\frac{1}{n - W}\sum_{i \ge W} -\log p(t_{i+1} \mid \text{keys "
     r"query } i \text{ sees})\Big)",
 )
@@ -29,8 +32,6 @@ window_key = view.int_key("window", inputs.DEFAULT_WINDOW, lo=inputs.WINDOWS[0],
                           hi=inputs.WINDOWS[1])  # fmt: skip
 sinks_key = view.int_key("sinks", inputs.DEFAULT_SINKS, lo=0, hi=inputs.MAX_SINKS)
 
-model_key = page_model.decoder_key(view)
-loaded = page_model.load_decoder(model_key)
 model = page_model.decoder_or_stop(view, loaded)
 page_model.show_model_line(loaded, model, smollm.MODEL_NAME)
 

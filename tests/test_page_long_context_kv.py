@@ -171,3 +171,18 @@ def test_the_experiments_show_their_kl_agreement_and_bytes(model, monkeypatch):
     assert figure["layout"]["yaxis"]["type"] == "log"
     assert any("its first 24 tokens" in caption.value for caption in at.caption)
     assert at.metric[0].value == kv_cache.bytes_text(46_080 * 24) == "1.05 MiB"
+
+
+def test_the_pooling_sentence_says_only_what_the_losses_say():
+    from types import SimpleNamespace
+
+    from ui.long_context.kv_cache import pooling_sentence
+
+    assert pooling_sentence(None, 3.0) == ""
+    broken = pooling_sentence(SimpleNamespace(mean_loss=7.5), 3.0)
+    assert broken.startswith(" Pooling the heads of a trained model breaks it (mean loss 7.50")
+    mild = pooling_sentence(SimpleNamespace(mean_loss=3.2), 3.0)
+    assert mild == (
+        " Pooling the heads costs this model little on this text (mean loss 3.20 nats against "
+        "3.00)."
+    )

@@ -343,3 +343,4 @@ def test_the_long_context_page_on_a_listed_gpt2_shows_transformers_perplexity(fo
     (full,) = [m.value for m in at.metric if m.label == "Perplexity, full attention"]
     assert float(full) == pytest.approx(expected, abs=0.006)
     assert any("each with its own keys and values" in m.value for m in at.markdown)
+    assert any("Here tiny-gpt2 reads a text three ways" in m.value for m in at.markdown)
