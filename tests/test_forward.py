@@ -62,10 +62,15 @@ def test_run_decoder_refuses_what_is_no_decoder():
         run_decoder(object(), [1, 2])
 
 
-def test_gpt2_keep_start_and_tokens_give_the_plain_pass_numbers(pair):
-    model, _ = pair
-    if not hasattr(model.weights, "wpe"):
-        pytest.skip("run_llama's keep, start and tokens have their own tests (test_llama.py)")
+@pytest.fixture(scope="module", params=["gpt2", "gpt2-other"])
+def gpt2_model(request, tmp_path_factory):
+    """Our GPT-2 of one tiny checkpoint (run_llama's keep, start and tokens have their own
+    tests in test_llama.py)."""
+    return load_gpt2(write_tiny(request.param, tmp_path_factory.mktemp(request.param) / "model"))
+
+
+def test_gpt2_keep_start_and_tokens_give_the_plain_pass_numbers(gpt2_model):
+    model = gpt2_model
     ids = np.asarray(model.encode_prompt(TEXT))
     plain = run_gpt2(model, ids, all_logits=True)
     kept = run_decoder(model, ids, all_logits=True, keep=("weights",))
