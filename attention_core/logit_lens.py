@@ -234,7 +234,8 @@ def direct_logit_attribution(
     a = as_float_array(heads, "heads", min_ndim=3, max_ndim=3)
     m = as_float_array(mlps, "mlps", min_ndim=2, max_ndim=2)
     u = as_float_array(direction, "direction", min_ndim=1, max_ndim=1)
-    b = np.zeros_like(m) if biases is None else as_float_array(biases, "biases", min_ndim=2)
+    b = np.zeros_like(m) if biases is None else as_float_array(biases, "biases", min_ndim=2,
+                                                                max_ndim=2)  # fmt: skip
     width = e.shape[0]
     if {a.shape[-1], m.shape[-1], b.shape[-1], u.shape[0]} != {width} or {
         a.shape[0],

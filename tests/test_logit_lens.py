@@ -206,6 +206,10 @@ def test_a_layernorm_stream_worked_by_hand():
     )
     assert split.fixed == pytest.approx(-1.0 + 0.5)
     assert split.logit == pytest.approx(-0.5) and split.total == pytest.approx(-0.5)
+    # The biases are one write per layer, (layer, d_model): a third axis is refused.
+    with pytest.raises(AttentionInputError, match="biases"):
+        direct_logit_attribution([1.0, 0.0], [[[0.0, 1.0]]], [[1.0, 1.0]], norm, [1.0, 0.0],
+                                 biases=[[[0.0, 2.0]]])  # fmt: skip
 
 
 @settings(max_examples=40, deadline=None)

@@ -208,6 +208,10 @@ EQUIVALENT: dict[str, str] = dict(
             "the MLP writes are checked to be 2-D just before: axis 1 is the last axis",
         ),
         (
+            "logit_lens.py::direct_logit_attribution::b.shape[-1] -> b.shape[1]",
+            "the biases are checked to be 2-D just before: axis 1 is the last axis",
+        ),
+        (
             "positional.py::llama3_frequencies::wavelength > original_context / low_freq_factor "
             "-> wavelength >= original_context / low_freq_factor",
             "at λ = original/low the blend's s is 0, which gives ω/factor: the slowed value",
