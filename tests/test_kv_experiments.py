@@ -28,10 +28,9 @@ from attention_core.models.llama import (
     run_llama,
     score_llama,
 )
-from attention_core.models.llama import files as llama_files
 from attention_core.models.llama.files import widen
 from attention_core.validation import AttentionInputError
-from tests.hf_models import smollm2_reference
+from tests.hf_models import smollm2_gguf_or_skip, smollm2_reference
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
@@ -46,10 +45,7 @@ TEXT = (
 
 @pytest.fixture(scope="module")
 def gguf_path():
-    path = llama_files.package_gguf_path()
-    if path is None:
-        pytest.skip(f"the model package is not installed ({llama_files.LLM_PACKAGE})")
-    return path
+    return smollm2_gguf_or_skip()
 
 
 @pytest.fixture(scope="module")

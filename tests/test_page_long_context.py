@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attention_core.models.llama import files as llama_files
 from harness.app_pages import open_model_page
-from tests.hf_models import smollm2_reference
+from tests.hf_models import smollm2_gguf_or_skip, smollm2_reference
 from tests.test_long_context import AUSTEN
 from ui.widgets.byte_cache import every_cache
 
@@ -30,10 +29,7 @@ def perplexities(at: AppTest) -> list[float]:
 def test_the_three_perplexities_agree_with_transformers():
     import torch
 
-    path = llama_files.package_gguf_path()
-    if path is None:
-        pytest.skip(f"the model package is not installed ({llama_files.LLM_PACKAGE})")
-    hf, tokenizer = smollm2_reference(path)
+    hf, tokenizer = smollm2_reference(smollm2_gguf_or_skip())
     window, sinks = 24, 2
     at = open_page({"text": AUSTEN, "window": str(window), "sinks": str(sinks)})
     assert not at.error and not at.warning

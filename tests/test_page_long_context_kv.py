@@ -18,6 +18,7 @@ from attention_core.models.kv_experiments import kv_experiment
 from attention_core.models.llama import files as llama_files
 from attention_core.models.llama import load_llama
 from server.blas import share_cores
+from tests.hf_models import smollm2_gguf_or_skip
 from tests.plotly_json import plotly_array
 from ui.long_context import kv_cache
 
@@ -133,10 +134,7 @@ def test_a_link_sets_the_context_and_a_bad_one_is_refused():
 
 @pytest.fixture(scope="module")
 def model():
-    path = llama_files.package_gguf_path()
-    if path is None:
-        pytest.skip(f"the model package is not installed ({llama_files.LLM_PACKAGE})")
-    return load_llama(path)
+    return load_llama(smollm2_gguf_or_skip())
 
 
 @pytest.mark.slow

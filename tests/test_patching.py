@@ -22,10 +22,9 @@ import numpy as np
 import pytest
 
 from attention_core.models import patching, points
-from attention_core.models.llama import files as llama_files
 from attention_core.models.llama import load_llama, run_llama
 from attention_core.validation import AttentionInputError
-from tests.hf_models import smollm2_or_skip
+from tests.hf_models import smollm2_gguf_or_skip, smollm2_or_skip
 from tests.tiny_checkpoints import write_tiny
 
 torch = pytest.importorskip("torch")
@@ -51,10 +50,7 @@ LD_TOLERANCE = 2e-3
 
 @pytest.fixture(scope="module")
 def model():
-    path = llama_files.package_gguf_path()
-    if path is None:
-        pytest.skip(f"the model package is not installed ({llama_files.LLM_PACKAGE})")
-    return load_llama(path)
+    return load_llama(smollm2_gguf_or_skip())
 
 
 @pytest.fixture(scope="module")
