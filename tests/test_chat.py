@@ -156,3 +156,13 @@ def test_a_model_saved_without_a_template_reads_raw_text_only(tmp_path):
     assert model.prompt("the cat").input_ids.tolist() == model.encode("the cat")
     with pytest.raises(ModelFileError, match="without a chat template"):
         model.prompt("the cat", chat=True)
+
+
+def test_a_rendered_template_still_goes_between_processes():
+    # A model is pickled into and out of the process that keeps it, chat template included.
+    import pickle
+
+    template = ChatTemplate(TEMPLATES["chatml"])
+    first = template.render("hi")
+    again = pickle.loads(pickle.dumps(template))
+    assert again == template and again.render("hi") == first

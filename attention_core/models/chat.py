@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,31 @@ class ChatTemplate:
         naming Jinja's reason.
         """
         from jinja2 import TemplateError
+
+        try:
+            return self._compiled.render(
+                messages=[{"role": "user", "content": user}],
+                add_generation_prompt=True,
+                bos_token=self.bos_token,
+                eos_token=self.eos_token,
+                tools=None,
+                documents=None,
+            )
+        except TemplateError as exc:
+            raise ModelFileError(
+                f"The model's chat template cannot frame a prompt: {exc}."
+            ) from None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A model goes between processes by pickle; the compiled template (with the sandbox's
+        # functions) does not pickle, and is compiled again where it is next rendered.
+        return {name: value for name, value in self.__dict__.items() if name != "_compiled"}
+
+    @cached_property
+    def _compiled(self) -> Any:
+        # Compiled once per loaded model: a prompt renders the template twice (the frame alone
+        # sizes the cut), and compiling is most of a render's milliseconds.
+        from jinja2 import TemplateError
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
         def raise_exception(message: str) -> None:
@@ -56,19 +82,7 @@ class ChatTemplate:
             trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
         )
         environment.globals.update(raise_exception=raise_exception, strftime_now=strftime_now)
-        try:
-            return environment.from_string(self.source).render(
-                messages=[{"role": "user", "content": user}],
-                add_generation_prompt=True,
-                bos_token=self.bos_token,
-                eos_token=self.eos_token,
-                tools=None,
-                documents=None,
-            )
-        except TemplateError as exc:
-            raise ModelFileError(
-                f"The model's chat template cannot frame a prompt: {exc}."
-            ) from None
+        return environment.from_string(self.source)
 
 
 def read_chat_template(folder: Path | str) -> ChatTemplate | None:
