@@ -54,14 +54,15 @@ def without_key(n: int, key: int) -> np.ndarray:
     return np.arange(n) != key
 
 
+def _check_mode(mode: object, modes: tuple[str, ...]) -> None:
+    if mode not in modes:
+        raise AttentionInputError(f"mode must be one of {', '.join(modes)}, got {mode!r}.")
+
+
 # -- an encoder without a token or a head -------------------------------------------------------
 
 AblationMode = Literal["remove", "mask", "replace"]
-ABLATIONS: dict[str, str] = {
-    "remove": "remove it (the text without it: later tokens move up one position)",
-    "mask": "hide it (every query's weight on it set to 0, as a padding mask does)",
-    "replace": "replace it (another word piece at the same position)",
-}
+ABLATIONS: tuple[str, ...] = ("remove", "mask", "replace")
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,8 +112,7 @@ def ablate_token(
     Both passes are the plain ``run_bert_ids`` forward, so the difference is exactly
     after - before. Raises ``AttentionInputError`` for a bad position, mode or replacement.
     """
-    if mode not in ABLATIONS:
-        raise AttentionInputError(f"mode must be one of {', '.join(ABLATIONS)}, got {mode!r}.")
+    _check_mode(mode, ABLATIONS)
     before = run_bert(model, text)
     n = len(before.tokens)
     if not 0 <= position < n:
@@ -223,11 +223,7 @@ def replacement_id(model, word: str) -> int:
 
 # -- the next token of a decoder ----------------------------------------------------------------
 
-DECODER_ABLATIONS: dict[str, str] = {
-    "remove": "remove a token (the text without it)",
-    "mask": "hide a token (no query may attend to it)",
-    "head": "remove a head (its output zeroed before W_o)",
-}
+DECODER_ABLATIONS: tuple[str, ...] = ("remove", "mask", "head")
 
 
 @dataclass(frozen=True, eq=False)
@@ -285,10 +281,7 @@ def next_token_change(
     ``AttentionInputError`` for a bad mode, position or head, or a text of one token (which
     cannot lose it). ``position`` is needed for a token, ``layer`` and ``head`` for a head.
     """
-    if mode not in DECODER_ABLATIONS:
-        raise AttentionInputError(
-            f"mode must be one of {', '.join(DECODER_ABLATIONS)}, got {mode!r}."
-        )
+    _check_mode(mode, DECODER_ABLATIONS)
     ids = np.asarray(input_ids, dtype=np.int64)
     n = ids.shape[0]
     config = model.config
