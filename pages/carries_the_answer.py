@@ -4,22 +4,20 @@ back: the residual stream, each attention and MLP output, each head."""
 
 import streamlit as st
 
-from ui.models import page_model, smollm
+from ui.models import page_model
 from ui.patching import inputs, sections
 from ui.widgets.layout import page_intro, what_to_try
 from ui.widgets.state import PageState
 
 view = PageState("patching")
-model_key = page_model.decoder_key(view)
-loaded = page_model.load_decoder(model_key)
-num_layers, num_heads = page_model.decoder_shape(loaded)
+model_key, loaded = page_model.choose_decoder(view)
 page_intro(
     "What carries the answer",
     "Give the model a prompt it answers right and a corrupted copy where it answers wrong. Run "
     "the corrupted one again with one activation taken from the clean run: if the answer comes "
     "back, that activation carried it. Patch the residual stream at each layer and token, each "
     "attention and MLP output, each head, and you see where the answer sits and who moves it. "
-    f"On {page_model.model_name(loaded, smollm.MODEL_NAME)}, run by this project's own code.",
+    f"On {loaded.name}, run by this project's own code.",
     r"\mathrm{LD} = \mathrm{logit}(\text{answer}) - \mathrm{logit}(\text{wrong}),\qquad "
     r"\text{restored} = \frac{\mathrm{LD}_{\text{patched}} - \mathrm{LD}_{\text{corrupt}}}"
     r"{\mathrm{LD}_{\text{clean}} - \mathrm{LD}_{\text{corrupt}}}",
@@ -34,12 +32,13 @@ keys = {
     "wrong": view.text_key("wrong", inputs.DEFAULT_WRONG, max_chars=inputs.MAX_ANSWER_CHARS),
     "blocks": view.bool_key("blocks", False),
     "kind": view.choice_key("kind", "attn_out", list(sections.BLOCK_KINDS)),
-    "layer": view.int_key("layer", min(sections.DEFAULT_LAYER, num_layers), lo=1, hi=num_layers),
-    "head": view.int_key("head", min(sections.DEFAULT_HEAD, num_heads), lo=1, hi=num_heads),
 }
+keys["layer"], keys["head"] = page_model.layer_head_keys(
+    view, loaded, sections.DEFAULT_LAYER, sections.DEFAULT_HEAD
+)
 
 model = page_model.decoder_or_stop(view, loaded)
-page_model.show_model_line(loaded, model, smollm.MODEL_NAME)
+page_model.show_model_line(loaded, model)
 
 # -- the two prompts ------------------------------------------------------------------------------
 

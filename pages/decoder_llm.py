@@ -12,13 +12,12 @@ from ui.widgets.layout import page_intro, plain, what_to_try
 from ui.widgets.state import PageState
 
 view = PageState("decoder")
-model_key = page_model.decoder_key(view)
-loaded = page_model.load_decoder(model_key)
+model_key, loaded = page_model.choose_decoder(view)
 decoder = loaded.model if isinstance(loaded.model, DecoderModel) else None
 cfg = decoder.config if decoder else None
 num_layers, num_heads = page_model.decoder_shape(loaded)
 kv_heads, d_head = (cfg.num_key_value_heads, cfg.head_dim) if cfg else (3, 64)
-name = page_model.model_name(loaded, smollm.MODEL_NAME)
+name = loaded.name
 positions = decoder.positions if decoder else "rope"
 page_intro(
     "A decoder LLM, token by token", *about.intro(name, num_heads, kv_heads, d_head, positions)
@@ -27,17 +26,14 @@ view.show_notices()
 
 prompt_key = view.text_key("prompt", generation.DEFAULT_PROMPT, max_chars=generation.MAX_TEXT_CHARS)
 chat_key = view.bool_key("chat", False)
-layer_key = view.int_key("layer", 1, lo=1, hi=num_layers)
-head_key = view.int_key("head", 1, lo=1, hi=num_heads)
+layer_key, head_key = page_model.layer_head_keys(view, loaded)
 step_key = view.int_key("step", 0, lo=0, hi=generation.MAX_STEPS)
 inputs.bind_sampling(view)
 view.choice_key("what", "remove", list(what_if.MODES))
 view.int_key("what_token", what_if.DEFAULT_TOKEN, lo=1, hi=MAX_CONTEXT_TOKENS)
 
 model = page_model.decoder_or_stop(view, loaded)
-page_model.show_model_line(
-    loaded, model, smollm.MODEL_NAME, more=f" (loaded in {model.load_seconds:.1f} s)"
-)
+page_model.show_model_line(loaded, model, more=f" (loaded in {model.load_seconds:.1f} s)")
 
 # -- the prompt -----------------------------------------------------------------------------------
 

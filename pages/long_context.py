@@ -5,21 +5,19 @@ import streamlit as st
 
 from attention_core.lessons.passages import ALICE
 from ui.long_context import data, figures, inputs, kv_cache
-from ui.models import page_model, smollm
+from ui.models import page_model
 from ui.widgets import render
 from ui.widgets.layout import page_intro, what_to_try
 from ui.widgets.state import PageState
 
 view = PageState("long_context")
-model_key = page_model.decoder_key(view)
-loaded = page_model.load_decoder(model_key)
-model_name = page_model.model_name(loaded, smollm.MODEL_NAME)
+model_key, loaded = page_model.choose_decoder(view)
 page_intro(
     "Long context and the KV cache",
     "A model that reads a long text keeps every token's keys and values: memory grows with the "
     "text. A sliding window keeps only the last W tokens, and a small model falls apart once its "
     "first tokens leave the window, because many heads park their attention there (attention "
-    f"sinks). Keeping the first S tokens in view brings it back. Here {model_name} reads a text "
+    f"sinks). Keeping the first S tokens in view brings it back. Here {loaded.name} reads a text "
     "three ways, by masking: every token keeps its position (RoPE's rotation, or GPT-2's "
     "learned vector), the window only hides keys.",
     r"\mathrm{PPL} = \exp\Big(\frac{1}{n - W}\sum_{i \ge W} -\log p(t_{i+1} \mid \text{keys "
@@ -33,7 +31,7 @@ window_key = view.int_key("window", inputs.DEFAULT_WINDOW, lo=inputs.WINDOWS[0],
 sinks_key = view.int_key("sinks", inputs.DEFAULT_SINKS, lo=0, hi=inputs.MAX_SINKS)
 
 model = page_model.decoder_or_stop(view, loaded)
-page_model.show_model_line(loaded, model, smollm.MODEL_NAME)
+page_model.show_model_line(loaded, model)
 
 # -- the text, the window, the sinks --------------------------------------------------------------
 

@@ -39,7 +39,7 @@ cut_layer_key = view.int_key("cut_layer", inputs.DEFAULT_ABLATED_LAYER, lo=1, hi
 cut_head_key = view.int_key("cut_head", inputs.DEFAULT_ABLATED_HEAD, lo=1, hi=num_heads)
 
 model = page_model.encoder_or_stop(view, loaded)
-page_model.show_model_line(loaded, model, minilm.MODEL_NAME)
+page_model.show_model_line(loaded, model)
 text, trace = minilm.traced_text(view, text_key, lambda text: data.probe_trace(model, text))
 # What the trace decides (the trace itself, its rollout) goes to a figure keyed by its digest.
 of_trace = functools.partial(render.digested, trace.digest)

@@ -26,7 +26,7 @@ page_intro(
     "Attention in a real pretrained model",
     f"Toy matrices show the mechanism; trained heads show what it is for. Type a sentence and "
     f"see all {num_layers * num_heads} heads ({num_layers} layers × {num_heads}) of "
-    f"{page_model.model_name(loaded, minilm.MODEL_NAME)}, a BERT encoder, computed by this "
+    f"{loaded.name}, a BERT encoder, computed by this "
     "project's own NumPy attention code (it matches Hugging Face transformers to 1e-4).",
     r"\begin{aligned}\mathrm{head}_{\ell,h}(X) &= \mathrm{softmax}\!\left(\frac{Q_h K_h^\top}"
     rf"{{\sqrt{{{d_head}}}}}\right) V_h \\ Q = X W_Q^\top + b_Q,\quad K &= X W_K^\top + b_K,\quad"
@@ -44,7 +44,7 @@ only_key = view.bool_key("only", False)
 pipeline_key = view.bool_key("steps", False)
 
 model = page_model.encoder_or_stop(view, loaded)
-page_model.show_model_line(loaded, model, minilm.MODEL_NAME)
+page_model.show_model_line(loaded, model)
 
 # -- the text -------------------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ import streamlit as st
 
 from attention_core import AttentionInputError
 from ui.heads import data, explanation, figures, inputs, probes, reading, tables
-from ui.models import agreement, page_model, smollm
+from ui.models import agreement, page_model
 from ui.widgets.layout import labelled_radio, page_intro, plain, what_to_try
 from ui.widgets.state import PageState
 
@@ -15,14 +15,13 @@ model_key = page_model.decoder_key(view, also=("minilm",))
 kind = view.value("model")
 decoder = page_model.SHIPPED_DECODER if kind == "minilm" else kind
 loaded = page_model.named_decoder(decoder)
-num_layers, num_heads = page_model.decoder_shape(loaded)
 page_intro(
     "What heads do",
     "A decoder's next-token logits read one vector: the residual stream, the sum of what the "
     "embedding, every attention head and every MLP wrote into it. Read it after each layer and "
     "you see when the answer appears; split it by writer and you see who wrote it; probe the "
     f"heads with built sequences and you see what each one does. On "
-    f"{page_model.model_name(loaded, smollm.MODEL_NAME)}, run by this project's own code.",
+    f"{loaded.name}, run by this project's own code.",
     tables.STREAM_FORMULAS[page_model.final_norm_kind(loaded)],
 )
 view.show_notices()
@@ -31,15 +30,15 @@ prompt_key = view.text_key("prompt", inputs.DEFAULT_PROMPT, max_chars=inputs.MAX
 position_key = view.int_key("position", 0, lo=0, hi=data.MAX_PROMPT_TOKENS)
 token_key = view.text_key("token", "", max_chars=inputs.MAX_TOKEN_CHARS)
 vs_key = view.text_key("vs", "", max_chars=inputs.MAX_TOKEN_CHARS)
-layer_key = view.int_key("layer", min(inputs.DEFAULT_LAYER, num_layers), lo=1, hi=num_layers)
-head_key = view.int_key("head", min(inputs.DEFAULT_HEAD, num_heads), lo=1, hi=num_heads)
+layer_key, head_key = page_model.layer_head_keys(view, loaded, inputs.DEFAULT_LAYER,
+                                                 inputs.DEFAULT_HEAD)  # fmt: skip
 seed_key = view.int_key("seed", 0, lo=0, hi=inputs.MAX_SEED)
 length_key = view.int_key("length", inputs.DEFAULT_LENGTH, lo=inputs.PROBE_LENGTHS[0],
                           hi=inputs.PROBE_LENGTHS[1])  # fmt: skip
 query_key = view.int_key("query", 0, lo=0, hi=inputs.MAX_QUERY)
 
 model = page_model.decoder_or_stop(view, loaded)
-page_model.show_model_line(loaded, model, smollm.MODEL_NAME)
+page_model.show_model_line(loaded, model)
 
 # -- the prompt -----------------------------------------------------------------------------------
 

@@ -93,7 +93,7 @@ def section(view: PageState, text_ids: tuple[int, ...], decoder: str) -> None:
     st.subheader("Bytes per token, and at a context length", anchor="kv-bytes")
     _memory(view)
     loaded = page_model.named_decoder(decoder)
-    name = page_model.model_name(loaded, smollm.MODEL_NAME)
+    name = loaded.name
     st.subheader(f"{name} with a smaller cache", anchor="kv-experiments")
     _experiments(text_ids, loaded.model, name)
 

@@ -63,6 +63,10 @@ class ChosenLoad:
     origin: str = ""
 
     @property
+    def name(self) -> str:
+        return families.checkpoint_name(self.source)
+
+    @property
     def shape(self) -> tuple[int, int, int]:
         """An encoder's layers, heads per layer and positions (MiniLM's without one, so that a
         link's layer, head and token stay bound while the page says what is wrong)."""

@@ -100,6 +100,10 @@ class LoadResult:
     source_key: str = ""
 
     @property
+    def name(self) -> str:
+        return MODEL_NAME
+
+    @property
     def shape(self) -> tuple[int, int, int]:
         """Layers, heads per layer and positions; MiniLM's when the model is missing, so a
         link's layer, head and token stay bound while the page says what is wrong."""

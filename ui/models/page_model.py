@@ -1,14 +1,18 @@
 """Which model a real-model page runs: the shipped one (SmolLM2, MiniLM) or one the server lists
 (ui.models.chosen), chosen in the sidebar and carried by ``?model=``.
 
-    decoder_key(view), encoder_key(view)      bind ``?model=`` to the page's choices, first
-    load_decoder(key), load_encoder(key)      the sidebar's choice, then the model loaded
-                                              (the shipped one's host, or the listed one's)
+    choose_decoder(view)                      the sidebar's choice bound to ``?model=`` (its
+                                              key), and the model it names, loaded (the
+                                              shipped one's host, or the listed one's)
+    load_encoder(encoder_key(view))           the same for an encoder
     decoder_or_stop(view, loaded), encoder_or_stop(view, loaded)
                                               the model; without one (or of a family the page
                                               does not run), the page ends saying why
-    show_model_line(loaded, model, shipped)   the caption under the title: which model, where
+    layer_head_keys(view, loaded)             ``?layer=`` and ``?head=`` bound to its shape
+    show_model_line(loaded, model)            the caption under the title: which model, where
                                               from (naming no server path), its architecture
+
+Every load result, shipped or listed, names its model (``loaded.name``).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import streamlit as st
 
 from attention_core.models import BertModel, GPT2Model
 from attention_core.models.decoder import DecoderModel
-from attention_core.models.families import checkpoint_name, family_of_model
+from attention_core.models.families import family_of_model
 from ui.models import chosen, minilm, smollm
 from ui.widgets.layout import plain
 from ui.widgets.state import PageState
@@ -42,14 +46,12 @@ def encoder_key(view: PageState) -> str:
     return chosen.bind(view, "encoder", SHIPPED_ENCODER)
 
 
-def load_decoder(key: str, *, in_sidebar: bool = True) -> smollm.LoadResult | chosen.ChosenLoad:
-    """The decoder the sidebar's choice names (or, ``in_sidebar=False``, the page's own control
-    bound to ``key``): a name of ``chosen.listed()``, or the shipped SmolLM2 for any other."""
-    if in_sidebar:
-        name = chosen.selector("decoder", key, SHIPPED_DECODER, smollm.MODEL_NAME)
-    else:
-        name = st.session_state[key]
-    return named_decoder(name)
+def choose_decoder(view: PageState) -> tuple[str, smollm.LoadResult | chosen.ChosenLoad]:
+    """The widget key of the sidebar's decoder choice, bound to ``?model=``, and the decoder it
+    names, loaded: a name of ``chosen.listed()``, or the shipped SmolLM2 for any other."""
+    key = decoder_key(view)
+    name = chosen.selector("decoder", key, SHIPPED_DECODER, smollm.MODEL_NAME)
+    return key, named_decoder(name)
 
 
 def load_encoder(key: str) -> minilm.LoadResult | chosen.ChosenLoad:
@@ -66,6 +68,18 @@ def decoder_shape(loaded: object) -> tuple[int, int]:
     if not isinstance(model, DecoderModel):
         return 30, 9
     return model.config.num_hidden_layers, model.config.num_attention_heads
+
+
+def layer_head_keys(
+    view: PageState, loaded: object, layer: int = 1, head: int = 1
+) -> tuple[str, str]:
+    """The widget keys of a layer and a head (from 1), bound to ``?layer=`` and ``?head=``
+    within the loaded decoder's shape; the defaults ``layer`` and ``head`` where it has them."""
+    num_layers, num_heads = decoder_shape(loaded)
+    return (
+        view.int_key("layer", min(layer, num_layers), lo=1, hi=num_layers),
+        view.int_key("head", min(head, num_heads), lo=1, hi=num_heads),
+    )
 
 
 def final_norm_kind(loaded: object) -> str:
@@ -112,13 +126,6 @@ def _listed_or_stop(view: PageState, loaded: chosen.ChosenLoad, kind: type, runs
     st.stop()
 
 
-def model_name(loaded: object, shipped: str) -> str:
-    """What the page calls its model: the shipped one's name, or the listed one's."""
-    if isinstance(loaded, chosen.ChosenLoad):
-        return checkpoint_name(loaded.source)
-    return shipped
-
-
 def architecture(model: object) -> str:
     """The numbers a reader needs of a model: layers, heads, widths."""
     config = model.config
@@ -141,13 +148,13 @@ def architecture(model: object) -> str:
     )
 
 
-def show_model_line(loaded: object, model: object, shipped: str, more: str = "") -> None:
+def show_model_line(loaded: object, model: object, more: str = "") -> None:
     """The caption under the title: which model (a listed one's family, parameters, weights and
-    origin; the ``shipped`` one's name and where it was found), its ``architecture`` and
-    ``more`` (a sentence the page adds for its shipped model)."""
+    origin; the shipped one's name and where it was found), its ``architecture`` and ``more``
+    (a sentence the page adds for its shipped model)."""
     if isinstance(loaded, chosen.ChosenLoad):
-        name, origin = plain(checkpoint_name(loaded.source)), plain(loaded.origin)
+        name, origin = plain(loaded.name), plain(loaded.origin)
     else:
-        name, origin = shipped, plain(loaded.source)
+        name, origin = loaded.name, plain(loaded.source)
     line = chosen.model_line(model, name, origin)
     st.caption(f"{line}{more}: {architecture(model)}.")

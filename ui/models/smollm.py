@@ -84,6 +84,10 @@ class LoadResult:
     error: str | None = None
     source: str = ""
 
+    @property
+    def name(self) -> str:
+        return MODEL_NAME
+
 
 def load_decoder() -> LoadResult:
     loaded = HOST.value() or _wait_for_the_load()
