@@ -60,3 +60,35 @@ def test_a_link_followed_later_in_the_session_is_read_and_a_lagging_url_is_not()
     at.run()
     assert at.markdown[0].value == "n = 1"
     assert "The link's `n` was ignored: it must be between 1 and 9." in at.warning[0].value
+
+
+def _stale_label_page():
+    import streamlit as st
+
+    from ui.heads import inputs
+    from ui.widgets.state import PageState
+
+    view = PageState("t")
+    key = view.int_key("query", 0, lo=0, hi=9)
+    if st.session_state.get("stale"):
+        # What a select box hands a fragment's rerun (which binds nothing) when the label sent
+        # by the browser is one its options, following the text, no longer hold.
+        st.session_state[key] = "3 · cat"
+    inputs.fit_position(view, "query", 2)
+    query = st.selectbox(
+        "Token", [0, 1, 2], key=key, format_func=inputs.token_choice_label(["a", "b"])
+    )
+    st.markdown(f"query = {query!r}, read back {view.value('query')!r}")
+
+
+def test_a_label_the_options_no_longer_hold_reads_as_the_default_not_a_crash():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_stale_label_page)
+    at.run()
+    at.selectbox[0].set_value(2).run()
+    assert at.markdown[0].value == "query = 2, read back 2"
+    at.session_state["stale"] = True
+    at.run()
+    assert not at.exception
+    assert at.markdown[0].value == "query = 0, read back 0"

@@ -16,6 +16,7 @@ value, and Streamlit warns when both are given.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 # A link is typed by a stranger: no parameter may make the server read or allocate much.
@@ -47,6 +49,7 @@ class _Param:
     default: Any
     encode: Callable[[Any], str]
     parse: Callable[[str], Any]
+    fit: Callable[[Any], Any]
     # Longer raw values are refused before they are parsed: a link is typed by a stranger.
     max_chars: int = MAX_PARAM_CHARS
 
@@ -173,8 +176,17 @@ class PageState:
         )  # fmt: skip
 
     def value(self, name: str) -> Any:
-        """The current value of a bound parameter."""
-        return st.session_state[self.key(name)]
+        """The current value of a bound parameter, fitted to its range or options as binding
+        fits it. A fragment's rerun binds nothing, and a select box whose options follow the
+        text (a token's "3 · cat") hands back a label they no longer hold as a plain string;
+        read before its widget is drawn, such a value is put back in range."""
+        param = self._params[name]
+        current = st.session_state[param.key]
+        fitted = _fitted(param, current)
+        if fitted is not current and fitted != current:
+            with contextlib.suppress(StreamlitAPIException):  # its widget is drawn: run keeps it
+                st.session_state[param.key] = fitted
+        return fitted
 
     def set(self, name: str, value: Any) -> None:
         """Change a bound parameter before its widget is drawn (presets use this)."""
@@ -277,15 +289,11 @@ class PageState:
         max_chars: int = MAX_PARAM_CHARS,
     ) -> str:
         key = self.key(name)
-        self._params[name] = _Param(key, default, encode, parse, max_chars)
+        param = self._params[name] = _Param(key, default, encode, parse, fit, max_chars)
         if key in st.session_state:
-            try:
-                fitted = fit(st.session_state[key])
-            except (TypeError, ValueError):
-                fitted = default
             # Restated every run: a widget whose range or options follow another control
             # would otherwise restart at its minimum when that range changes.
-            st.session_state[key] = fitted
+            st.session_state[key] = _fitted(param, st.session_state[key])
             return key
         st.session_state[key] = self._initial(name, key, default, parse, max_chars)
         return key
@@ -311,6 +319,13 @@ class PageState:
                 )
                 return default
         return st.session_state.get(_SHADOW_PREFIX + key, default)
+
+
+def _fitted(param: _Param, value: Any) -> Any:
+    try:
+        return param.fit(value)
+    except (TypeError, ValueError):
+        return param.default
 
 
 def encode_default(value: Any) -> str:
