@@ -45,6 +45,25 @@ def test_the_least_recently_used_results_go_once_the_bytes_pass_the_bound():
     assert block.holding() == (0, 0)
 
 
+def test_a_bound_in_entries_keeps_small_results_to_that_many_and_bytes_still_bind():
+    calls = []
+
+    @bounded_by_bytes(10 * 8 * KB, name="test.entries", max_entries=2)
+    def block(seed: int, size: int = KB) -> np.ndarray:
+        calls.append(seed)
+        return np.full(size, float(seed))
+
+    for seed in (1, 2, 3):
+        block(seed)
+    assert block.holding() == (2, 2 * 8 * KB)  # 1 went though the bytes had room for ten
+    block(2)
+    assert calls == [1, 2, 3]
+    block(1)
+    assert calls == [1, 2, 3, 1]
+    block(4, size=10 * KB)  # alone over the bytes: it stays, the rest go
+    assert block.holding() == (1, 10 * 8 * KB)
+
+
 def test_one_result_larger_than_the_bound_is_still_kept_alone():
     @bounded_by_bytes(KB, name="test.large")
     def big(n: int) -> np.ndarray:

@@ -51,7 +51,7 @@ BREAKDOWN_COLUMNS = number_columns(
 
 
 # The largest table, 2048 × 1024 float64, is 16 MB: two of them, as the page shows one at a time.
-@bounded_by_bytes(32 * MB, name="positional.table", lane=None)
+@bounded_by_bytes(32 * MB, name="positional.table", lane=None, max_entries=2)
 def pe_table(num_positions: int, d_model: int, base: float) -> np.ndarray:
     """PE, `(position, dimension)`."""
     return read_only(sinusoidal_encoding(num_positions, d_model, base))
@@ -129,7 +129,7 @@ class FamilySetting(NamedTuple):
 
 # The beyond-training section's four families at up to 512 positions hold 2 MB each (64², 32 KB,
 # in the comparison above): two screens of them.
-@bounded_by_bytes(16 * MB, name="positional.families", lane=None)
+@bounded_by_bytes(16 * MB, name="positional.families", lane=None, max_entries=64)
 def family_scores(setting: FamilySetting) -> np.ndarray:
     """Same-content scores, `(query position, key position)`."""
     family, num_positions, d_model, seed, base, num_heads, head = setting

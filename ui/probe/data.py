@@ -48,7 +48,7 @@ def rollout_of(model: BertModel, text: str) -> Rollout:
 
 # Three (layer, n, n) float64 stacks, 0.6 MB at 64 tokens: four texts.
 @minilm.let_go_with_model
-@bounded_by_bytes(3 * MB, name="probe.rollout")
+@bounded_by_bytes(3 * MB, name="probe.rollout", max_entries=4)
 def _rollout(text: str, model_id: int, _model: BertModel) -> Rollout:
     return read_only(attention_rollout(minilm.page_trace(_model, text).weights))
 
@@ -60,7 +60,7 @@ def projection_of(model: BertModel, text: str, layer: int, head: int) -> QueryKe
 
 # A head's projected queries and keys, (64, d_head) each at most, ~40 KB: sixteen heads.
 @minilm.let_go_with_model
-@bounded_by_bytes(MB, name="probe.projection")
+@bounded_by_bytes(MB, name="probe.projection", max_entries=16)
 def _projection(
     text: str, layer: int, head: int, model_id: int, _model: BertModel
 ) -> QueryKeyProjection:
@@ -108,9 +108,10 @@ def _choices(
 
 
 # Weights before, after and their difference, three (6, 12, 64, 64) float64 maps at 64 tokens,
-# 7 MB: four choices.
+# 7 MB: four choices, and four of a short text's too.
 @minilm.let_go_with_model
-@bounded_by_bytes(32 * MB, name="probe.ablation", spinner="Running the model on the changed text…")
+@bounded_by_bytes(32 * MB, name="probe.ablation", max_entries=4,
+                  spinner="Running the model on the changed text…")  # fmt: skip
 def _ablation(
     text: str,
     position: int,

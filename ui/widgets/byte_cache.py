@@ -14,7 +14,9 @@ work (a toy page's arithmetic, milliseconds) is cached with `lane=None`: compute
 caller's thread at once, never behind another viewer's forward pass, still once per key. Such
 a computation must not call a cache with a lane: it would wait for a turn while holding its
 key. A result holding no array (a few numbers: a timing, a comparison's largest difference)
-counts as SMALL_ENTRY_BYTES, so a cache of them is bounded too.
+counts as SMALL_ENTRY_BYTES, so a cache of them is bounded too. A cache whose bound is set for
+its largest results may also keep at most `max_entries` of them: small results would otherwise
+fill the bound many times over what a viewer looks at.
 
     @bounded_by_bytes(64 * MB, name="heads.lens")
     def lens_of(prompt_ids: tuple[int, ...], model_id: int, _model) -> LogitLens: ...
@@ -191,9 +193,15 @@ class _ByteCache:
     the bound counts each buffer once across the whole cache, however many entries hold it."""
 
     def __init__(
-        self, name: str, max_bytes: int, lane: Lane | None, size: Callable[[Any], int] | None
+        self,
+        name: str,
+        max_bytes: int,
+        lane: Lane | None,
+        size: Callable[[Any], int] | None,
+        max_entries: int | None = None,
     ):
         self.name, self.max_bytes, self.lane, self.size = name, max_bytes, lane, size
+        self.max_entries = max_entries
         # key → (value, ids of the buffers it holds, bytes of its own: SMALL_ENTRY_BYTES or 0)
         self._entries: OrderedDict[str, tuple[Any, tuple[int, ...], int]] = OrderedDict()
         # id → [entries holding it, the buffer]; holding the buffer keeps its id its own.
@@ -281,7 +289,10 @@ class _ByteCache:
     def _shrink(self) -> None:
         # The newest entry stays even if it alone passes the bound: it is what a viewer is
         # looking at.
-        while self._bytes > self.max_bytes and len(self._entries) > 1:
+        most = self.max_entries or len(self._entries)
+        while len(self._entries) > 1 and (
+            self._bytes > self.max_bytes or len(self._entries) > most
+        ):
             self._drop(next(iter(self._entries)))
 
     def clear(self) -> None:
@@ -307,16 +318,18 @@ def bounded_by_bytes(
     spinner: str | None = None,
     lane: Lane | None = QUICK_RUNS,
     size: Callable[[Any], int] | None = None,
+    max_entries: int | None = None,
 ) -> Callable[[Callable], Callable]:
     """Cache a function's results process-wide, at most `max_bytes` of arrays (see module);
     `spinner`, if given, is shown to the session that computes a result, which waits for its
     turn in `lane` (server.lane.LONG_RUNS for work of many passes; None for cheap work that
     needs no turn: computed at once in the caller's thread, still once per key). `size(result)`
-    counts what a result holds besides its arrays (a figure's Plotly objects)."""
+    counts what a result holds besides its arrays (a figure's Plotly objects); `max_entries`,
+    if given, how many results it keeps at most."""
 
     def wrap(function: Callable) -> Callable:
         signature = inspect.signature(function)
-        cache = _CACHES.setdefault(name, _ByteCache(name, max_bytes, lane, size))
+        cache = _CACHES.setdefault(name, _ByteCache(name, max_bytes, lane, size, max_entries))
 
         @functools.wraps(function)
         def cached(*args: Any, **kwargs: Any) -> Any:
