@@ -17,11 +17,13 @@ column in view when scrolled to its right end.
 from __future__ import annotations
 
 from collections import Counter
+from urllib.parse import quote
 
 import pytest
 
 from harness.app_pages import registered_pages
 from harness.browser import exceptions, new_tab, open_app, wait_for_visible_charts
+from ui.widgets.small_screens import CHART_TEXT_JS
 
 PAGES = registered_pages()
 # name: (viewport, query)
@@ -211,6 +213,68 @@ def test_every_chart_is_readable_on_the_screen(server, screen_tabs, screen, reco
         seen["tables"] = tab.evaluate(TABLES_JS)
     counts = {what: len(found) for what, found in seen.items()}
     assert not any(counts.values()), f"{where}: {counts}\n" + report(seen)
+
+
+# The densest views a link can ask each page for: the most tokens, the longest words, the most
+# heads and positions. A page's default view is not where its labels crowd.
+LONG_WORDS = (
+    "Internationalization representatives misunderstood the extraordinarily complicated "
+    "telecommunications regulations, so the administrators reconsidered their "
+    "recommendations and unanimously postponed the implementation indefinitely."
+)
+DENSE_LINKS = {
+    "scaled-dot-product": "preset=random&n_q=16&n_k=16&d_k=32&d_v=32&causal=1",
+    "masking": "n=8",
+    "multi-head": "source=count&n=12&d_model=64&heads=16&attention=cross&n_kv=12",
+    "positional": "positions=2048&width=16&base=500000",
+    "pretrained": "text=" + quote(LONG_WORDS),
+    "probe": "text=" + quote(LONG_WORDS),
+    "decoder": "prompt=" + quote(LONG_WORDS),
+    "heads": "prompt=" + quote(LONG_WORDS),
+    "cost": "keys=12&block=1&decode=12",
+    "carries-the-answer": "clean="
+    + quote("When the administrators and the representatives went to the conference, the "
+            "administrators gave a telecommunications report to")
+    + "&corrupt="
+    + quote("When the administrators and the representatives went to the conference, the "
+            "representatives gave a telecommunications report to"),
+}  # fmt: skip
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("path", list(DENSE_LINKS))
+@pytest.mark.parametrize("screen", ["phone", "laptop"])
+def test_the_densest_views_are_readable_too(server, screen_tabs, screen, path):
+    tab = screen_tabs(screen)
+    open_app(tab, server.url, path, DENSE_LINKS[path])
+    wait_for_visible_charts(tab)
+    assert exceptions(tab) == []
+
+    seen = read_screen(tab)
+    counts = {what: len(found) for what, found in seen.items()}
+    assert not any(counts.values()), f"/{path} (dense) on the {screen}: {counts}\n" + report(seen)
+
+
+@pytest.mark.e2e
+def test_charts_drawn_before_the_thinning_starts_are_thinned_when_it_does(server, screen_tabs):
+    """The thinning script arrives with the sidebar; on a page whose figures are cached and
+    whose Plotly is loaded, charts can be drawn before it starts watching."""
+    tab = screen_tabs("laptop")
+    open_app(tab, server.url, "positional", DENSE_LINKS["positional"])
+    wait_for_visible_charts(tab)
+    tab.evaluate(
+        """() => {
+        for (const text of document.querySelectorAll('[data-thinned]')) {
+            text.style.display = ''; delete text.dataset.thinned;
+        }
+        window.__chartText = false;
+    }"""
+    )
+    assert read_screen(tab)["overlaps"], "this view's labels need thinning"
+
+    script = CHART_TEXT_JS.strip().removeprefix("<script>").removesuffix("</script>")
+    tab.evaluate(f"() => {{ {script} }}")
+    assert read_screen(tab)["overlaps"] == []
 
 
 def report(seen: dict) -> str:

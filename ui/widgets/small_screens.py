@@ -30,18 +30,26 @@ CHART_TEXT_JS = """
   window.__chartText = true;
   const AXES = ".xaxislayer-above, .yaxislayer-above, .cbaxis";
   const PLOTTED = ".scatterlayer .trace, .heatmaplayer .hm, .barlayer";
-  const WATCHED = `${AXES}, ${PLOTTED}`;
+  const NOTES = ".infolayer";
+  const WATCHED = `${AXES}, ${PLOTTED}, ${NOTES}`;
   const dirty = new Set();
   let queued = false;
   const meet = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 0.5
     && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 0.5;
   const apart = (boxes) => boxes.every((box, i) => boxes.slice(i + 1).every((b) => !meet(box, b)));
-  // Which of `texts` (with their `boxes`) stay: an axis keeps every k-th label; labels of
-  // points and bars keep each that meets none kept before it; numbers in cells stay all, or
-  // none.
+  // Which of `texts` (with their `boxes`) stay: an axis keeps every k-th label; annotations
+  // (a head's name over its columns) and labels of points and bars keep each that meets none
+  // kept before it; numbers in cells stay all, or none.
   const keep = (group, texts, boxes) => {
     const drawn = texts.map((_, i) => i)
       .filter((i) => boxes[i].width > 0 && texts[i].textContent.trim());
+    if (group.matches(NOTES)) {
+      const kept = [];
+      for (const i of drawn) {
+        if (kept.every((k) => !meet(boxes[k], boxes[i]))) kept.push(i);
+      }
+      return kept;
+    }
     if (group.matches(AXES)) {
       let step = 1;
       while (step < drawn.length && !apart(drawn.filter((_, n) => n % step === 0)
@@ -66,10 +74,13 @@ CHART_TEXT_JS = """
   const labelled = (group) => group.querySelector(".points path") !== null;
   const gather = (group) => labelled(group) && group.matches(".scatterlayer .trace")
     ? group.closest(".scatterlayer") : group;
-  const textsOf = (group) => group.matches(".scatterlayer")
-    ? [...group.querySelectorAll(".trace")].filter(labelled)
-      .flatMap((trace) => [...trace.querySelectorAll("text")])
-    : [...group.querySelectorAll("text")];
+  const textsOf = (group) => {
+    if (group.matches(NOTES)) return [...group.querySelectorAll(".annotation text")];
+    return group.matches(".scatterlayer")
+      ? [...group.querySelectorAll(".trace")].filter(labelled)
+        .flatMap((trace) => [...trace.querySelectorAll("text")])
+      : [...group.querySelectorAll("text")];
+  };
   const thin = () => {
     queued = false;
     const groups = [...new Set([...dirty].filter((group) => group.isConnected).map(gather))];
@@ -90,13 +101,20 @@ CHART_TEXT_JS = """
       });
     });
   };
+  const schedule = () => {
+    if (dirty.size && !queued) { queued = true; requestAnimationFrame(thin); }
+  };
   new MutationObserver((changes) => {
     for (const change of changes) {
       const group = change.target.closest && change.target.closest(WATCHED);
       if (group) dirty.add(group);
     }
-    if (dirty.size && !queued) { queued = true; requestAnimationFrame(thin); }
+    schedule();
   }).observe(document.body, { childList: true, subtree: true });
+  // This script arrives with the sidebar: on a page whose figures are cached and whose Plotly
+  // is loaded, charts may be drawn before it watches (a dense axis left unthinned for good).
+  document.querySelectorAll(WATCHED).forEach((group) => dirty.add(group));
+  schedule();
 })();
 </script>
 """
