@@ -19,6 +19,7 @@ from harness.app_pages import ROOT, open_model_page
 from tests.fragment_reruns import change_in_fragment, torch_after_a_plain_visit
 from tests.plotly_json import figures, plotly_array, title_text
 from ui.models import minilm
+from ui.pretrained import head_view as head_view_module
 from ui.pretrained import patterns
 from ui.pretrained.model_view import tile_at, tile_cell
 from ui.widgets.step_text import fixed
@@ -181,6 +182,18 @@ def test_head_view_draws_a_line_per_key_with_width_by_weight(model):
     names = [t["name"] for t in only["data"] if t["mode"] == "lines"]
     assert names and all(name.startswith("query") for name in names)
     assert at.query_params["only"] == "1"
+
+
+def test_head_view_writes_long_tokens_short_and_says_them_whole_on_hover(model):
+    tokens = ("[CLS]", "telecommunications", "x" * 25, "[SEP]")
+    # MiniLM's longest token is written whole; a longer one (another model's) is cut to fit.
+    written = [head_view_module.written(token) for token in tokens]
+    assert written == ["[CLS]", "telecommunications", "x" * 17 + "…", "[SEP]"]
+    at = open_page()
+    (queries,) = [t for t in head_view(at)["data"] if t.get("name") == "query tokens"]
+    trace = model.trace(TIRED)
+    assert queries["hovertext"][10] == f"query 11 “{trace.tokens[10]}”"
+    assert queries["text"][10] == f"<b>{trace.tokens[10]}</b>"
 
 
 def test_switching_head_layer_query_and_view_reuses_the_trace(model):

@@ -2,7 +2,9 @@
 a projector in presenter mode (1280 × 720), measured as a reader sees it in Chromium (issue #51).
 
 For each registered page (ui/pages.py's list, so a new page is covered without touching this
-file) and each screen, the page's drawn text is read back from the browser:
+file) and each screen, in its default view and in the densest view a link can ask it for, the
+page's drawn text is read back from the browser, with every expander open and each tab chosen in
+turn:
 
 - labels of one chart (Plotly's SVG text, or any other SVG picture's) whose boxes overlap, and
   a chart's labels lying on the map of another panel of the same chart;
@@ -22,7 +24,13 @@ from urllib.parse import quote
 import pytest
 
 from harness.app_pages import registered_pages
-from harness.browser import exceptions, new_tab, open_app, wait_for_visible_charts
+from harness.browser import (
+    exceptions,
+    new_tab,
+    open_app,
+    wait_for_app_run,
+    wait_for_visible_charts,
+)
 from ui.widgets.small_screens import CHART_TEXT_JS
 
 PAGES = registered_pages()
@@ -181,6 +189,30 @@ def read_screen(tab) -> dict:
     return tab.evaluate(READ_JS, [MIN_TEXT_PX, OVERLAP_PX])
 
 
+def read_everything(tab) -> dict:
+    """`read_screen` with every expander open, then again with each other tab of every set of
+    tabs chosen: a reader opens them, and charts in them are drawn at the width they open to."""
+    opened = tab.evaluate(
+        """() => {
+        const closed = "[data-testid='stExpander'] details:not([open]) > summary";
+        const summaries = [...document.querySelectorAll(`[data-testid='stMain'] ${closed}`)];
+        summaries.forEach((summary) => summary.click());
+        return summaries.length;
+    }"""
+    )
+    if opened:  # an expander bound to the link reruns the page
+        wait_for_app_run(tab)
+    seen = read_screen(tab)
+    choices = tab.locator("[data-testid='stMain'] [role='tab']")
+    for n in range(choices.count()):
+        if choices.nth(n).get_attribute("aria-selected") == "true":
+            continue
+        choices.nth(n).click()
+        for what, found in read_screen(tab).items():
+            seen[what] += found
+    return seen
+
+
 @pytest.fixture(scope="module")
 def screen_tabs(browser):
     """One tab per screen, reused page after page (a fresh session each `goto`)."""
@@ -207,7 +239,7 @@ def test_every_chart_is_readable_on_the_screen(server, screen_tabs, screen, reco
     wait_for_visible_charts(tab)
     assert exceptions(tab) == []
 
-    seen = read_screen(tab)
+    seen = read_everything(tab)
     where = f"/{record.url_path} on the {screen}"
     if screen == "phone":
         seen["tables"] = tab.evaluate(TABLES_JS)
@@ -232,7 +264,10 @@ DENSE_LINKS = {
     "decoder": "prompt=" + quote(LONG_WORDS),
     "heads": "prompt=" + quote(LONG_WORDS),
     "cost": "keys=12&block=1&decode=12",
-    "carries-the-answer": "clean="
+    "why": "n=10",
+    "long-context": "text=" + quote(" ".join([LONG_WORDS] * 4))
+    + "&window=4&sinks=3&context=131072",
+    "patching": "blocks=1&clean="
     + quote("When the administrators and the representatives went to the conference, the "
             "administrators gave a telecommunications report to")
     + "&corrupt="
@@ -243,14 +278,16 @@ DENSE_LINKS = {
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("path", list(DENSE_LINKS))
-@pytest.mark.parametrize("screen", ["phone", "laptop"])
+@pytest.mark.parametrize("screen", list(SCREENS))
 def test_the_densest_views_are_readable_too(server, screen_tabs, screen, path):
+    assert path in {record.url_path for record in PAGES}
+    _, query = SCREENS[screen]
     tab = screen_tabs(screen)
-    open_app(tab, server.url, path, DENSE_LINKS[path])
+    open_app(tab, server.url, path, "&".join(filter(None, (query, DENSE_LINKS[path]))))
     wait_for_visible_charts(tab)
     assert exceptions(tab) == []
 
-    seen = read_screen(tab)
+    seen = read_everything(tab)
     counts = {what: len(found) for what, found in seen.items()}
     assert not any(counts.values()), f"/{path} (dense) on the {screen}: {counts}\n" + report(seen)
 

@@ -117,7 +117,7 @@ def change_figure(change: NextTokenChange, tokens: tuple[str, ...], sentence: st
         "font": {"size": theme.font_size()},
         "xaxis": {"title": {"text": "next token"}, "tickangle": -45},
         "yaxis": {"title": {"text": "probability"}, "rangemode": "tozero"},
-        "legend": {"orientation": "h", "y": 1.12},
+        "legend": {"orientation": "h", "y": -0.2},
         "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
     }
     summary = (

@@ -22,6 +22,12 @@ MAX_HEAD_VIEW_TOKENS = 160
 # Lines with less weight than this are not drawn (they would be invisible anyway).
 MIN_LINE_WEIGHT = 0.01
 LINE_LEVELS = (0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0001)
+# The token columns are drawn inside the plot, a third of its width each: at presenter mode's
+# type in a laptop's half-width column, or at a phone's width, a third holds about 18
+# characters (MiniLM's longest token, "telecommunications"). A longer token is written to its
+# first 17 and "…"; its whole text is in the hover and the chart's table.
+TOKEN_SIDE = 1.0
+MAX_TOKEN_CHARS = 18
 
 
 def head_view_figure(
@@ -119,16 +125,23 @@ def _token_columns(tokens: tuple[str, ...], y: np.ndarray, query: int) -> list[d
                 "mode": "text",
                 "name": f"{side} tokens",
                 "text": [
-                    f"<b>{t}</b>" if (side == "query" and i == query) else t
+                    f"<b>{written(t)}</b>" if (side == "query" and i == query) else written(t)
                     for i, t in enumerate(tokens)
                 ],
                 "textposition": f"middle {position}",
                 "textfont": {"size": theme.font_size()},
-                "hoverinfo": "skip",
+                "hovertext": [f"{side} {i + 1} “{t}”" for i, t in enumerate(tokens)],
+                # The keys' hover is the chosen query's weight on each (`_query_weights_hover`).
+                "hoverinfo": "text" if side == "query" else "skip",
                 "showlegend": False,
             }
         )
     return columns
+
+
+def written(token: str) -> str:
+    """`token` as its column writes it: at most MAX_TOKEN_CHARS characters."""
+    return token if len(token) <= MAX_TOKEN_CHARS else token[: MAX_TOKEN_CHARS - 1] + "…"
 
 
 def _head_view_layout(n: int) -> dict:
@@ -137,7 +150,7 @@ def _head_view_layout(n: int) -> dict:
         "height": int(min(3600, max(260, 90 + per_token * n))),
         "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
         "font": {"size": theme.font_size()},
-        "xaxis": {"visible": False, "range": [-0.9, 1.9], "fixedrange": True},
+        "xaxis": {"visible": False, "range": [-TOKEN_SIDE, 1 + TOKEN_SIDE], "fixedrange": True},
         "yaxis": {"visible": False, "range": [-n + 0.4, 0.6], "fixedrange": True},
         "annotations": [
             {
