@@ -7,9 +7,10 @@ The server does not know the screen's width, so what depends on it is done in th
   axis of numbers or words sized by the server cannot know its length. After Plotly draws an
   axis, its labels are measured once and every k-th is kept, the smallest k at which no two
   kept labels' boxes meet. Redrawn at another width (a turned phone), the axis is thinned again.
-- Text drawn in a plot never overlaps either: a point's label that would meet one kept before
-  it is left to the hover, and numbers written in cells too narrow for them are all left out
-  (the colours, the hover and "Show chart data as tables" still carry them).
+- Text drawn in a plot never overlaps either: a point's label or an annotation (a head's name
+  over its columns) that would meet one kept before it is left out (the hover carries a
+  point's), and numbers written in cells too narrow for them are all left out (the colours,
+  the hover and "Show chart data as tables" still carry them).
 - Tables keep their first column in view when they scroll sideways (`table`).
 """
 
