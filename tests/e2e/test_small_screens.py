@@ -1,5 +1,6 @@
-"""Every page is readable where its readers are: a phone (390 × 844), a laptop (1280 × 800) and
-a projector in presenter mode (1280 × 720), measured as a reader sees it in Chromium (issue #51).
+"""Every page is readable where its readers are: a phone (390 × 844) upright and turned, a laptop
+(1280 × 800) and a projector in presenter mode (1280 × 720), measured as a reader sees it in
+Chromium (issue #51).
 
 For each registered page (ui/pages.py's list, so a new page is covered without touching this
 file) and each screen, in its default view and in the densest view a link can ask it for, the
@@ -37,6 +38,8 @@ PAGES = registered_pages()
 # name: (viewport, query)
 SCREENS = {
     "phone": ((390, 844), ""),
+    # Turned, a phone is wider than Streamlit's 640 px for stacking columns, and its sidebar opens.
+    "turned-phone": ((844, 390), ""),
     "laptop": ((1280, 800), ""),
     "projector": ((1280, 720), "present=1"),
 }

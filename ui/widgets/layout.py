@@ -160,6 +160,13 @@ BASE_CSS = """
 <style>
 /* The chart that only loads Plotly's script early (app_frame) is never shown. */
 .st-key-plotly_preload { display: none; }
+/* Streamlit stacks columns under 640 px only. Between that and a laptop (a turned phone beside
+   its open sidebar, a tablet) three columns are 160 px wide, too narrow for the titles and
+   labels a phone's 358 px chart fits: there, a column keeps a phone's width and the rest wrap. */
+@media (max-width: 1000px) {
+  [data-testid="stHorizontalBlock"] { flex-wrap: wrap; }
+  [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] { min-width: min(100%, 21rem); }
+}
 /* A display formula wraps like text at its top-level = + − signs (KaTeX draws each piece
    between them as one unbreakable box), so fewer formulas need to scroll sideways. A piece
    wider than its column (a written-out row of a real model's 32-wide head) still scrolls
