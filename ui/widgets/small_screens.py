@@ -38,19 +38,19 @@ CHART_TEXT_JS = """
   const meet = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 0.5
     && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 0.5;
   const apart = (boxes) => boxes.every((box, i) => boxes.slice(i + 1).every((b) => !meet(box, b)));
+  // Of `drawn` (indices into `boxes`), each whose box meets none of `taken` or of those kept.
+  const firstFit = (drawn, boxes, taken = []) => drawn.filter((i) => {
+    const fits = taken.every((box) => !meet(box, boxes[i]));
+    if (fits) taken.push(boxes[i]);
+    return fits;
+  });
   // Which of `texts` (with their `boxes`) stay: an axis keeps every k-th label; annotations
   // (a head's name over its columns) and labels of points and bars keep each that meets none
   // kept before it; numbers in cells stay all, or none.
   const keep = (group, texts, boxes) => {
     const drawn = texts.map((_, i) => i)
       .filter((i) => boxes[i].width > 0 && texts[i].textContent.trim());
-    if (group.matches(NOTES)) {
-      const kept = [];
-      for (const i of drawn) {
-        if (kept.every((k) => !meet(boxes[k], boxes[i]))) kept.push(i);
-      }
-      return kept;
-    }
+    if (group.matches(NOTES)) return firstFit(drawn, boxes);
     if (group.matches(AXES)) {
       let step = 1;
       while (step < drawn.length && !apart(drawn.filter((_, n) => n % step === 0)
@@ -60,13 +60,9 @@ CHART_TEXT_JS = """
     if (labelled(group)) {
       // The chart's axis labels are in the way too (a bar's number must not cover them).
       const chart = group.closest(".js-plotly-plot");
-      const taken = [...chart.querySelectorAll(".xtick text, .ytick text")]
+      const ticks = [...chart.querySelectorAll(".xtick text, .ytick text")]
         .map((text) => text.getBoundingClientRect()).filter((box) => box.width > 0);
-      const kept = [];
-      for (const i of drawn) {
-        if (taken.every((box) => !meet(box, boxes[i]))) { kept.push(i); taken.push(boxes[i]); }
-      }
-      return kept;
+      return firstFit(drawn, boxes, ticks);
     }
     return apart(drawn.map((i) => boxes[i])) ? drawn : [];
   };
