@@ -10,12 +10,13 @@ Like `attention`, every function runs on NumPy arrays and on torch tensors (CPU 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .attention import AttentionSteps, scaled_dot_product_attention
+from .attention import AttentionSteps, _scaled_dot_product, scaled_dot_product_attention
 from .validation import (
     AttentionInputError,
     array_namespace,
@@ -174,17 +175,32 @@ def split_heads(x: object, num_heads: int) -> Any:
     """
     xp = array_namespace(x)
     x = as_float_array(x, "x", xp=xp, min_ndim=2)
-    h = _check_heads(x.shape[-1], num_heads)
+    return _split_heads(x, _check_heads(x.shape[-1], num_heads))
+
+
+def _split_heads(x: Any, num_heads: int) -> Any:
+    """`split_heads` on an array already checked."""
     *lead, pos, d_model = x.shape
-    return xp.reshape(x, (*lead, pos, h, d_model // h)).swapaxes(-2, -3)
+    return x.reshape(*lead, pos, num_heads, d_model // num_heads).swapaxes(-2, -3)
 
 
 def merge_heads(x: object) -> Any:
     """`(..., head, pos, d_head)` -> `(..., pos, head·d_head)`: the inverse of split_heads."""
     xp = array_namespace(x)
-    x = as_float_array(x, "x", xp=xp, min_ndim=3)
+    return _merge_heads(as_float_array(x, "x", xp=xp, min_ndim=3))
+
+
+def _merge_heads(x: Any) -> Any:
+    """`merge_heads` on an array already checked."""
     *lead, h, pos, d_head = x.shape
-    return xp.reshape(x.swapaxes(-2, -3), (*lead, pos, h * d_head))
+    return x.swapaxes(-2, -3).reshape(*lead, pos, h * d_head)
+
+
+def _linear(x: Any, w: Any, b: Any) -> Any:
+    """x Wᵀ + b `(..., out)` for x `(..., in)`: one product over every leading position at once
+    (NumPy multiplies a stack of matrices one matrix at a time)."""
+    *lead, width = x.shape
+    return (x.reshape(-1, width) @ w.T).reshape(*lead, w.shape[0]) + b
 
 
 def multi_head_attention(
@@ -231,21 +247,47 @@ def multi_head_attention(
     x_q, x_kv = to_common(xp, x_q, x_kv)
     x_kv = x_q if self_attention else x_kv
     p = dict(zip(_FIELDS, to_like(x_q, *(getattr(params, name) for name in _FIELDS)), strict=True))
+    multipliers = None if head_mask is None else _head_multipliers(head_mask, h, x_q)
+    return _multi_head(x_q, x_kv, p, h, mask, multipliers)
+
+
+def _multi_head(
+    x_q: Any,
+    x_kv: Any,
+    p: Mapping[str, Any],
+    num_heads: int,
+    mask: Any,
+    head_multipliers: Any = None,
+    *,
+    checked: bool = True,
+) -> MultiHeadSteps:
+    """The formula of `multi_head_attention` on inputs already checked, `p` the parameters'
+    arrays by field name, like x_q, and `head_multipliers` `(head, 1, 1)` or None.
+
+    checked=False also skips the attention's own checks of the scores and the mask (a boolean
+    array that broadcasts): for a caller whose inputs are its own results, a model's forward pass
+    run thousands of times in training.
+    """
     # Separate projections let the same tokens play different roles: what to look for (q),
     # what to be found by (k) and what to hand over (v).
-    q = x_q @ p["w_q"].T + p["b_q"]  # (..., q_pos, d_model)
-    k = x_kv @ p["w_k"].T + p["b_k"]  # (..., k_pos, d_model)
-    v = x_kv @ p["w_v"].T + p["b_v"]  # (..., k_pos, d_model)
+    q = _linear(x_q, p["w_q"], p["b_q"])  # (..., q_pos, d_model)
+    k = _linear(x_kv, p["w_k"], p["b_k"])  # (..., k_pos, d_model)
+    v = _linear(x_kv, p["w_v"], p["b_v"])  # (..., k_pos, d_model)
     # Each head attends in its own d_head-dimensional subspace, so heads can track
     # different relations at the cost of one full-width head.
-    q_heads = split_heads(q, h)  # (..., head, q_pos, d_head)
-    k_heads = split_heads(k, h)  # (..., head, k_pos, d_head)
-    v_heads = split_heads(v, h)  # (..., head, k_pos, d_head)
-    attention = scaled_dot_product_attention(q_heads, k_heads, v_heads, mask=mask)
+    q_heads = _split_heads(q, num_heads)  # (..., head, q_pos, d_head)
+    k_heads = _split_heads(k, num_heads)  # (..., head, k_pos, d_head)
+    v_heads = _split_heads(v, num_heads)  # (..., head, k_pos, d_head)
+    if checked:
+        attention = scaled_dot_product_attention(q_heads, k_heads, v_heads, mask=mask)
+    else:
+        xp = array_namespace(q_heads)
+        scale = 1.0 / math.sqrt(q_heads.shape[-1])
+        attention = _scaled_dot_product(xp, q_heads, k_heads, v_heads, mask, scale, checked=False)
     head_outputs = attention.output  # (..., head, q_pos, d_head)
-    if head_mask is not None:
-        head_outputs = head_outputs * _head_multipliers(head_mask, h, head_outputs)
-    concat = merge_heads(head_outputs)  # (..., q_pos, d_model)
+    if head_multipliers is not None:
+        head_outputs = head_outputs * head_multipliers
+    concat = _merge_heads(head_outputs)  # (..., q_pos, d_model)
     # W_o mixes the heads' results back into one d_model-wide representation per token.
-    output = concat @ p["w_o"].T + p["b_o"]  # (..., q_pos, d_model)
+    output = _linear(concat, p["w_o"], p["b_o"])  # (..., q_pos, d_model)
     return MultiHeadSteps(x_q, x_kv, q, k, v, q_heads, k_heads, v_heads, attention, concat, output)
