@@ -143,16 +143,3 @@ def test_evaluation_with_every_head_removed_reads_only_the_direct_path():
     removed = evaluate(settings.config, params, probe, head_mask=np.zeros((2, 2)))
     whole = evaluate(settings.config, params, probe)
     assert removed.loss_repeated != whole.loss_repeated
-
-
-@pytest.mark.slow
-def test_the_default_run_forms_an_induction_head_in_layer_one_and_one_layer_never_does():
-    chunks = list(train(TrainingSettings()))
-    final = chunks[-1].evaluation
-    layer, _ = np.unravel_index(final.induction.argmax(), final.induction.shape)
-    assert layer == 1 and final.induction.max() > 0.6
-    assert final.loss_repeated < 0.2 * final.loss_first
-    assert final.previous[0].max() > 0.3
-    one_layer = list(train(TrainingSettings(n_layers=1)))[-1].evaluation
-    assert one_layer.induction.max() < 0.25
-    assert one_layer.loss_repeated > 0.3 * one_layer.loss_first
