@@ -9,6 +9,7 @@ from attention_core.training.attn_only import AttnOnlyConfig, init_params
 from attention_core.training.circuits import (
     ablation_losses,
     composition_scores,
+    copied_share,
     copying_score,
     ov_circuit,
     positional_qk,
@@ -81,6 +82,9 @@ def test_a_head_that_copies_scores_one_and_one_that_suppresses_minus_one(params,
     built["blocks.0.attn.W_O"] = w_o
     assert copying_score(built, 0, 0) == pytest.approx(score, abs=1e-12)
     np.testing.assert_allclose(np.diag(ov_circuit(built, 0, 0))[:4], sign * 3)
+    # Tokens 0-3 raise (or lower) only their own logit; 4-9 move nothing, their rows all 0,
+    # whose first entry is the largest: token 0's, which is not theirs.
+    assert copied_share(ov_circuit(built, 0, 0)) == (0.4 if sign > 0 else 0.0)
 
 
 def test_composition_scores_are_the_normalised_products(params):

@@ -55,9 +55,14 @@ def test_each_wrong_setting_gets_a_sentence_under_its_own_name(changes, field, w
         TrainingSettings(**changes)
 
 
-def test_the_defaults_and_the_limits_are_a_valid_run():
+def test_the_defaults_are_a_valid_run_and_the_limits_one_of_a_few_hundred_steps():
     assert settings_problems(TrainingSettings()) == {}
-    assert settings_problems(Asked(**{name: hi for name, (_, hi) in LIMITS.items()})) == {}
+    largest = Asked(**{name: hi for name, (_, hi) in LIMITS.items()})
+    problems = settings_problems(largest)
+    assert list(problems) == ["steps"]
+    assert "at most 157, or a smaller model or batch" in problems["steps"]
+    assert settings_problems(Asked(**{**largest.__dict__, "steps": 157})) == {}
+    assert settings_problems(Asked(**{**largest.__dict__, "steps": 158})) != {}
 
 
 def test_a_run_is_a_function_of_its_settings_bit_for_bit():
@@ -98,8 +103,8 @@ def test_each_chunk_scores_the_model_it_holds_on_the_held_out_sequences():
 
 def test_snapshots_stay_within_their_count_and_bytes():
     assert TrainingSettings().snapshot_every == EVAL_EVERY  # 41 of the default model fit
-    big = TrainingSettings(n_layers=3, n_heads=8, d_model=128, d_vocab=256, n_ctx=64, steps=5000)
-    snapshots = math.ceil(5000 / big.snapshot_every) + 1
+    big = TrainingSettings(n_layers=3, n_heads=8, d_model=128, d_vocab=256, n_ctx=64, steps=600)
+    snapshots = math.ceil(600 / big.snapshot_every) + 1
     per_snapshot = 4 * (sum(v.size for v in init_params(big.config, 0).values()) + 3 * 8 * 16 * 16)
     assert big.snapshot_every % EVAL_EVERY == 0
     assert snapshots * per_snapshot <= 17 * 2**20

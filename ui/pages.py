@@ -93,6 +93,15 @@ PAGES: tuple[PageRecord, ...] = (
         quiz="mha",
     ),
     PageRecord(
+        "pages/watch_attention_learn.py",
+        "Watch attention learn",
+        ":material/model_training:",
+        "learning",
+        "The mechanism",
+        "Train a small attention-only model here and watch an induction head form.",
+        quiz="learning",
+    ),
+    PageRecord(
         "pages/positional_encoding.py",
         "Positional encoding",
         ":material/waves:",

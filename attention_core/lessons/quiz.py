@@ -51,6 +51,8 @@ QUESTIONS = {
     "pe.nearest": "At which distance are two positions' encodings most alike?",
     "heads.agree": "Is the token attention favours the one that matters most?",
     "patching.arrives": "At which layer does the answer reach the last token?",
+    "learning.layer": "Which layer will hold the induction head?",
+    "learning.first": "Which forms first, a previous-token or an induction head?",
 }
 
 # Two weights this close are the same number reached by two roundings, not a winner and a loser.
@@ -70,6 +72,9 @@ class Question:
     explanation  why, with the numbers behind the answer
     multiple     True: choose every option that applies (right iff exactly `correct`);
                  False: choose one (right iff it is in `correct`)
+    pending      True while the answer is not known yet (a training still running): a
+                 prediction can be locked in, and is judged once the question is asked again
+                 with its answer
     """
 
     id: str
@@ -78,6 +83,7 @@ class Question:
     correct: frozenset[int]
     explanation: str
     multiple: bool = False
+    pending: bool = False
 
     def is_right(self, chosen: int | Iterable[int] | None) -> bool:
         if chosen is None:

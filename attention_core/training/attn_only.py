@@ -264,7 +264,7 @@ class AttnOnlyGrads:
 
     loss        CrossEntropyGrads   dlogits
     unembed     UnembedGrads        dW_U, db_U, and dx at the residual stream's end
-    blocks      one MultiHeadGrads per layer, from the last to the first
+    blocks      one MultiHeadGrads per layer, in the layers' order (computed last to first)
     d_resid     the gradient at each layer boundary, `(batch, pos, d_model)`, as `resid`
     embedding   EmbeddingGrads      dW_E, dW_pos
     params      every parameter's gradient, under the parameters' names
@@ -320,8 +320,8 @@ def attn_only_gradients(
         d_resid.insert(0, d_resid[0] + block.d_input)
     embedding = embedding_backward(steps.tokens, d_resid[0], config.d_vocab, config.n_ctx)
     grads = {"embed.W_E": embedding.d_w_e, "pos_embed.W_pos": embedding.d_w_pos}
-    for layer, block in zip(reversed(range(config.n_layers)), blocks, strict=True):
+    for layer, block in enumerate(reversed(blocks)):
         grads |= _layer_grads(block, layer, config.n_heads)
     grads |= {"unembed.W_U": unembed.d_w_u, "unembed.b_U": unembed.d_b_u}
     ordered = {name: grads[name] for name in params}
-    return AttnOnlyGrads(loss, unembed, tuple(blocks), tuple(d_resid), embedding, ordered)
+    return AttnOnlyGrads(loss, unembed, tuple(blocks[::-1]), tuple(d_resid), embedding, ordered)

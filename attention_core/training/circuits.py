@@ -15,6 +15,7 @@ Read over the vocabulary, through the embedding and the unembedding:
     ov_circuit      W_E W_OV W_U      (vocab, vocab)  how attending to token a moves each logit
     copying_score   Σᵢ λᵢ / Σᵢ |λᵢ| of the OV circuit's eigenvalues: 1 for a head that copies
                     the token it attends to, −1 for one that suppresses it
+    copied_share    the share of tokens whose own logit an OV circuit raises most
     composition_scores   ‖W_A W_B‖_F / (‖W_A‖_F ‖W_B‖_F) between a layer-0 head's W_OV and a
                     later head's matrix: how much the later head reads what the earlier wrote,
                     into its queries (Q: W_OV W_QK), keys (K: W_OV W_QKᵀ) or values (V: W_OV W_OV)
@@ -38,6 +39,7 @@ __all__ = [
     "CompositionScores",
     "ablation_losses",
     "composition_scores",
+    "copied_share",
     "copying_score",
     "ov_circuit",
     "positional_qk",
@@ -123,6 +125,13 @@ def copying_score(params: Params, layer: int, head: int) -> float:
     eigenvalues = np.linalg.eigvals(small.astype(np.float64))
     magnitude = np.abs(eigenvalues).sum()
     return float(eigenvalues.sum().real / magnitude) if magnitude > 0 else 0.0
+
+
+def copied_share(ov: np.ndarray) -> float:
+    """The share of rows a of an OV circuit `(vocab, vocab)` whose largest entry is on the
+    diagonal: attending to token a raises a's own logit more than any other's."""
+    ov = np.asarray(ov)
+    return float(np.mean(ov.argmax(axis=1) == np.arange(ov.shape[0])))
 
 
 def _score(a: np.ndarray, b: np.ndarray) -> float:

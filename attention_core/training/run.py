@@ -71,6 +71,9 @@ LIMITS = {
     "seed": (0, 2**31 - 1),
 }
 MAX_LR = 1.0
+# The most arithmetic one run may ask for: eight default runs (about two minutes here), so that
+# the largest model still trains a few hundred steps and no link holds a core for long.
+MAX_RUN_FLOPS = 8 * 1000 * 32 * 3 * 1_572_864
 # The most a run's saved checkpoints (parameters and example patterns) may hold, and how many.
 MAX_SNAPSHOTS = 41
 SNAPSHOT_BYTES = 16 * 2**20
@@ -104,6 +107,11 @@ class TrainingSettings:
         return AdamW(self.lr)
 
     @property
+    def flops(self) -> int:
+        """The run's arithmetic, about: `step_flops` per sequence, a batch a step."""
+        return self.steps * self.batch * step_flops(self.config)
+
+    @property
     def snapshot_every(self) -> int:
         """Steps between saved checkpoints: every EVAL_EVERY, or a multiple of it, so that at
         most MAX_SNAPSHOTS and SNAPSHOT_BYTES are kept."""
@@ -115,6 +123,15 @@ class TrainingSettings:
         count = max(2, min(MAX_SNAPSHOTS, SNAPSHOT_BYTES // per_snapshot))
         chunks = math.ceil(self.steps / EVAL_EVERY)
         return EVAL_EVERY * max(1, math.ceil(chunks / (count - 1)))
+
+
+def step_flops(config: AttnOnlyConfig) -> int:
+    """Multiply-adds ×2 of one sequence's forward and backward pass (the backward about twice the
+    forward): per layer the four projections 4·n·d² and the two pattern products 2·n²·d, then
+    the unembedding 2·n·d·vocab, for n = n_ctx and d = d_model."""
+    n, d = config.n_ctx, config.d_model
+    forward = config.n_layers * (4 * n * d * d + 2 * n * n * d) + 2 * n * d * config.d_vocab
+    return 3 * forward
 
 
 _NAMES = {
@@ -139,8 +156,7 @@ def settings_problems(settings: object) -> dict[str, str]:
             problems[name] = f"{_NAMES[name]} must be a whole number, got {value!r}."
         elif not lo <= value <= hi:
             problems[name] = (
-                f"{_NAMES[name]} must be between {lo:,} and {hi:,} here, got {value:,}"
-                + (" (a run takes about 7 ms a step on two cores)." if name == "steps" else ".")
+                f"{_NAMES[name]} must be between {lo:,} and {hi:,} here, got {value:,}."
             )
     lr = settings.lr
     if isinstance(lr, bool) or not isinstance(lr, int | float) or not math.isfinite(lr):
@@ -166,6 +182,16 @@ def settings_problems(settings: object) -> dict[str, str]:
             check_sizes(settings.n_ctx, settings.d_vocab)
         except AttentionInputError as error:
             problems["d_vocab" if settings.n_ctx >= 4 else "n_ctx"] = str(error)
+    if not problems:
+        config = AttnOnlyConfig(
+            settings.n_layers, settings.n_heads, settings.d_model, settings.d_vocab, settings.n_ctx
+        )
+        most = MAX_RUN_FLOPS // (settings.batch * step_flops(config))
+        if settings.steps > most:
+            problems["steps"] = (
+                f"{settings.steps:,} steps of this model with a batch of {settings.batch} are "
+                f"more than one run may take here: at most {most:,}, or a smaller model or batch."
+            )
     return problems
 
 

@@ -21,17 +21,21 @@ import streamlit as st
 from attention_core import AttentionInputError
 from attention_core.lessons.presets import MAX_EXAMPLE_TOKENS, Example
 from attention_core.models import BertModel
-from ui.models import minilm
+from ui.models import minilm, toy
 from ui.pages import PAGES
 from ui.widgets import layout
 from ui.widgets.hand_made import HandMadeExample
 from ui.widgets.state import PageState
 
 SOURCE = "bert"
-PARAMS = ("source", "text", "layer", "head")
+# A head of a model trained on the learning page: `?source=learning&run=<settings>&layer=1&head=2`
+# (layer and head from 0, as that page names them).
+LEARNING = "learning"
+PARAMS = ("source", "text", "layer", "head", "run")
 EDITOR_PAGE = next(page.path for page in PAGES if page.url_path == "scaled-dot-product")
 # The settings under which the step-by-step page computes what the model computes.
 MODEL_SETTINGS = {"scoring": "dot_product", "scaling": True, "causal": False, "tau": 1.0}
+LEARNING_SETTINGS = {**MODEL_SETTINGS, "causal": True}
 # (request, Example, (text read, note)) of the head on screen.
 _LOADED = "scaled_dot_product.model_head"
 
@@ -39,6 +43,12 @@ _LOADED = "scaled_dot_product.model_head"
 def editor_params(text: str, layer: int, head: int) -> dict[str, str]:
     """The step-by-step page's query parameters for head (`layer`, `head`), from 0."""
     return {"source": SOURCE, "text": text, "layer": str(layer + 1), "head": str(head + 1)}
+
+
+def learning_params(run: str, layer: int, head: int) -> dict[str, str]:
+    """The step-by-step page's query parameters for head (`layer`, `head`), from 0, of the
+    learning page's run `run` (`toy.run_code`)."""
+    return {"source": LEARNING, "run": run, "layer": str(layer), "head": str(head)}
 
 
 def send_link(model: BertModel, text: str, layer: int, head: int) -> None:
@@ -128,37 +138,27 @@ def bring_head(view: PageState, hand: HandMadeExample) -> None:
     loaded = st.session_state.get(_LOADED)
     if loaded is not None and loaded[0] == wanted:
         if hand.custom() is loaded[1]:
-            _arrival_notice(*loaded[1:])
+            _arrival_notice(loaded[2])
         else:  # the reader chose a preset, a seed or an upload: the link forgets the head
             _forget(view)
         return
     try:
-        result = minilm.load_model()
-        text, layer, head = requested_head(*wanted, shape=result.shape)
-        if result.model is None:
-            raise AttentionInputError(
-                f"The link asks for layer {layer + 1}, head {head + 1} of {minilm.MODEL_NAME}, but "
-                f"the model is not available on this server, so the preset is shown. "
-                f"{result.error}"
-            )
-        example, cut = head_example(result.model, text, layer, head)
+        if wanted[0] == LEARNING:
+            example, said = _trained_head(*wanted[2:])
+            settings = LEARNING_SETTINGS
+        else:
+            example, said = _bert_head(*wanted[:4])
+            settings = MODEL_SETTINGS
     except AttentionInputError as error:
         view.notices.append(str(error))
         _forget(view)
         return
-    note = ""
-    if cut != text:
-        n = result.model.tokenize(text).num_input_tokens
-        note = (
-            f" The link's text has {n} tokens and these tables hold {MAX_EXAMPLE_TOKENS}, so "
-            "the model was run on its start only."
-        )
     hand.replace(example)
-    for name, value in MODEL_SETTINGS.items():
+    for name, value in settings.items():
         if name not in st.query_params:  # a link may still ask for other settings
             view.set(name, value)
-    st.session_state[_LOADED] = (wanted, example, (cut, note))
-    _arrival_notice(example, (cut, note))
+    st.session_state[_LOADED] = (wanted, example, said)
+    _arrival_notice(said)
 
 
 def _forget(view: PageState) -> None:
@@ -167,15 +167,61 @@ def _forget(view: PageState) -> None:
     st.session_state.pop(_LOADED, None)
 
 
-def _arrival_notice(example: Example, cut_note: tuple[str, str]) -> None:
-    cut, note = cut_note
+def _bert_head(source: str, text: str, layer: str, head: str) -> tuple[Example, str]:
+    """The BERT head a link asks for, and the notice that names it."""
+    result = minilm.load_model()
+    text, layer, head = requested_head(source, text, layer, head, shape=result.shape)
+    if result.model is None:
+        raise AttentionInputError(
+            f"The link asks for layer {layer + 1}, head {head + 1} of {minilm.MODEL_NAME}, but "
+            f"the model is not available on this server, so the preset is shown. "
+            f"{result.error}"
+        )
+    example, cut = head_example(result.model, text, layer, head)
+    note = ""
+    if cut != text:
+        n = result.model.tokenize(text).num_input_tokens
+        note = (
+            f" The link's text has {n} tokens and these tables hold {MAX_EXAMPLE_TOKENS}, so "
+            "the model was run on its start only."
+        )
     d_head = example.q.shape[1]
-    st.info(
+    return example, (
         f"**{minilm.MODEL_NAME}, {example.title.removeprefix('of ')}**, on “{layout.plain(cut)}”. "
         f"Q, K and V below are the rows this head computed, one per token, after the model's "
         f"projections (q = x W_Qᵀ + b_Q, cut to the head's {d_head} columns). Divided by "
         f"√d_k = √{d_head}, as the model does, the weights are the model's own (to float32 "
         f"rounding): change one number and see what moves.{note} The link reopens the model's "
-        "numbers, not your edits (the JSON download under the tables keeps those).",
-        icon=":material/smart_toy:",
+        "numbers, not your edits (the JSON download under the tables keeps those)."
     )
+
+
+def _trained_head(layer: str, head: str, run: str) -> tuple[Example, str]:
+    """The head of a learning-page run a link asks for (trained again if this server has not
+    kept the run: the same settings give the same weights), and the notice that names it."""
+    settings = toy.settings_of(run)
+    try:
+        layer_index, head_index = int(layer), int(head)
+    except ValueError:
+        raise AttentionInputError(
+            f"The link's layer `{_short(layer)}` and head `{_short(head)}` are not whole numbers."
+        ) from None
+    bar = st.empty()
+    trained = toy.wait_for(settings, lambda done, text: bar.progress(done, text=text))
+    bar.empty()
+    if trained.error:
+        raise AttentionInputError(trained.error)
+    example = toy.head_example(trained, layer_index, head_index)
+    d_head = example.q.shape[1]
+    return example, (
+        f"**Head {layer_index}.{head_index} of the learning page's model**, trained "
+        f"{trained.final.step:,} steps (seed {settings.seed}), on its held-out example: a "
+        f"segment of {len(example.query_labels) // 2} token ids and its copy. Q, K and V are "
+        f"the rows this head computed (x W_Q + b_Q, its {d_head} columns); divided by "
+        f"√{d_head} under the causal mask, as the model does, the weights are the model's own. "
+        "Change one number and see the stripe move."
+    )
+
+
+def _arrival_notice(said: str) -> None:
+    st.info(said, icon=":material/smart_toy:")

@@ -33,6 +33,8 @@ fill the bound many times over what a viewer looks at.
                               computed it (the figure cache's key: ui.widgets.render.digested)
     every_cache()             each cache's name and holding (what_caches_hold: in MB, for
                               server.memory's report)
+    register_holder(name, h)  something else holding a room's arrays (a board of runs),
+                              counted and emptied with the caches
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import streamlit as st
@@ -60,7 +62,7 @@ MB = 2**20
 # Python objects take a few hundred bytes, and without a size a cache of them would never shrink.
 SMALL_ENTRY_BYTES = 1024
 
-_CACHES: dict[str, _ByteCache] = {}
+_CACHES: dict[str, _ByteCache | Holder] = {}
 _spinning = threading.local()
 
 
@@ -347,6 +349,20 @@ def bounded_by_bytes(
         return cached
 
     return wrap
+
+
+class Holder(Protocol):
+    """Something else that holds a room's arrays: counted and emptied with the caches."""
+
+    def holding(self) -> tuple[int, int]: ...
+
+    def clear(self) -> None: ...
+
+
+def register_holder(name: str, holder: Holder) -> None:
+    """Count `holder` (entries, bytes) among the caches and empty it with them (the learning
+    page's board of runs: server.jobs)."""
+    _CACHES[name] = holder
 
 
 def every_cache() -> dict[str, tuple[int, int]]:

@@ -90,11 +90,27 @@ def _digest(question: Question) -> str:
 def _lock(question: Question, choice_key: str) -> None:
     chosen = st.session_state.get(choice_key)
     st.session_state[f"quiz.{question.id}.locked"] = (question, chosen)
+    if not question.pending:
+        _score(question, chosen)
+
+
+def _score(question: Question, chosen) -> None:
     # One entry per question and numbers: locking the same question in again does not count twice.
     answers = st.session_state.setdefault(SCORE_KEY, {})
     answers.setdefault(
         (question.id, question.prompt, question.explanation), question.is_right(chosen)
     )
+
+
+def _locked_for(locked: Question, question: Question) -> bool:
+    """Whether a prediction locked in for `locked` answers `question`: the same question, or the
+    same prompt and options asked before their answer was known (a training that had not
+    ended then)."""
+    return locked == question or (
+        locked.pending and (locked.id, locked.prompt, locked.options) == (
+            question.id, question.prompt, question.options
+        )
+    )  # fmt: skip
 
 
 def _unlock(question: Question, choice_key: str) -> None:
@@ -119,7 +135,7 @@ def _predict(question: Question, number: int) -> None:
     base = f"quiz.{question.id}"
     choice_key = f"{base}.choice.{_digest(question)}"
     locked = st.session_state.get(f"{base}.locked")
-    if locked is None or locked[0] != question:
+    if locked is None or not _locked_for(locked[0], question):
         label = f"{number}. {question.prompt}"
         choose = {"format_func": question.options.__getitem__, "key": choice_key}
         if question.multiple:
@@ -138,6 +154,15 @@ def _predict(question: Question, number: int) -> None:
     # Locked in: the question as text (a disabled control would read faintly), then the verdict.
     st.markdown(f"**{number}.** {question.prompt}")
     chosen = locked[1]
+    if question.pending:
+        st.info(
+            f"Locked in: {_chosen_text(question, chosen)}. The answer shows when the training "
+            "ends.",
+            icon=":material/lock:",
+        )
+        _button(question, "again", _unlock, (question, choice_key))
+        return
+    _score(question, chosen)
     if question.is_right(chosen):
         st.success(f"Right: {question.answer}.", icon=":material/check_circle:")
     else:
@@ -163,6 +188,9 @@ def _present(question: Question, number: int) -> None:
             for letter, option in zip(letters, question.options, strict=True)
         )
     )
+    if question.pending:
+        st.caption("The answer shows when the training ends.")
+        return
     if not revealed:
         _button(question, "reveal", st.session_state.__setitem__, (f"{base}.revealed", question))
         return

@@ -1,0 +1,118 @@
+"""The run as it grows: where it stands, its losses and every head's scores by step, the phase
+change named once it has happened, and every head's attention at the latest checkpoint.
+
+The page draws this in a fragment that runs again every POLL_S seconds while the run goes on,
+so every viewer of the link watches the same run grow (one run, the board's: ui.models.toy);
+figures are keyed on the run and how far it has come, so a room costs one figure per update.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from attention_core.lessons import learning
+from attention_core.training.formation import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, formations
+from ui.learning import data, figures
+from ui.models import toy
+from ui.widgets import render
+
+# How often a page looks at a growing run: the charts move every 25 steps (a fraction of a
+# second of training), and a second is as often as a reader can follow them.
+POLL_S = 1.0
+
+
+def progress(run: toy.TrainingRun) -> None:
+    """The progress bar, and why the run is not moving if it is not."""
+    if run.error:
+        st.error(run.error, icon=":material/error:")
+        return
+    fraction = run.step / run.settings.steps if run.chunks else 0.0
+    if run.finished:
+        text = f"Trained: {run.step:,} steps" + (" (stopped early)" if run.diverged else "")
+    else:
+        text = toy.progress_text(run)
+    st.progress(min(1.0, fraction), text=text)
+    if run.state == "idle":
+        st.caption("Paused: nobody was watching. It goes on from here now.")
+    if run.diverged:
+        st.warning(run.diverged, icon=":material/warning:")
+
+
+def charts(run: toy.TrainingRun) -> data.Curves | None:
+    """The losses and scores by step, the sentence on the phase change, the latest patterns;
+    the curves drawn (None before the first checkpoint)."""
+    if not run.chunks:
+        return None
+    curves = data.curves(run)
+    n_layers = run.settings.n_layers
+    if n_layers == 1:
+        st.markdown(
+            learning.one_layer_sentence(curves.best_induction()[2], curves.chance_induction)
+        )
+    else:
+        st.markdown(learning.phase_change_sentence(curves.steps, curves.previous, curves.induction))
+    shown = render.digested(run.digest, curves)
+    loss_col, induction_col = st.columns(2)
+    with loss_col:
+        render.show(render.cached(figures.loss_figure, shown), filename="learning-loss")
+    with induction_col:
+        render.show(
+            render.cached(figures.scores_figure, shown, "induction"), filename="learning-induction"
+        )
+    previous_col, table_col = st.columns(2)
+    with previous_col:
+        render.show(
+            render.cached(figures.scores_figure, shown, "previous"), filename="learning-previous"
+        )
+    with table_col:
+        st.dataframe(_heads_table(curves), width="stretch")
+    latest = run.chunks[-1]
+    st.markdown(
+        f"**Every head now (step {latest.step:,})**, on a held-out sequence: {_segment_text(run)}."
+    )
+    example = data.probe_of(run.settings).example
+    render.show(
+        render.cached(
+            figures.patterns_panels,
+            render.digested(f"{run.key}:{latest.step}", latest.evaluation.patterns),
+            toy.token_labels(example),
+            latest.step,
+        ),
+        filename=f"learning-heads-step-{latest.step}",
+        key="learning.now",
+    )
+    return curves
+
+
+def _heads_table(curves: data.Curves) -> pd.DataFrame:
+    """Each head's scores now, and the step it passed each line (blank: not yet)."""
+    _, n_layers, n_heads = curves.induction.shape
+    passed = {
+        role: {(f.layer, f.head): f.step for f in formations(curves.steps, scores, line)}
+        for role, scores, line in (
+            ("previous", curves.previous, PREVIOUS_TOKEN_HEAD),
+            ("induction", curves.induction, INDUCTION_HEAD),
+        )
+    }
+    heads = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
+    return pd.DataFrame(
+        {
+            "previous": [curves.previous[-1][h] for h in heads],
+            "prefix match": [curves.induction[-1][h] for h in heads],
+            "previous from step": pd.array(
+                [passed["previous"].get(h) for h in heads], dtype="Int64"
+            ),
+            "induction from step": pd.array(
+                [passed["induction"].get(h) for h in heads], dtype="Int64"
+            ),
+        },
+        index=pd.Index([f"{layer}.{head}" for layer, head in heads], name="head"),
+    ).round(2)
+
+
+def _segment_text(run: toy.TrainingRun) -> str:
+    example = data.probe_of(run.settings).example
+    half = example.size // 2
+    first = " ".join(map(str, example[:half]))
+    return f"{half} token ids, “{first}”, then the same {half} again"
