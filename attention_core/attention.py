@@ -152,7 +152,8 @@ def _finish(
             allowed = xp.asarray(allowed, device=device(scaled))  # a NumPy mask joins tensors
         # -inf makes exp() exactly 0, so a blocked key gets exactly zero weight.
         masked = xp.where(allowed, scaled, -math.inf)
-        fully_masked = ~xp.any(xp.broadcast_to(allowed, masked.shape), axis=-1)
+        # Read off the mask's own shape (a causal mask is one (q_pos, k_pos) for every head).
+        fully_masked = ~xp.broadcast_to(xp.any(allowed, axis=-1), masked.shape[:-1])
     weights = _stable_softmax(masked, axis=-1)
     # Each output row is a convex combination of value rows (or zero if nothing is visible).
     output = _shared_matmul(weights, v)  # (..., q_pos, d_v)

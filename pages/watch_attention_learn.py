@@ -43,9 +43,9 @@ except AttentionInputError as error:
 
 # -- predict, then watch ---------------------------------------------------------------------
 
+after.bind_link(view, settings)
 curves = data.curves(run) if run.chunks else None
-if curves is not None:
-    questions.ask_questions(view, settings.n_layers, curves, finished=run.finished)
+questions.ask_questions(view, settings.n_layers, curves, finished=run.finished)
 
 st.header(":material/model_training: The run")
 st.markdown(

@@ -54,8 +54,9 @@ def test_steps_equal_torch_optim_adamw(settings):
             theirs = tensor.detach().numpy()
             assert np.abs(params[name] - theirs).max() <= 1e-10 * np.abs(theirs).max()
             torch_state = optimizer.state[tensor]
-            np.testing.assert_allclose(state.m[name], torch_state["exp_avg"].numpy(), rtol=1e-10)
-            np.testing.assert_allclose(state.v[name], torch_state["exp_avg_sq"].numpy(), rtol=1e-10)
+            m, v = state.unflat(state.m)[name], state.unflat(state.v)[name]
+            np.testing.assert_allclose(m, torch_state["exp_avg"].numpy(), rtol=1e-10)
+            np.testing.assert_allclose(v, torch_state["exp_avg_sq"].numpy(), rtol=1e-10)
     assert state.step == 4
 
 
@@ -85,3 +86,12 @@ def test_other_settings_and_mismatches_are_refused():
     params = {"w": np.ones(2)}
     with pytest.raises(AttentionInputError, match="same parameters"):
         adamw_update(params, {"v": np.ones(2)}, AdamWState.zeros_like(params), AdamW(0.1))
+
+
+def test_the_state_is_one_vector_cut_back_by_name_and_shape():
+    params = {"w": np.arange(6.0).reshape(2, 3), "b": np.array([7.0])}
+    state = AdamWState.zeros_like(params)
+    assert state.layout == (("w", (2, 3)), ("b", (1,))) and state.m.shape == (7,)
+    new, state = adamw_update(params, {"b": np.ones(1), "w": np.ones((2, 3))}, state, AdamW(0.1))
+    assert list(new) == ["w", "b"] and new["w"].shape == (2, 3)
+    np.testing.assert_allclose(state.unflat(state.m)["b"], [0.1])

@@ -12,10 +12,26 @@ import pandas as pd
 import streamlit as st
 
 from attention_core.training.formation import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD
+from attention_core.training.run import EVAL_EVERY, TrainingSettings
 from ui.learning import data, figures
 from ui.models import toy
 from ui.widgets import render
 from ui.widgets.state import PageState, write_url_after_fragment
+
+
+KINDS = {"k": "K (into the keys)", "q": "Q (into the queries)", "v": "V (into the values)"}
+
+
+def bind_link(view: PageState, settings: TrainingSettings) -> None:
+    """Read this section's controls from the link now, while the run still trains and they are
+    not drawn yet: the link written at the end of each run would otherwise drop them."""
+    config = settings.config
+    names = [f"{lay}.{h}" for lay in range(config.n_layers) for h in range(config.n_heads)]
+    steps = sorted({*range(0, settings.steps, EVAL_EVERY), settings.steps})
+    view.choice_key("step", settings.steps, steps)
+    view.choice_key("head", "", names)  # "": not chosen yet, the strongest head once trained
+    view.multi("remove", [], names)
+    view.choice_key("composition", "k", list(KINDS))
 
 
 def head_choice(view: PageState, run: toy.TrainingRun, curves: data.Curves) -> tuple[int, int]:
@@ -147,9 +163,6 @@ def ablation(view: PageState, run: toy.TrainingRun) -> None:
             f"{result.loss_first - read.whole.loss_first:+.3f}", delta_color="inverse",
         )  # fmt: skip
     write_url_after_fragment(view)
-
-
-KINDS = {"k": "K (into the keys)", "q": "Q (into the queries)", "v": "V (into the values)"}
 
 
 @st.fragment

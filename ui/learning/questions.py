@@ -9,16 +9,21 @@ from ui.widgets.quiz import ask
 from ui.widgets.state import PageState
 
 
-def ask_questions(view: PageState, n_layers: int, curves: Curves, *, finished: bool) -> None:
+def ask_questions(view: PageState, n_layers: int, curves: Curves | None, *, finished: bool) -> None:
+    """The questions, before the run's first checkpoint too (`curves` None: pending)."""
+    if curves is None:
+        steps = previous = induction = None
+    else:
+        steps, previous, induction = curves.steps, curves.previous, curves.induction
     ask(
         view,
         "learning",
         {
             "learning.layer": lambda: learning.induction_layer_question(
-                n_layers, curves.steps, curves.induction, finished=finished
+                n_layers, steps, induction, finished=finished and curves is not None
             ),
             "learning.first": lambda: learning.first_formed_question(
-                curves.steps, curves.previous, curves.induction, finished=finished
+                steps, previous, induction, finished=finished and curves is not None
             ),
         },
     )
