@@ -119,12 +119,14 @@ if settings.n_layers == 1:
     st.markdown(
         "This model has one layer: the run above is the answer. Compare it with two layers:"
     )
-st.page_link(
-    "pages/watch_attention_learn.py",
-    label=f"The same run with {1 if settings.n_layers > 1 else 2} layer"
-    f"{'' if settings.n_layers > 1 else 's'}",
+other = 1 if settings.n_layers > 1 else 2
+st.button(
+    f"Train the same with {other} layer{'s' if other > 1 else ''}",
     icon=":material/swap_horiz:",
-    query_params={**st.query_params.to_dict(), "layers": "1" if settings.n_layers > 1 else "2"},
+    key="learning.other_layers",
+    on_click=view.set,
+    args=("layers", other),
+    help="The same settings and seed: only the number of layers changes (and the link with it).",
 )
 
 st.header(":material/download: Take it with you")

@@ -156,7 +156,9 @@ def test_one_layer_says_why_no_induction_head_forms():
     at = finish(open_page({**SMALL, "layers": "1"}))
     said = " ".join(m.value for m in at.markdown)
     assert "With one layer, no head can become an induction head" in said
-    assert "The same run with 2 layers" in [link.proto.label for link in at.get("page_link")]
+    at.button(key="learning.other_layers").click().run()
+    assert at.select_slider(key="learning.layers").value == 2
+    assert "layers" not in at.query_params  # 2, the default, which a link leaves out
 
 
 def test_removing_heads_gives_the_losses_of_the_model_without_them(small_run):

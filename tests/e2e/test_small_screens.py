@@ -125,10 +125,16 @@ READ_JS = r"""([minText, overlapPx]) => {
   // sidebar, closed on a phone, is not read), unless held as below.
   const width = document.documentElement.clientWidth;
   const wide = [...cut];
-  // Held: in a region that scrolls sideways, or in one clipped to nothing (the 1 px box that
-  // holds a slider's input for screen readers only).
+  // Held: in a region that scrolls sideways, in one clipped to nothing (the 1 px box that
+  // holds a slider's input for screen readers only), or in one that hides what passes its
+  // edges and is itself on the screen (a progress bar's track, whose fill slides in from the
+  // left).
   const holds = (node) => {
     const style = getComputedStyle(node);
+    if (['hidden', 'clip'].includes(style.overflowX)) {
+      const box = node.getBoundingClientRect();
+      if (box.left >= -1 && box.right <= width + 1) return true;
+    }
     return ['auto', 'scroll'].includes(style.overflowX)
       || style.clip !== 'auto' || style.clipPath !== 'none';
   };
@@ -267,6 +273,7 @@ DENSE_LINKS = {
     "decoder": "prompt=" + quote(LONG_WORDS),
     "heads": "prompt=" + quote(LONG_WORDS),
     "cost": "keys=12&block=1&decode=12",
+    "learning": "layers=3&heads=8&d_model=128&vocab=256&context=64&steps=25&batch=8",
     "why": "n=10",
     "long-context": "text=" + quote(" ".join([LONG_WORDS] * 4))
     + "&window=4&sinks=3&context=131072",

@@ -27,7 +27,11 @@ EDITOR_PAGE = next(page.path for page in PAGES if page.url_path == "scaled-dot-p
 def uploaded_model(view: PageState) -> tuple[ModelFile | None, str]:
     """The "your own model" expander: the model a reader uploaded (None: none, or a file that
     is not one, said under the uploader) and what to do with it ("inspect" or "train")."""
-    with st.expander("Go on from a downloaded model", icon=":material/upload_file:"):
+    # Open while it holds a file: what the page says of that file is in it.
+    holding = st.session_state.get(UPLOAD_KEY) is not None
+    with st.expander(
+        "Go on from a downloaded model", icon=":material/upload_file:", expanded=holding
+    ):
         st.markdown(
             "Upload an `.npz` that this page's **Download the model** gave (or one saved the "
             "same way from TransformerLens): inspect its heads, or train it further with the "

@@ -64,8 +64,6 @@ def settings_from_controls(view: PageState) -> TrainingSettings | None:
         "batch": view.choice_key("batch", DEFAULTS.batch, BATCHES),
         "seed": view.int_key("seed", DEFAULTS.seed, lo=0, hi=MAX_SEED),
     }
-    # The page's own "one layer against two" link changes a setting within the session.
-    view.follow_link(tuple(keys))
     model_col, training_col = st.columns(2)
     # A place under each input for its sentence, filled once every setting is read.
     slots = {}
