@@ -34,6 +34,7 @@ def preload_model() -> None:
 
 
 warmup.ready(pages.page_modules, what_caches_hold, preload_model)
-page = st.navigation(PAGES)
+# Every page in the menu: past twelve, Streamlit would fold the last behind "View more".
+page = st.navigation(PAGES, expanded=True)
 app_frame(page)
 page.run()

@@ -48,15 +48,7 @@ curves = data.curves(run) if run.chunks else None
 questions.ask_questions(view, settings.n_layers, curves, finished=run.finished)
 
 st.header(":material/model_training: The run")
-st.markdown(
-    f"{settings.n_layers} layer{'s' if settings.n_layers > 1 else ''} of {settings.n_heads} "
-    f"heads, d_model {settings.d_model}, {settings.d_vocab} tokens, {settings.n_ctx} positions; "
-    f"AdamW at {settings.lr:g}, {settings.batch} fresh sequences a step, each a segment of "
-    f"{max(2, settings.n_ctx // 4)} to {settings.n_ctx // 2} random tokens repeated to fill the "
-    "context. Scored every 25 steps on 32 held-out sequences never trained on. "
-    + after.line_notes()
-    + " Everyone who opens this link watches this one run."
-)
+st.markdown(live.run_text(run, uploaded=model_file is not None))
 
 
 @st.fragment(run_every=None if run.finished else live.POLL_S)

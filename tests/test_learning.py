@@ -56,12 +56,13 @@ def test_one_layer_says_why_with_its_numbers():
     said = one_layer_sentence(0.123, 0.0456)
     assert "only a head of an earlier layer can write that" in said
     assert said.endswith(
-        "best prefix-matching score is 0.12, against 0.05 for attention spread evenly over the past."
+        "best prefix-matching score is 0.12, against 0.05 for attention spread evenly over the "
+        "past."
     )
 
 
 def test_which_layer_is_pending_until_the_run_ends_then_answered():
-    previous, induction = scores(50, 200)
+    induction = scores(50, 200)[1]
     pending = induction_layer_question(2, STEPS, induction, finished=False)
     assert pending.pending and pending.correct == frozenset()
     assert pending.options == ("Layer 0", "Layer 1", "No layer: none forms")

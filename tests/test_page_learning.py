@@ -262,3 +262,32 @@ def test_the_default_link_forms_an_induction_head_in_layer_one():
     best = table["prefix match"].idxmax()
     assert best.startswith("1.") and table["prefix match"].max() > 0.6
     assert table.loc[best, "induction from step"] <= 1000
+
+
+def test_a_run_that_diverges_stops_says_so_and_keeps_its_last_good_checkpoint():
+    # A model file with one token's embedding past float32's reach once squared: no held-out
+    # sequence reads that token, so the file is scored; the first batch that draws it overflows.
+    settings = TrainingSettings(
+        n_layers=2, n_heads=2, d_model=16, d_vocab=256, n_ctx=8, steps=200, batch=8
+    )
+    probe = held_out(settings.seed, HELD_OUT_COUNT, 8, 256)
+    unseen = sorted(set(range(256)) - set(probe.tokens.ravel()) - set(probe.example))[0]
+    params = {k: v.copy() for k, v in train_start(settings).items()}
+    params["embed.W_E"][unseen] = 1e30
+    data = to_npz(settings.config, params, {"steps": 0})
+    at = open_page({"steps": "200", "batch": "8"})
+    at.file_uploader(key="learning.upload").set_value(
+        ("big.npz", data, "application/octet-stream")
+    ).run()
+    at.radio(key="learning.upload_mode").set_value("train").run()
+    finish(at)
+    warnings = [w.value for w in at.warning]
+    assert any(w.startswith("The loss stopped being a number at step ") for w in warnings), warnings
+    assert progress_text(at).endswith("(stopped early)")
+    assert not at.exception
+
+
+def train_start(settings: TrainingSettings):
+    from attention_core.training.attn_only import init_params
+
+    return init_params(settings.config, 0)

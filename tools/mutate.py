@@ -63,6 +63,14 @@ MODULES = (
     "token_attribution",
     "kv_cache",
     "sampling",
+    "training.gradients",
+    "training.adamw",
+    "training.attn_only",
+    "training.sequences",
+    "training.run",
+    "training.formation",
+    "training.circuits",
+    "training.model_file",
 )
 # The tests that exercise the formulas; a module's own tests/test_<module>.py runs first.
 TEST_FILES = (
@@ -101,6 +109,22 @@ OWN_TESTS = {
     "kv_cache": ("test_kv_cache.py",),
     # Choosing the next token: hand-worked stages, properties, and transformers' warpers.
     "sampling": ("test_sampling.py",),
+    # Training: every gradient against torch.autograd, AdamW against torch.optim.AdamW, the model
+    # against TransformerLens's, the run, its data, its readings and its file.
+    "training.gradients": ("test_gradients.py",),
+    "training.adamw": ("test_adamw.py",),
+    "training.attn_only": ("test_attn_only.py",),
+    "training.sequences": ("test_sequences.py", "test_run.py"),
+    "training.run": ("test_run.py",),
+    "training.formation": ("test_formation.py", "test_learning.py"),
+    "training.circuits": ("test_circuits.py",),
+    "training.model_file": (  # not the slow run of the default settings
+        "test_model_file.py::test_the_file_loads_into_transformer_lens_and_gives_our_logits",
+        "test_model_file.py::test_a_file_round_trips_with_its_config_and_what_the_app_knows",
+        "test_model_file.py::test_a_file_that_is_not_such_a_model_is_refused_in_a_sentence",
+        "test_model_file.py::test_a_config_past_the_pages_limits_is_refused",
+        "test_model_file.py::test_the_archive_holds_only_arrays_and_text",
+    ),
 }
 MIN_SCORE = 0.90
 # Property tests try this many examples per mutant (hypothesis's default is 100); tests that set
@@ -505,6 +529,7 @@ def _preload() -> None:
 
     torch.set_num_threads(1)  # two children share two cores
     for name in (
+        "transformer_lens",  # the training tests' reference model (5 s to import)
         "transformers.models.llama.modeling_llama",
         "transformers.models.bert.modeling_bert",
         "transformers.models.bloom",

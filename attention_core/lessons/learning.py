@@ -59,8 +59,10 @@ def phase_change_sentence(steps: object, previous: object, induction: object) ->
     )
     earlier = [f for f in previouses if f.layer < first.layer]
     if not earlier:
-        return said + ", before any head of an earlier layer passed " + (
-            f"{PREVIOUS_TOKEN_HEAD} as a previous-token head."
+        return (
+            said
+            + ", before any head of an earlier layer passed "
+            + (f"{PREVIOUS_TOKEN_HEAD} as a previous-token head.")
         )
     before = earlier[0]
     gap = first.step - before.step
@@ -102,9 +104,8 @@ def induction_layer_question(
     induction = np.asarray(induction)
     name, score = _best(induction)
     if score < INDUCTION_HEAD:
-        why = (
-            f"No head passed {INDUCTION_HEAD}: the best is head {name} at {score:.2f}."
-            + (" One layer cannot compose two heads." if n_layers == 1 else "")
+        why = f"No head passed {INDUCTION_HEAD}: the best is head {name} at {score:.2f}." + (
+            " One layer cannot compose two heads." if n_layers == 1 else ""
         )
         return Question("learning.layer", prompt, options, frozenset({n_layers}), why)
     layer = int(name.split(".")[0])

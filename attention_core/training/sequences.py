@@ -32,6 +32,7 @@ __all__ = [
     "HeldOut",
     "check_sizes",
     "held_out",
+    "period_range",
     "seen_before",
     "training_batch",
 ]
@@ -116,6 +117,11 @@ def held_out(seed: int, count: int, n_ctx: int, vocab: int) -> HeldOut:
     return HeldOut(rows, period, example)
 
 
+def period_range(n_ctx: int) -> tuple[int, int]:
+    """The shortest and the longest period a training sequence of n_ctx tokens has."""
+    return max(MIN_PERIOD, n_ctx // 4), n_ctx // 2
+
+
 def training_batch(
     rng: np.random.Generator,
     batch: int,
@@ -127,7 +133,8 @@ def training_batch(
     n_ctx // 4 .. n_ctx // 2 (at least MIN_PERIOD); no row's segment is one of `exclude` (a
     held-out set's)."""
     n_ctx, vocab = check_sizes(n_ctx, vocab)
-    periods = rng.integers(max(MIN_PERIOD, n_ctx // 4), n_ctx // 2 + 1, size=batch)
+    shortest, longest = period_range(n_ctx)
+    periods = rng.integers(shortest, longest + 1, size=batch)
     rows = _segment_rows(rng, periods, n_ctx, vocab)
     for row in range(batch):
         # Rare (a held-out segment among vocab!/(vocab - period)! of its length), but a

@@ -11,13 +11,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attention_core.training.formation import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD
 from attention_core.training.run import EVAL_EVERY, TrainingSettings
 from ui.learning import data, figures
 from ui.models import toy
 from ui.widgets import render
 from ui.widgets.state import PageState, write_url_after_fragment
-
 
 KINDS = {"k": "K (into the keys)", "q": "Q (into the queries)", "v": "V (into the values)"}
 
@@ -250,10 +248,3 @@ def circuits(run: toy.TrainingRun, curves: data.Curves, layer: int, head: int) -
             "before it: a bright diagonal means the query's token attends to keys whose previous "
             "token is that same token, the induction rule."
         )
-
-
-def line_notes() -> str:
-    return (
-        f"A head counts as a previous-token head once its score passes {PREVIOUS_TOKEN_HEAD}, "
-        f"and as an induction head once its prefix matching passes {INDUCTION_HEAD}."
-    )

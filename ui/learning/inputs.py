@@ -68,7 +68,7 @@ def settings_from_controls(view: PageState) -> TrainingSettings | None:
     # A place under each input for its sentence, filled once every setting is read.
     slots = {}
     with model_col:
-        st.subheader("The model", anchor=False)
+        st.markdown("**The model**")
         n_layers = st.select_slider(
             "Layers", LAYERS, key=keys["layers"],
             help="Attention layers, one after another, each adding its heads' outputs to the "
@@ -84,7 +84,7 @@ def settings_from_controls(view: PageState) -> TrainingSettings | None:
         n_ctx = _box("Context (tokens a sequence holds)", keys["context"], "n_ctx")
         slots["n_ctx"] = st.empty()
     with training_col:
-        st.subheader("The training", anchor=False)
+        st.markdown("**The training**")
         steps = _box("Steps", keys["steps"], "steps", step=100)
         slots["steps"] = st.empty()
         lr_text = st.text_input(

@@ -13,6 +13,8 @@ import streamlit as st
 
 from attention_core.lessons import learning
 from attention_core.training.formation import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD, formations
+from attention_core.training.run import EVAL_EVERY, HELD_OUT_COUNT
+from attention_core.training.sequences import period_range
 from ui.learning import data, figures
 from ui.models import toy
 from ui.widgets import render
@@ -20,6 +22,30 @@ from ui.widgets import render
 # How often a page looks at a growing run: the charts move every 25 steps (a fraction of a
 # second of training), and a second is as often as a reader can follow them.
 POLL_S = 1.0
+
+
+def run_text(run: toy.TrainingRun, *, uploaded: bool) -> str:
+    """What is trained on what, and how it is scored, in a paragraph."""
+    settings = run.settings
+    shortest, longest = period_range(settings.n_ctx)
+    layers = f"{settings.n_layers} layer{'s' if settings.n_layers > 1 else ''}"
+    said = (
+        f"{layers} of {settings.n_heads} heads, d_model {settings.d_model}, {settings.d_vocab} "
+        f"tokens, {settings.n_ctx} positions; AdamW at {settings.lr:g}, {settings.batch} fresh "
+        f"sequences a step, each a segment of {shortest} to {longest} random tokens repeated "
+        f"to fill the context. Scored every {EVAL_EVERY} steps on {HELD_OUT_COUNT} held-out "
+        "sequences never trained on. " + after_lines()
+    )
+    if uploaded:
+        return said + " The model is your file's: this run is yours alone."
+    return said + " Everyone who opens this link watches this one run."
+
+
+def after_lines() -> str:
+    return (
+        f"A head counts as a previous-token head once its score passes {PREVIOUS_TOKEN_HEAD}, "
+        f"and as an induction head once its prefix matching passes {INDUCTION_HEAD}."
+    )
 
 
 def progress(run: toy.TrainingRun) -> None:

@@ -127,7 +127,7 @@ def _axis_needs(
         depth = widest * math.cos(angle) + tall * math.sin(angle)
         # The lowest label is centred on its tick, which may sit at the plot's bottom edge.
         if (axis.get("domain") or (0, 1))[0] <= 0.01:
-            yield "b", tall / 2 + 3
+            yield "b", tall / 2 + 3 * spacing
     elif labels:
         depth = widest * math.sin(angle) + tall * math.cos(angle)
         # Automatic ticks may fall on the plot's right end, and a level label is centred on
@@ -137,8 +137,9 @@ def _axis_needs(
         if automatic and at_right:
             yield "r", _text_width(labels[-1], tick_font) / 2 + LABEL_OVERHANG * spacing
         elif axis.get("labelalias") and at_right:
-            # A flat label wider than its cell (a narrow panel's) hangs past the plot's end.
-            yield "r", _text_width(labels[-1], tick_font) / 2 + LABEL_OVERHANG * spacing / 2
+            # A flat label wider than its cell (a narrow panel's) hangs past the plot's end; a
+            # short one (a token id, two digits) by more than its half-width's estimate says.
+            yield "r", _text_width(labels[-1], tick_font) / 2 + LABEL_OVERHANG * spacing
     title = axis.get("title")
     if _title_text(title):
         title_font = _font_size(
