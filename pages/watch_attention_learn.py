@@ -51,13 +51,18 @@ st.header(":material/model_training: The run")
 st.markdown(live.run_text(run, uploaded=model_file is not None))
 
 
-@st.fragment(run_every=None if run.finished else live.POLL_S)
+every = live.poll_seconds(run.watchers)
+
+
+@st.fragment(run_every=None if run.finished else every)
 def growing(view: PageState, run: toy.TrainingRun) -> None:
     if not run.finished:
-        # Run again every second by Streamlit: read the run as it stands now.
+        # Run again every few seconds by Streamlit: read the run as it stands now.
         run = toy.training_run(run.settings, model_file if mode == "train" else None)
-        if run.finished:
-            st.rerun()  # the whole page: its questions and what a trained model can be asked
+        # The whole page again: its questions and what a trained model can be asked once the
+        # run has ended; a slower look once more viewers watch.
+        if run.finished or live.poll_seconds(run.watchers) > every:
+            st.rerun()
     live.progress(run)
     live.charts(run)
     write_url_after_fragment(view)

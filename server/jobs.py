@@ -15,9 +15,10 @@ others in line, first come first served.
     job.state                      "waiting", "running", "idle", "done" or "failed"
     job.ahead                      while waiting: the jobs running or in line before it
     job.error                      a failed job's exception
-    job.seen()                     a viewer looks at it: a job no viewer has looked at for
+    job.seen(viewer)               a viewer looks at it: a job no viewer has looked at for
                                    IDLE_S stops between items (its slot goes to the next in
                                    line) and goes on where it was when someone looks again
+    job.watchers(seconds)          how many viewers looked in the last `seconds`
     board.holding()                (jobs, bytes of their items), bounded: finished jobs go,
                                    least recently seen first, once the bytes pass max_bytes
     board.clear()                  every job stopped and dropped
@@ -41,6 +42,8 @@ __all__ = ["IDLE_S", "BoardFull", "Job", "JobBoard"]
 # A job nobody has looked at for this long stops taking turns: pages look every second or so
 # while a run grows, so a minute without one means every viewer has left.
 IDLE_S = 60.0
+# The viewers a job remembers at most (a room's), each by the server's name for its session.
+MAX_VIEWERS = 256
 
 
 class BoardFull(RuntimeError):
@@ -59,14 +62,25 @@ class Job:
         self._start = start
         self._iterator: Iterator[Any] | None = None
         self._seen = time.monotonic()
+        self._viewers: dict[str, float] = {}
         self._stopped = False
 
     @property
     def finished(self) -> bool:
         return self.state in ("done", "failed")
 
-    def seen(self) -> None:
-        self._seen = time.monotonic()
+    def seen(self, viewer: str = "") -> None:
+        now = self._seen = time.monotonic()
+        if viewer:
+            self._viewers[viewer] = now
+            if len(self._viewers) > 4 * MAX_VIEWERS:  # forget those gone longest
+                for gone in sorted(self._viewers, key=self._viewers.get)[:MAX_VIEWERS]:
+                    del self._viewers[gone]
+
+    def watchers(self, seconds: float) -> int:
+        """How many viewers have looked at the job in the last `seconds`."""
+        since = time.monotonic() - seconds
+        return sum(seen >= since for seen in list(self._viewers.values()))
 
     def idle_for(self) -> float:
         return time.monotonic() - self._seen
@@ -108,8 +122,9 @@ class JobBoard:
         self._active: set[Job] = set()
         self._condition = threading.Condition()
 
-    def run(self, key: str, start: Callable[[], Iterator[Any]]) -> Job:
-        """The job of `key`, started (in line) if the board does not hold it."""
+    def run(self, key: str, start: Callable[[], Iterator[Any]], viewer: str = "") -> Job:
+        """The job of `key`, started (in line) if the board does not hold it; `viewer` (a
+        session's name, given by the server) looks at it."""
         with self._condition:
             job = self._jobs.get(key)
             if job is None:
@@ -118,7 +133,7 @@ class JobBoard:
                 self._line.append(job)
                 threading.Thread(target=self._work, args=(job,), daemon=True,
                                  name=f"{self.name}-job").start()  # fmt: skip
-            job.seen()
+            job.seen(viewer)
             self._condition.notify_all()  # an idle job that is looked at again goes on
             return job
 

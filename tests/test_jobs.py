@@ -136,3 +136,14 @@ def test_clear_stops_and_drops_every_run():
     time.sleep(0.1)
     assert runs.holding() == (0, 0)
     assert len(job.items) <= 2  # it stopped at its next item
+
+
+def test_a_job_counts_the_viewers_watching_it():
+    runs = board()
+    job = runs.run("a", counting(3), viewer="one")
+    runs.run("a", counting(3), viewer="two")
+    runs.run("a", counting(3), viewer="one")
+    assert job.watchers(5.0) == 2
+    time.sleep(0.05)
+    runs.run("a", counting(3), viewer="three")
+    assert job.watchers(0.03) == 1  # only the latest looked this recently

@@ -219,11 +219,12 @@ class HeadCircuits:
 def circuits(
     key: str, step: int, _params: dict, layer: int, head: int, through: tuple[int, int] | None
 ) -> HeadCircuits:
-    if layer == 0:
-        qk, over = positional_qk(_params, 0, head), "positions"
-    else:
-        qk, over = qk_circuit(_params, layer, head, through=through), "tokens"
-    ov = ov_circuit(_params, layer, head)
+    with np.errstate(over="ignore", invalid="ignore"):  # a file's huge weights: inf cells, drawn
+        if layer == 0:
+            qk, over = positional_qk(_params, 0, head), "positions"
+        else:
+            qk, over = qk_circuit(_params, layer, head, through=through), "tokens"
+        ov = ov_circuit(_params, layer, head)
     return read_only(
         HeadCircuits(qk, over, through, ov, copying_score(_params, layer, head), copied_share(ov))
     )

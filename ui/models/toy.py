@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from attention_core import AttentionInputError
 from attention_core.lessons.presets import Example
@@ -51,6 +52,8 @@ __all__ = [
 BOARD = JobBoard("learning.runs", running=2, max_jobs=8, max_bytes=48 * MB, size=nbytes)
 register_holder(BOARD.name, BOARD)
 _FIELDS = tuple(asdict(TrainingSettings()))
+# A viewer who has looked at a run this recently is watching it (pages look every 1 to 5 s).
+WATCHING_S = 12.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,6 +65,7 @@ class TrainingRun:
     state    "waiting" (in line, `ahead` runs before it), "running", "idle", "done", "failed"
     error    why a failed run failed, in a sentence
     key      the run's name on the board: its settings and its start
+    watchers how many viewers have looked at it in the last few seconds (a room's size)
     """
 
     settings: TrainingSettings
@@ -70,6 +74,7 @@ class TrainingRun:
     ahead: int
     error: str
     key: str
+    watchers: int = 1
 
     @property
     def digest(self) -> str:
@@ -120,8 +125,10 @@ def training_run(settings: TrainingSettings, start: ModelFile | None = None) -> 
     """The run of `settings` (from `start`'s parameters, if given) as it stands now; started if
     the board does not hold it. Raises AttentionInputError when the board is full."""
     key = _key(settings, start)
+    context = get_script_run_ctx(suppress_warning=True)
+    viewer = "" if context is None else context.session_id
     try:
-        job = BOARD.run(key, lambda: _chunks(settings, start))
+        job = BOARD.run(key, lambda: _chunks(settings, start), viewer)
     except BoardFull as error:
         raise AttentionInputError(str(error)) from None
     chunks = job.items
@@ -130,7 +137,8 @@ def training_run(settings: TrainingSettings, start: ModelFile | None = None) -> 
         error = str(job.error) if isinstance(job.error, AttentionInputError) else (
             f"The run failed: {type(job.error).__name__}: {job.error}"
         )  # fmt: skip
-    return TrainingRun(settings, chunks, job.state, job.ahead, error, key)
+    watchers = max(1, job.watchers(WATCHING_S))
+    return TrainingRun(settings, chunks, job.state, job.ahead, error, key, watchers)
 
 
 def inspected(model: ModelFile, settings: TrainingSettings) -> TrainingRun:
