@@ -95,3 +95,25 @@ def test_the_state_is_one_vector_cut_back_by_name_and_shape():
     new, state = adamw_update(params, {"b": np.ones(1), "w": np.ones((2, 3))}, state, AdamW(0.1))
     assert list(new) == ["w", "b"] and new["w"].shape == (2, 3)
     np.testing.assert_allclose(state.unflat(state.m)["b"], [0.1])
+
+
+def test_settings_at_their_edges_are_allowed():
+    AdamW(1e-3, betas=(0.0, 0.0))  # no running mean at all: a sign-SGD-like step
+    AdamW(1e-3, weight_decay=0.0)  # plain Adam
+
+
+def test_the_update_runs_on_torch_tensors_and_gives_numpys_numbers():
+    rng = np.random.default_rng(1)
+    params = {"w": rng.normal(size=(3, 2)), "b": rng.normal(size=2)}
+    grads = {"w": rng.normal(size=(3, 2)), "b": rng.normal(size=2)}
+    ours, _ = adamw_update(params, grads, AdamWState.zeros_like(params), AdamW(0.1))
+    tensors = {name: torch.from_numpy(value) for name, value in params.items()}
+    theirs, _state = adamw_update(
+        tensors,
+        {n: torch.from_numpy(g) for n, g in grads.items()},
+        AdamWState.zeros_like(tensors),
+        AdamW(0.1),
+    )
+    for name in params:
+        assert isinstance(theirs[name], torch.Tensor) and theirs[name].shape == params[name].shape
+        np.testing.assert_allclose(theirs[name].numpy(), ours[name], atol=1e-15)

@@ -113,6 +113,10 @@ def test_every_gradient_equals_autograd_through_transformer_lens(params, tokens)
     theirs = losses[torch.from_numpy(counted).reshape(-1)].mean()
     theirs.backward()
     assert loss == pytest.approx(theirs.item(), rel=1e-13)
+    # The steps of each layer's backward pass, in the layers' order.
+    assert len(grads.blocks) == CONFIG.n_layers
+    for layer, block in enumerate(grads.blocks):
+        np.testing.assert_array_equal(block.d_b_o, grads.params[f"blocks.{layer}.attn.b_O"])
     named = dict(model.named_parameters())
     scale = max(np.abs(g).max() for g in grads.params.values())
     for name, ours in grads.params.items():
@@ -143,6 +147,13 @@ def test_initial_weights_follow_the_seed_and_transformer_lens_scale():
     assert first["embed.W_E"].dtype == np.float32
     # N(0, 0.8/√64 = 0.1): the sample standard deviation of 4,096 draws is within 5%.
     assert first["embed.W_E"].std() == pytest.approx(0.1, rel=0.05)
+
+
+def test_the_smallest_model_reads_a_single_token():
+    config = AttnOnlyConfig(1, 1, 1, 1, 1)
+    steps = run_attn_only(config, init_params(config, 0), np.array([[0]]))
+    assert steps.logits.shape == (1, 1, 1) and steps.patterns.shape == (1, 1, 1, 1, 1)
+    assert steps.patterns[0, 0, 0, 0, 0] == 1.0  # one token may attend only to itself
 
 
 def test_bad_models_and_tokens_are_refused(params):

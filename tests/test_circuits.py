@@ -87,6 +87,17 @@ def test_a_head_that_copies_scores_one_and_one_that_suppresses_minus_one(params,
     assert copied_share(ov_circuit(built, 0, 0)) == (0.4 if sign > 0 else 0.0)
 
 
+def test_a_head_that_writes_nothing_copies_nothing_and_a_quiet_one_still_copies(params):
+    silent = dict(params, **{"blocks.0.attn.W_V": np.zeros_like(params["blocks.0.attn.W_V"])})
+    assert copying_score(silent, 0, 0) == 0.0
+    built = dict(params)
+    built["embed.W_E"], built["unembed.W_U"] = np.eye(10, 8), np.eye(8, 10)
+    w_v, w_o = np.zeros((2, 8, 4)), np.zeros((2, 4, 8))
+    w_v[0, :4], w_o[0, :, :4] = np.eye(4), 1e-3 * np.eye(4)  # eigenvalues 0.001: small, positive
+    built["blocks.0.attn.W_V"], built["blocks.0.attn.W_O"] = w_v, w_o
+    assert copying_score(built, 0, 0) == pytest.approx(1.0, abs=1e-12)
+
+
 def test_composition_scores_are_the_normalised_products(params):
     scores = composition_scores(params)
     for i in range(2):
@@ -108,6 +119,21 @@ def test_the_random_baseline_is_seeded_and_small():
     baseline = random_composition(64, 16, samples=50, seed=3)
     assert baseline == random_composition(64, 16, samples=50, seed=3)
     assert 0.0 < baseline < 0.3
+    # By default 200 pairs of rank-16 products of standard normals, from seed 0.
+    rng = np.random.default_rng(0)
+    scores = []
+    for _ in range(200):
+        a, b, c, d = (rng.standard_normal(shape) for shape in [(64, 16), (16, 64)] * 2)
+        x, y = a @ b, c @ d
+        scores.append(np.linalg.norm(x @ y) / (np.linalg.norm(x) * np.linalg.norm(y)))
+    assert random_composition(64, 16) == pytest.approx(np.mean(scores), rel=1e-12)
+    assert random_composition(8, 2, samples=1, seed=0) > 0
+
+
+def test_layers_of_one_head_compose_too():
+    config = AttnOnlyConfig(n_layers=2, n_heads=1, d_model=8, d_vocab=10, n_ctx=8)
+    scores = composition_scores(init_params(config, 2, np.float64))
+    assert scores.k.shape == (1, 1) and 0 < scores.k[0, 0] < 1
 
 
 def test_each_ablation_is_the_evaluation_with_that_head_removed(params):

@@ -36,6 +36,8 @@ def test_chance_is_what_uniform_causal_attention_scores():
     previous, induction = chance_scores(4, 2)
     assert previous == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3, rel=1e-15)
     assert induction == pytest.approx((1 / 3 + 1 / 4) / 2, rel=1e-15)
+    # A longer context than the two copies: the queries of the second copy only.
+    assert chance_scores(10, 2)[1] == pytest.approx((1 / 3 + 1 / 4) / 2, rel=1e-15)
     uniform = causal_mask(32) / np.arange(1, 33)[:, None]
     assert chance_scores(32, 16) == pytest.approx(
         (previous_token_scores(uniform), induction_scores(uniform, 16)), rel=1e-12

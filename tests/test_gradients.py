@@ -318,3 +318,108 @@ def test_embedding_backward_refuses_more_positions_than_the_model_has(rng):
         embedding_backward(np.zeros((1, 5), dtype=int), rng.normal(size=(1, 5, 3)), 4, 4)
     with pytest.raises(AttentionInputError, match="one gradient row per token"):
         embedding_backward(np.zeros((1, 5), dtype=int), rng.normal(size=(1, 4, 3)), 4, 8)
+
+
+@pytest.mark.parametrize("query_heads", [2, 3])
+def test_keys_and_values_one_head_shares_get_the_sum_of_their_gradients(rng, query_heads):
+    q = rng.normal(size=(query_heads, 4, 8))
+    k, v = rng.normal(size=(1, 4, 8)), rng.normal(size=(1, 4, 5))
+    d_output = rng.normal(size=(query_heads, 4, 5))
+    grads = attention_backward(scaled_dot_product_attention(q, k, v), q, k, v, d_output)
+    tq, tk, tv = leaf(q), leaf(k), leaf(v)
+    out = F.scaled_dot_product_attention(tq, tk.expand_as(tq), tv.expand(query_heads, 4, 5))
+    (out * torch.from_numpy(d_output)).sum().backward()
+    assert_gradient(grads.d_k, tk.grad)
+    assert_gradient(grads.d_v, tv.grad)
+
+
+def test_keys_and_values_without_the_leading_axes_get_their_sum(rng):
+    # One (k_pos, d) of keys and values read by every sequence and head of (2, 3, q_pos, d).
+    q = rng.normal(size=(2, 3, 5, 8))
+    k, v = rng.normal(size=(4, 8)), rng.normal(size=(4, 6))
+    d_output = rng.normal(size=(2, 3, 5, 6))
+    grads = attention_backward(scaled_dot_product_attention(q, k, v), q, k, v, d_output)
+    tk, tv = leaf(k), leaf(v)
+    out = F.scaled_dot_product_attention(
+        torch.from_numpy(q), tk.expand(2, 3, 4, 8), tv.expand(2, 3, 4, 6)
+    )
+    (out * torch.from_numpy(d_output)).sum().backward()
+    assert grads.d_k.shape == (4, 8) and grads.d_v.shape == (4, 6)
+    assert_gradient(grads.d_k, tk.grad)
+    assert_gradient(grads.d_v, tv.grad)
+
+
+def test_every_backward_runs_on_torch_tensors_and_gives_numpys_numbers(rng):
+    params = init_multi_head_params(8, 2, seed=3)
+    x = rng.normal(size=(2, 5, 8))
+    steps = multi_head_attention(x, params=params, num_heads=2, mask=causal_mask(5))
+    d_output = rng.normal(size=steps.output.shape)
+    ours = multi_head_backward(steps, params, d_output)
+    tensors = {
+        n: torch.from_numpy(getattr(params, n))
+        for n in ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
+    }
+    from attention_core import MultiHeadParams
+
+    t_steps = multi_head_attention(
+        torch.from_numpy(x), params=MultiHeadParams(**tensors), num_heads=2, mask=causal_mask(5)
+    )
+    theirs = multi_head_backward(t_steps, tensors, torch.from_numpy(d_output))
+    for name in ("d_w_q", "d_w_o", "d_b_q", "d_b_o", "d_input"):
+        value = getattr(theirs, name)
+        assert isinstance(value, torch.Tensor), name
+        np.testing.assert_allclose(value.numpy(), getattr(ours, name), atol=1e-13)
+
+    w_u, d_logits = rng.normal(size=(8, 11)), rng.normal(size=(2, 5, 11))
+    t_unembed = unembed_backward(
+        torch.from_numpy(x), torch.from_numpy(w_u), torch.from_numpy(d_logits)
+    )
+    unembed = unembed_backward(x, w_u, d_logits)
+    for name in ("d_w_u", "d_b_u", "d_x"):
+        assert isinstance(getattr(t_unembed, name), torch.Tensor)
+        np.testing.assert_allclose(
+            getattr(t_unembed, name).numpy(), getattr(unembed, name), atol=1e-13
+        )
+
+    tokens = rng.integers(0, 11, size=(2, 5))
+    t_embedding = embedding_backward(torch.from_numpy(tokens), torch.from_numpy(x), 11, 7)
+    embedding = embedding_backward(tokens, x, 11, 7)
+    np.testing.assert_allclose(t_embedding.d_w_e.numpy(), embedding.d_w_e, atol=1e-13)
+    np.testing.assert_allclose(t_embedding.d_w_pos.numpy(), embedding.d_w_pos, atol=1e-13)
+
+    log_probs = log_softmax(rng.normal(size=(4, 6)))
+    targets = rng.integers(0, 6, size=4)
+    t_loss = cross_entropy_backward(torch.from_numpy(log_probs), torch.from_numpy(targets))
+    np.testing.assert_allclose(
+        t_loss.d_logits.numpy(), cross_entropy_backward(log_probs, targets).d_logits, atol=1e-15
+    )
+
+
+def test_a_probability_whose_gradient_would_be_subnormal_counts_as_zero():
+    # float32, 1,000 predictions: a share p/1000 under 1.18e-38 (p under about 1.2e-35) is 0;
+    # a larger p keeps its share exactly.
+    count = 1000
+    log_probs = np.full((count, 4), np.log(0.25), dtype=np.float32)
+    log_probs[0] = [
+        np.log(1 - 2e-30),
+        -85.0,
+        -79.0,
+        np.log(1e-30),
+    ]  # e^-85 ≈ 1.2e-37, e^-79 ≈ 5e-35
+    targets = np.zeros(count, dtype=int)
+    grads = cross_entropy_backward(log_probs, targets)
+    tiny = np.finfo(np.float32).smallest_normal
+    nonzero = np.abs(grads.d_logits[grads.d_logits != 0])
+    assert nonzero.min() >= tiny  # nothing subnormal slows the products after it
+    assert grads.probabilities[0, 1] == 0.0 and grads.d_logits[0, 1] == 0.0
+    np.testing.assert_allclose(grads.probabilities[0, 2], np.exp(np.float32(-79.0)), rtol=1e-6)
+    np.testing.assert_allclose(grads.d_logits[0, 2], np.exp(np.float32(-79.0)) / count, rtol=1e-6)
+
+
+def test_embeddings_read_at_every_position_or_in_one_sequence(rng):
+    d_x = rng.normal(size=(1, 4, 3))
+    full = embedding_backward(np.array([[0, 1, 2, 3]]), d_x, 5, 4)  # as many positions as n_ctx
+    np.testing.assert_allclose(full.d_w_pos, d_x[0], atol=0)
+    alone = embedding_backward(np.array([0, 1, 2, 3]), d_x[0], 5, 4)  # one sequence, no batch
+    np.testing.assert_allclose(alone.d_w_e, full.d_w_e, atol=0)
+    np.testing.assert_allclose(alone.d_w_pos, full.d_w_pos, atol=0)

@@ -85,6 +85,8 @@ def good_arrays():
             "not an .npz",
         ),
         (b"x" * (33 * 2**20), "more than the 32 MB"),
+        (b"x" * (32 * 2**20), "not an .npz archive"),  # 32 MB exactly: not too large
+        (npz(**{**good_arrays(), "about.json": np.array("[1, 2]")}), "config.json is not an"),
     ],
     ids=[
         "csv",
@@ -96,6 +98,8 @@ def good_arrays():
         "nan",
         "pickle",
         "huge",
+        "32-mb",
+        "about-not-a-dict",
     ],
 )
 def test_a_file_that_is_not_such_a_model_is_refused_in_a_sentence(data, words):
@@ -104,6 +108,15 @@ def test_a_file_that_is_not_such_a_model_is_refused_in_a_sentence(data, words):
     ) as refused:
         from_npz(data)
     assert words in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [AttnOnlyConfig(1, 1, 8, 4, 4), AttnOnlyConfig(3, 8, 128, 256, 64)],
+    ids=["smallest", "largest"],
+)
+def test_the_smallest_and_the_largest_model_of_the_page_are_read(config):
+    assert from_npz(to_npz(config, init_params(config, 0), {})).config == config
 
 
 def test_a_config_past_the_pages_limits_is_refused():

@@ -8,6 +8,7 @@ from attention_core.training.sequences import (
     EXAMPLE_TOKENS,
     check_sizes,
     held_out,
+    period_range,
     seen_before,
     training_batch,
 )
@@ -59,6 +60,23 @@ def test_held_out_sequences_follow_their_seed_and_are_excluded_from_training():
             assert tuple(row[:period]) not in probe.segments
 
 
+@pytest.mark.parametrize(
+    ("n_ctx", "periods"), [(10, range(2, 6)), (9, range(2, 5)), (8, range(2, 5))]
+)
+def test_periods_run_from_a_quarter_to_a_half_of_any_context(n_ctx, periods):
+    _tokens, drawn = training_batch(np.random.default_rng(5), 200, n_ctx, 16)
+    assert set(drawn.tolist()) == set(periods) and drawn.dtype.kind == "i"
+
+
+def test_the_period_range_is_in_whole_tokens():
+    assert period_range(32) == (8, 16) and period_range(10) == (2, 5) and period_range(9) == (2, 4)
+    assert all(isinstance(end, int) for end in period_range(9))
+
+
+def test_one_held_out_sequence_is_enough():
+    assert held_out(1, 1, 8, 8).tokens.shape == (1, 8)
+
+
 def test_a_short_context_holds_its_whole_example():
     probe = held_out(0, 4, 10, 8)
     assert probe.example.size == 10 and probe.example_period == 5 and probe.period == 5
@@ -75,6 +93,12 @@ def test_which_predictions_are_first_seen_and_which_repeat_worked_by_hand():
 
 def test_sizes_no_repeated_sequence_fits_are_refused_with_the_fix():
     assert check_sizes(32, 16) == (32, 16)
+    assert check_sizes(4, 2) == (4, 2)  # the smallest: a segment of 2 and its copy
+    assert check_sizes(33, 16) == (33, 16)  # an odd context's half is 16
+    with pytest.raises(AttentionInputError, match="A context of 1 tokens is too short"):
+        check_sizes(1, 64)
+    with pytest.raises(AttentionInputError, match="A vocabulary of 1 tokens is too small"):
+        check_sizes(4, 1)
     with pytest.raises(AttentionInputError, match="context of 4 or more"):
         check_sizes(3, 64)
     with pytest.raises(AttentionInputError, match="vocabulary of at least 16"):

@@ -142,8 +142,8 @@ def layer_weights(params: Params, layer: int) -> dict[str, np.ndarray]:
     return {
         "w_q": rows("W_Q"), "w_k": rows("W_K"), "w_v": rows("W_V"),
         "w_o": params[f"{attn}.W_O"].reshape(heads * d_head, d_model).T,
-        "b_q": params[f"{attn}.b_Q"].reshape(-1), "b_k": params[f"{attn}.b_K"].reshape(-1),
-        "b_v": params[f"{attn}.b_V"].reshape(-1), "b_o": params[f"{attn}.b_O"],
+        "b_q": params[f"{attn}.b_Q"].ravel(), "b_k": params[f"{attn}.b_K"].ravel(),
+        "b_v": params[f"{attn}.b_V"].ravel(), "b_o": params[f"{attn}.b_O"],
     }  # fmt: skip
 
 
@@ -156,17 +156,18 @@ def _layer_grads(grads: MultiHeadGrads, layer: int, heads: int) -> dict[str, np.
     """`multi_head_backward`'s gradients under the layer's TransformerLens names and shapes."""
     attn = f"blocks.{layer}.attn"
     d_model = grads.d_w_q.shape[1]
+    d_head = d_model // heads
 
     def per_head(d_w: np.ndarray) -> np.ndarray:
-        return d_w.reshape(heads, d_model // heads, d_model).transpose(0, 2, 1)
+        return d_w.reshape(heads, d_head, d_model).transpose(0, 2, 1)
 
     return {
         f"{attn}.W_Q": per_head(grads.d_w_q), f"{attn}.W_K": per_head(grads.d_w_k),
         f"{attn}.W_V": per_head(grads.d_w_v),
-        f"{attn}.W_O": grads.d_w_o.T.reshape(heads, d_model // heads, d_model),
-        f"{attn}.b_Q": grads.d_b_q.reshape(heads, -1),
-        f"{attn}.b_K": grads.d_b_k.reshape(heads, -1),
-        f"{attn}.b_V": grads.d_b_v.reshape(heads, -1), f"{attn}.b_O": grads.d_b_o,
+        f"{attn}.W_O": grads.d_w_o.T.reshape(heads, d_head, d_model),
+        f"{attn}.b_Q": grads.d_b_q.reshape(heads, d_head),
+        f"{attn}.b_K": grads.d_b_k.reshape(heads, d_head),
+        f"{attn}.b_V": grads.d_b_v.reshape(heads, d_head), f"{attn}.b_O": grads.d_b_o,
     }  # fmt: skip
 
 
@@ -251,10 +252,9 @@ def run_attn_only(
         blocks.append(block)
         # Each layer adds what its heads write; nothing is overwritten.
         resid.append(resid[-1] + block.output)
-    w_u = params["unembed.W_U"]
-    logits = (resid[-1].reshape(-1, config.d_model) @ w_u).reshape(batch, pos, -1) + params[
-        "unembed.b_U"
-    ]  # (batch, pos, vocab)
+    # One product for every position of every sequence (a stack would be one per sequence).
+    flat = resid[-1].reshape(batch * pos, config.d_model) @ params["unembed.W_U"]
+    logits = flat.reshape(batch, pos, config.d_vocab) + params["unembed.b_U"]
     return AttnOnlySteps(ids, embed, pos_embed, tuple(resid), tuple(blocks), logits, mask)
 
 

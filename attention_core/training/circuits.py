@@ -131,7 +131,7 @@ def copied_share(ov: np.ndarray) -> float:
     """The share of rows a of an OV circuit `(vocab, vocab)` whose largest entry is on the
     diagonal: attending to token a raises a's own logit more than any other's."""
     ov = np.asarray(ov)
-    return float(np.mean(ov.argmax(axis=1) == np.arange(ov.shape[0])))
+    return float(np.mean(ov.argmax(axis=1) == np.arange(len(ov))))
 
 
 def _score(a: np.ndarray, b: np.ndarray) -> float:

@@ -378,11 +378,8 @@ def embedding_backward(tokens: Any, d_x: Any, vocab: int, n_ctx: int) -> Embeddi
     where = device(d_x)
     one_hot = xp.astype(tokens[..., None] == xp.arange(vocab, device=where), d_x.dtype)
     d_w_e = _outer_sum(one_hot, d_x)  # (vocab, d_model)
-    d_w_pos = xp.zeros((n_ctx, d_x.shape[-1]), dtype=d_x.dtype, device=where)
-    positions = tokens.shape[-1]
-    by_position = xp.sum(d_x.reshape(-1, positions, d_x.shape[-1]), axis=0)  # (pos, d_model)
-    if isinstance(d_w_pos, np.ndarray):
-        d_w_pos[:positions] = by_position
-    else:
-        d_w_pos = xp.concat([by_position, d_w_pos[positions:]], axis=0)
+    positions, width = tokens.shape[-1], d_x.shape[-1]
+    by_position = xp.sum(xp.reshape(d_x, (-1, positions, width)), axis=0)  # (pos, d_model)
+    unread = xp.zeros((n_ctx - positions, width), dtype=d_x.dtype, device=where)
+    d_w_pos = xp.concat([by_position, unread], axis=0)  # (n_ctx, d_model)
     return EmbeddingGrads(d_w_e, d_w_pos)

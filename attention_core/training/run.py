@@ -54,6 +54,7 @@ __all__ = [
     "TrainingSettings",
     "evaluate",
     "settings_problems",
+    "snapshot_bytes",
     "train",
 ]
 
@@ -107,22 +108,20 @@ class TrainingSettings:
         return AdamW(self.lr)
 
     @property
-    def flops(self) -> int:
-        """The run's arithmetic, about: `step_flops` per sequence, a batch a step."""
-        return self.steps * self.batch * step_flops(self.config)
-
-    @property
     def snapshot_every(self) -> int:
         """Steps between saved checkpoints: every EVAL_EVERY, or a multiple of it, so that at
         most MAX_SNAPSHOTS and SNAPSHOT_BYTES are kept."""
-        config = self.config
-        per_snapshot = 4 * (
-            sum(math.prod(shape) for shape in parameter_shapes(config).values())
-            + config.n_layers * config.n_heads * min(config.n_ctx, EXAMPLE_TOKENS) ** 2
-        )
-        count = max(2, min(MAX_SNAPSHOTS, SNAPSHOT_BYTES // per_snapshot))
+        count = max(2, min(MAX_SNAPSHOTS, SNAPSHOT_BYTES // snapshot_bytes(self.config)))
         chunks = math.ceil(self.steps / EVAL_EVERY)
         return EVAL_EVERY * max(1, math.ceil(chunks / (count - 1)))
+
+
+def snapshot_bytes(config: AttnOnlyConfig) -> int:
+    """What a saved checkpoint holds: every parameter, and every head's pattern on the held-out
+    example, float32 (4 bytes) each."""
+    parameters = sum(math.prod(shape) for shape in parameter_shapes(config).values())
+    example = min(config.n_ctx, EXAMPLE_TOKENS)
+    return 4 * (parameters + config.n_layers * config.n_heads * example * example)
 
 
 def step_flops(config: AttnOnlyConfig) -> int:
@@ -180,8 +179,8 @@ def settings_problems(settings: object) -> dict[str, str]:
     if "n_ctx" not in problems and "d_vocab" not in problems:
         try:
             check_sizes(settings.n_ctx, settings.d_vocab)
-        except AttentionInputError as error:
-            problems["d_vocab" if settings.n_ctx >= 4 else "n_ctx"] = str(error)
+        except AttentionInputError as error:  # the context is in its limits: the vocabulary
+            problems["d_vocab"] = str(error)
     if not problems:
         config = AttnOnlyConfig(
             settings.n_layers, settings.n_heads, settings.d_model, settings.d_vocab, settings.n_ctx
@@ -213,11 +212,6 @@ class Evaluation:
     induction: np.ndarray
     patterns: np.ndarray
 
-    @property
-    def in_context_score(self) -> float:
-        """How much lower the loss is on repeated tokens than on first-seen ones (nats)."""
-        return self.loss_first - self.loss_repeated
-
 
 def evaluate(
     config: AttnOnlyConfig,
@@ -230,8 +224,9 @@ def evaluate(
     steps = run_attn_only(config, params, probe.tokens, head_mask=head_mask)
     rows, n_ctx = probe.tokens.shape
     vocab = config.d_vocab
+    predictions = rows * (n_ctx - 1)
     losses = next_token_losses(
-        steps.logits[:, :-1].reshape(-1, vocab), probe.tokens[:, 1:].reshape(-1)
+        steps.logits[:, :-1].reshape(predictions, vocab), probe.tokens[:, 1:].reshape(predictions)
     ).reshape(rows, n_ctx - 1)
     first, repeated = seen_before(np.full(rows, probe.period), n_ctx)
     # The mean over sequences of a head's weights scores as the mean of its scores: linear.
@@ -309,10 +304,12 @@ def train(
             problem = _step(config, optimizer, run, tokens)
             if problem:
                 break
-        evaluation = None if problem else _scored(config, run.params, probe)
-        if evaluation is None:
+        if not problem:
+            evaluation = _scored(config, run.params, probe)
+            problem = "" if evaluation is not None else _overflow(step)
+        if problem:
             # The chunk before this one again, now with its parameters, and the reason.
-            yield Chunk(last.step, math.nan, last.evaluation, last_good, problem or _overflow(step))
+            yield Chunk(last.step, math.nan, last.evaluation, last_good, problem)
             return
         snapshot = step % every == 0 or step == settings.steps
         last = Chunk(step, float(np.mean(run.losses)), evaluation, run.params if snapshot else None)

@@ -140,7 +140,7 @@ def training_batch(
         # Rare (a held-out segment among vocab!/(vocab - period)! of its length), but a
         # sequence scored as unseen must not have been trained on.
         while tuple(map(int, rows[row, : periods[row]])) in exclude:
-            rows[row] = _segment_rows(rng, periods[row : row + 1], n_ctx, vocab)[0]
+            rows[row] = _segment_rows(rng, np.array([periods[row]]), n_ctx, vocab)[0]
     return rows, periods
 
 

@@ -23,8 +23,7 @@ KINDS = {"k": "K (into the keys)", "q": "Q (into the queries)", "v": "V (into th
 def bind_link(view: PageState, settings: TrainingSettings) -> None:
     """Read this section's controls from the link now, while the run still trains and they are
     not drawn yet: the link written at the end of each run would otherwise drop them."""
-    config = settings.config
-    names = [f"{lay}.{h}" for lay in range(config.n_layers) for h in range(config.n_heads)]
+    names = data.head_ids(settings.n_layers, settings.n_heads)
     steps = sorted({*range(0, settings.steps, EVAL_EVERY), settings.steps})
     view.choice_key("step", settings.steps, steps)
     view.choice_key("head", "", names)  # "": not chosen yet, the strongest head once trained
@@ -36,9 +35,7 @@ def head_choice(view: PageState, run: toy.TrainingRun, curves: data.Curves) -> t
     """The head the gradient, circuits and editor views are about: by default the strongest
     induction head (the strongest previous-token head in a model of one layer)."""
     config = run.settings.config
-    names = [
-        f"{layer}.{head}" for layer in range(config.n_layers) for head in range(config.n_heads)
-    ]
+    names = data.head_ids(config.n_layers, config.n_heads)
     layer, head, _ = curves.best_induction()
     if config.n_layers == 1:
         head = int(np.argmax(curves.previous[-1, 0]))
@@ -59,7 +56,7 @@ def stripe(view: PageState, run: toy.TrainingRun) -> None:
         steps,
         key=view.choice_key("step", steps[-1], steps),
         format_func=lambda s: f"{s:,}",
-        help="Every 25 steps was kept: drag back to before the phase change.",
+        help=f"Every {EVAL_EVERY} steps was kept: drag back to before the phase change.",
     )
     chunk = run.chunks[steps.index(step)]
     example = data.probe_of(run.settings).example
@@ -109,10 +106,9 @@ def gradient_step(run: toy.TrainingRun, layer: int, head: int) -> None:
         "gradient crosses the mask."
     )
     config = run.settings.config
-    names = [f"{lay}.{h}" for lay in range(config.n_layers) for h in range(config.n_heads)]
     table = pd.DataFrame(
         grads.norms.reshape(-1, 4),
-        index=pd.Index(names, name="head"),
+        index=pd.Index(data.head_ids(config.n_layers, config.n_heads), name="head"),
         columns=["‖dW_Q‖", "‖dW_K‖", "‖dW_V‖", "‖dW_O‖"],
     )  # fmt: skip
     st.dataframe(table.style.format("{:.4f}"), width="stretch")
@@ -138,7 +134,7 @@ def ablation(view: PageState, run: toy.TrainingRun) -> None:
         ),
         filename="learning-ablation",
     )
-    names = [f"{lay}.{h}" for lay in range(config.n_layers) for h in range(config.n_heads)]
+    names = data.head_ids(config.n_layers, config.n_heads)
     gone = st.multiselect(
         "Remove these heads together",
         names,

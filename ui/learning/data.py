@@ -45,6 +45,11 @@ from ui.models.toy import TrainingRun
 from ui.widgets.byte_cache import MB, bounded_by_bytes, read_only
 
 
+def head_ids(n_layers: int, n_heads: int) -> list[str]:
+    """Every head's name, layer.head from 0 (TransformerLens's way), layer by layer."""
+    return [f"{layer}.{head}" for layer in range(n_layers) for head in range(n_heads)]
+
+
 def probe_of(settings: TrainingSettings) -> HeldOut:
     config = settings.config
     return held_out(settings.seed, HELD_OUT_COUNT, config.n_ctx, config.d_vocab)

@@ -15,14 +15,14 @@ import numpy as np
 import plotly.graph_objects as go
 
 from attention_core.training.formation import INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD
-from ui.learning.data import Curves
+from ui.learning.data import Curves, head_ids
 from ui.widgets import describe, heatmaps, lines
 from ui.widgets.render import Panels, figure
 from ui.widgets.theme import BAR_COLOR, CHOSEN_COLOR, OTHER_LINES_COLOR, font_size
 
 
 def head_names(n_layers: int, n_heads: int) -> list[str]:
-    return [f"head {layer}.{head}" for layer in range(n_layers) for head in range(n_heads)]
+    return [f"head {name}" for name in head_ids(n_layers, n_heads)]
 
 
 def _mark(fig: go.Figure, step: int | None, text: str) -> go.Figure:
@@ -169,7 +169,7 @@ def ablation_figure(
 ) -> go.Figure:
     """The held-out losses with each head removed `(layer, head)`, beside the whole model's."""
     n_layers, n_heads = repeated.shape
-    names = [name.removeprefix("head ") for name in head_names(n_layers, n_heads)]
+    names = head_ids(n_layers, n_heads)
     bars = [
         {"type": "bar", "name": "repeated tokens", "x": names, "y": repeated.ravel(),
          "marker": {"color": BAR_COLOR},

@@ -144,7 +144,7 @@ def _heads_table(curves: data.Curves) -> pd.DataFrame:
                 [passed["induction"].get(h) for h in heads], dtype="Int64"
             ),
         },
-        index=pd.Index([f"{layer}.{head}" for layer, head in heads], name="head"),
+        index=pd.Index(data.head_ids(n_layers, n_heads), name="head"),
     ).round(2)
 
 

@@ -132,6 +132,9 @@ def training_run(settings: TrainingSettings, start: ModelFile | None = None) -> 
     except BoardFull as error:
         raise AttentionInputError(str(error)) from None
     chunks = job.items
+    if len(chunks) > 1 and chunks[-1].diverged and chunks[-2].step == chunks[-1].step:
+        # A stop repeats the last good chunk, now with its parameters: one chunk a step.
+        chunks = (*chunks[:-2], chunks[-1])
     error = ""
     if job.error is not None:
         error = str(job.error) if isinstance(job.error, AttentionInputError) else (
