@@ -196,18 +196,13 @@ def _merge_heads(x: Any) -> Any:
     return x.swapaxes(-2, -3).reshape(*lead, pos, h * d_head)
 
 
-def _linear(x: Any, w: Any, b: Any, *, one_product: bool = False) -> Any:
-    """x Wᵀ + b `(..., out)` for x `(..., in)`.
-
-    one_product: as one product over every leading position at once, twice as fast for a
-    training batch (NumPy multiplies a stack of matrices one matrix at a time), but rounded
-    differently from the product of one sequence alone; by default each sequence's product is
-    its own, so a batch gives each sequence's numbers bit for bit (the masking lab's padding).
-    """
-    if not one_product:
-        return x @ w.T + b
+def _linear(x: Any, w: Any, b: Any) -> Any:
+    """x Wᵀ + b `(..., out)` for x `(..., in)`: one product over every leading position at once,
+    twice as fast for a training batch (NumPy multiplies a stack of matrices one at a time).
+    Each output is still its own row's dot products, so a batch gives each sequence's numbers
+    bit for bit (the masking lab's padding shows it)."""
     *lead, width = x.shape
-    return (x.reshape(-1, width) @ w.T).reshape(*lead, w.shape[0]) + b
+    return (x.reshape(math.prod(lead), width) @ w.T).reshape(*lead, w.shape[0]) + b
 
 
 def multi_head_attention(
@@ -272,15 +267,14 @@ def _multi_head(
     arrays by field name, like x_q, and `head_multipliers` `(head, 1, 1)` or None.
 
     checked=False also skips the attention's own checks of the scores and the mask (a boolean
-    array that broadcasts) and makes each projection one product over the batch: for a caller
-    whose inputs are its own results, a model's forward pass run thousands of times in training.
+    array that broadcasts): for a caller whose inputs are its own results, a model's forward
+    pass run thousands of times in training.
     """
     # Separate projections let the same tokens play different roles: what to look for (q),
     # what to be found by (k) and what to hand over (v).
-    fast = not checked
-    q = _linear(x_q, p["w_q"], p["b_q"], one_product=fast)  # (..., q_pos, d_model)
-    k = _linear(x_kv, p["w_k"], p["b_k"], one_product=fast)  # (..., k_pos, d_model)
-    v = _linear(x_kv, p["w_v"], p["b_v"], one_product=fast)  # (..., k_pos, d_model)
+    q = _linear(x_q, p["w_q"], p["b_q"])  # (..., q_pos, d_model)
+    k = _linear(x_kv, p["w_k"], p["b_k"])  # (..., k_pos, d_model)
+    v = _linear(x_kv, p["w_v"], p["b_v"])  # (..., k_pos, d_model)
     # Each head attends in its own d_head-dimensional subspace, so heads can track
     # different relations at the cost of one full-width head.
     q_heads = _split_heads(q, num_heads)  # (..., head, q_pos, d_head)
@@ -297,5 +291,5 @@ def _multi_head(
         head_outputs = head_outputs * head_multipliers
     concat = _merge_heads(head_outputs)  # (..., q_pos, d_model)
     # W_o mixes the heads' results back into one d_model-wide representation per token.
-    output = _linear(concat, p["w_o"], p["b_o"], one_product=fast)  # (..., q_pos, d_model)
+    output = _linear(concat, p["w_o"], p["b_o"])  # (..., q_pos, d_model)
     return MultiHeadSteps(x_q, x_kv, q, k, v, q_heads, k_heads, v_heads, attention, concat, output)

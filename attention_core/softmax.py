@@ -6,6 +6,7 @@ inputs' array namespace `xp` and returns an array of the same kind, on the same 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -77,8 +78,9 @@ def row_sums(x: Any) -> Any:
     weights bit for bit (the masking lab says so); the backward pass, training alone, uses this.
     """
     if isinstance(x, np.ndarray):
-        ones = np.ones((x.shape[-1], 1), dtype=x.dtype)
-        return (x.reshape(-1, x.shape[-1]) @ ones).reshape(*x.shape[:-1], 1)
+        *lead, width = x.shape
+        ones = np.ones((width, 1), dtype=x.dtype)
+        return (x.reshape(math.prod(lead), width) @ ones).reshape(*lead, 1)
     return array_namespace(x).sum(x, axis=-1, keepdims=True)
 
 

@@ -319,3 +319,53 @@ def test_batch_shapes_are_checked_before_any_projection():
     for x_q, x_kv in ((batched, single), (single, batched), (batched, batched)):
         with max_elements(35), pytest.raises(AttentionInputError, match="The attention pattern"):
             multi_head_attention(x_q, x_kv, params=params, num_heads=2)
+
+
+def test_a_batch_gives_each_sequence_its_own_numbers_bit_for_bit():
+    # What the masking lab's padding shows: each sequence of a batch, alone, gives the same
+    # numbers to the last bit (each product is its own sequence's).
+    params = init_multi_head_params(8, 2, seed=6)
+    x = np.random.default_rng(6).normal(size=(3, 5, 8))
+    batch = multi_head_attention(x, params=params, num_heads=2, mask=causal_mask(5))
+    for i in range(3):
+        alone = multi_head_attention(x[i], params=params, num_heads=2, mask=causal_mask(5))
+        np.testing.assert_array_equal(batch.output[i], alone.output)
+        np.testing.assert_array_equal(batch.q[i], alone.q)
+
+
+def test_the_unchecked_formula_gives_the_checked_numbers():
+    # The training's path: every projection one product over the batch, no checks.
+    from attention_core.multihead import _FIELDS, _multi_head
+
+    params = init_multi_head_params(12, 3, seed=2)
+    x = np.random.default_rng(2).normal(size=(4, 6, 12))
+    p = {name: getattr(params, name) for name in _FIELDS}
+    mask = causal_mask(6)
+    multipliers = np.array([1.0, 0.0, 1.0])[:, None, None]
+    fast = _multi_head(x, x, p, 3, mask, multipliers, checked=False)
+    checked = multi_head_attention(
+        x, params=params, num_heads=3, mask=mask, head_mask=np.array([1.0, 0.0, 1.0])
+    )
+    assert fast.attention.scale == 0.5  # 1/√d_head, d_head = 12 / 3 = 4
+    for name in ("q", "k", "v", "concat", "output"):
+        np.testing.assert_allclose(getattr(fast, name), getattr(checked, name), atol=1e-13)
+    np.testing.assert_allclose(fast.attention.weights, checked.attention.weights, atol=1e-14)
+    assert np.all(fast.concat[..., 4:8] == 0)  # the removed head's columns
+
+
+def test_merge_heads_takes_heads_without_a_batch():
+    heads = np.arange(24.0).reshape(2, 3, 4)  # (head, pos, d_head)
+    np.testing.assert_array_equal(merge_heads(heads), heads.transpose(1, 0, 2).reshape(3, 8))
+
+
+def test_scores_past_float_range_are_refused_checked_and_left_to_the_caller_unchecked():
+    from attention_core.multihead import _FIELDS, _multi_head
+
+    params = init_multi_head_params(4, 1, seed=0)
+    x = np.full((1, 3, 4), 1e30, dtype=np.float32)  # q·k overflows float32
+    with pytest.raises(AttentionInputError, match="overflowed to infinity"):
+        multi_head_attention(x, params=params, num_heads=1)
+    p = {name: getattr(params, name).astype(np.float32) for name in _FIELDS}
+    with np.errstate(all="ignore"):
+        steps = _multi_head(x, x, p, 1, None, checked=False)  # a training run says so itself
+    assert not np.isfinite(steps.attention.scores).all()

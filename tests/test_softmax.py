@@ -219,3 +219,38 @@ def test_log_sum_exp_is_softmaxs_log_denominator_even_for_huge_logits():
     assert log_sum_exp(np.array([1000.0, 1000.0])) == 1000.0 + math.log(2.0)
     assert log_sum_exp(np.array([-2000.0, 5.0])) == 5.0
     assert log_sum_exp(np.zeros((2, 3, 4))).shape == (2, 3)
+
+
+@pytest.mark.parametrize(
+    "shape", [(7,), (3, 5), (2, 4, 3, 6), (2, 256), (2, 257), (3, 1000)], ids=str
+)
+def test_row_maxima_and_sums_are_numpys_over_the_last_axis(shape):
+    from attention_core.softmax import row_maxima, row_sums
+
+    rng = np.random.default_rng(sum(shape))
+    x = rng.normal(size=shape).astype(np.float32)
+    x[..., 0] = -np.inf  # a masked key
+    maxima = row_maxima(x)
+    assert maxima.shape == (*shape[:-1], 1) and maxima.dtype == np.float32
+    np.testing.assert_array_equal(maxima, x.max(axis=-1, keepdims=True))
+    finite = np.where(np.isfinite(x), x, 0.0)
+    sums = row_sums(finite)
+    assert sums.shape == (*shape[:-1], 1)
+    np.testing.assert_allclose(sums, finite.sum(axis=-1, keepdims=True), rtol=1e-5)
+
+
+def test_row_maxima_and_sums_of_torch_tensors_are_tensors():
+    from attention_core.softmax import row_maxima, row_sums
+
+    x = torch.arange(24.0).reshape(2, 3, 4)
+    assert isinstance(row_maxima(x), torch.Tensor) and isinstance(row_sums(x), torch.Tensor)
+    np.testing.assert_array_equal(row_maxima(x).numpy(), x.numpy().max(-1, keepdims=True))
+    np.testing.assert_array_equal(row_sums(x).numpy(), x.numpy().sum(-1, keepdims=True))
+
+
+def test_a_softmax_over_another_axis_than_the_last():
+    x = np.random.default_rng(4).normal(size=(2, 3, 4))
+    np.testing.assert_allclose(
+        softmax(x, axis=-2), softmax(x.swapaxes(-1, -2)).swapaxes(-1, -2), rtol=1e-15
+    )
+    np.testing.assert_allclose(softmax(x, axis=2), softmax(x), rtol=0, atol=0)

@@ -137,6 +137,35 @@ WORKERS = min(2, os.cpu_count() or 1)
 EQUIVALENT: dict[str, str] = dict(
     [
         (
+            "softmax.py::_stable_softmax::x.ndim - 1 -> x.ndim + 1",
+            "a last axis named by its number then takes xp.max instead of row_maxima: the same "
+            "maximum by another path",
+        ),
+        (
+            "softmax.py::row_maxima::x.ndim > 1 -> x.ndim >= 1",
+            "a 1-D row moved to the front is itself: the same maximum by the other path",
+        ),
+        (
+            "softmax.py::row_maxima::x.ndim > 1 -> x.ndim > 2",
+            "which of two paths computes a 2-D array's row maxima: the same numbers",
+        ),
+        (
+            "softmax.py::row_maxima::x.shape[-1] <= SHORT_ROW -> x.shape[-1] < SHORT_ROW",
+            "which of two paths computes a 256-long row's maximum: the same number",
+        ),
+        (
+            "softmax.py::row_maxima::x.shape[-1] -> x.shape[1]",
+            "which of two paths computes the maxima, chosen by another axis: the same numbers",
+        ),
+        (
+            "softmax.py::row_maxima::-1 -> -2",
+            "which of two paths computes the maxima, chosen by another axis: the same numbers",
+        ),
+        (
+            "multihead.py::_linear::w.shape[0] -> w.shape[1]",
+            "every projection of multi-head attention is (d_model, d_model), square",
+        ),
+        (
             "training.gradients.py::_times::m.shape[-1] -> m.shape[1]",
             "m is a weight matrix, 2-D: its axis 1 is its last",
         ),
