@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_live_audience import percentile  # noqa: E402
-from harness.stream import FINISHED, BackMsg, ForwardMsg, Viewer  # noqa: E402
+from harness.stream import Viewer  # noqa: E402
 from server.memory import REPORT_ENV_VAR  # noqa: E402
 from server.serve import Deployment  # noqa: E402
 
@@ -38,72 +38,9 @@ DONE = "Trained"
 WATCH_LIMIT_S = 300
 
 
-class Watcher(Viewer):
-    """A viewer that also reads the page's progress bar and its fragment's auto-rerun."""
-
-    progress = ""
-    fragment = ""
-    interval = 0.0
-
-    async def read_until_finished(self):
-        drawn: dict = {}
-        while True:
-            raw = await self.socket.recv()
-            msg = ForwardMsg()
-            msg.ParseFromString(raw)
-            kind = msg.WhichOneof("type")
-            if kind == "ref_hash":
-                msg.ParseFromString(self.cache[msg.ref_hash])
-                kind = msg.WhichOneof("type")
-            elif msg.metadata.cacheable:
-                self.cache[msg.hash] = raw
-            if kind == "new_session":
-                self.page_hash = msg.new_session.page_script_hash
-            elif kind == "navigation":
-                self.page_hash = msg.navigation.page_script_hash or self.page_hash
-            elif kind == "auto_rerun":
-                self.fragment, self.interval = msg.auto_rerun.fragment_id, msg.auto_rerun.interval
-            elif kind == "delta":
-                element = msg.delta.new_element
-                if (
-                    msg.delta.WhichOneof("type") == "new_element"
-                    and element.WhichOneof("type") == "progress"
-                ):
-                    self.progress = element.progress.text
-                self.read_delta(msg.delta, tuple(msg.metadata.delta_path))
-            elif kind == "script_finished":
-                # A fragment that saw the run end asks for a full run: read on until that ends.
-                if msg.script_finished != FINISHED.FINISHED_EARLY_FOR_RERUN:
-                    self.log.runs += 1
-                    return drawn
-
-    async def rerun_fragment(self) -> None:
-        """What the browser sends when the fragment's auto-rerun interval comes round."""
-        message = BackMsg()
-        state = message.rerun_script
-        state.query_string = self.query
-        state.page_name, state.page_script_hash = self.page, self.page_hash
-        state.fragment_id = self.fragment
-        state.cached_message_hashes.extend(self.cache)
-        state.context_info.url = self.url.replace("ws", "http", 1).replace(
-            "/_stcore/stream", "/" + self.page
-        )
-        for widget_id, (kind, value) in self.values.items():
-            widget = state.widget_states.widgets.add()
-            widget.id = widget_id
-            if kind == "double_array_value":
-                widget.double_array_value.data.extend(value)
-            elif kind == "string_array_value":
-                widget.string_array_value.data.extend(value)
-            else:
-                setattr(widget, kind, value)
-        await self.socket.send(message.SerializeToString())
-        await asyncio.wait_for(self.read_until_finished(), WATCH_LIMIT_S)
-
-
 async def watch(url: str, seed: int, delay: float) -> dict:
     await asyncio.sleep(delay)
-    viewer = Watcher(url, PAGE, "", None, random.Random(seed))
+    viewer = Viewer(url, PAGE, "", None, random.Random(seed))
     started = time.monotonic()
     reruns, first, trained = [], None, None
     try:
@@ -111,11 +48,12 @@ async def watch(url: str, seed: int, delay: float) -> dict:
             await viewer.rerun()
             first = time.monotonic() - started
             while not viewer.progress.startswith(DONE):
-                if time.monotonic() - started > WATCH_LIMIT_S or not viewer.fragment:
+                if time.monotonic() - started > WATCH_LIMIT_S or viewer.auto_rerun is None:
                     break
-                await asyncio.sleep(viewer.interval or 1.0)
+                fragment, interval = viewer.auto_rerun
+                await asyncio.sleep(interval)
                 began = time.monotonic()
-                await viewer.rerun_fragment()
+                await viewer.rerun(fragment_id=fragment)
                 reruns.append(time.monotonic() - began)
             if viewer.progress.startswith(DONE):
                 trained = time.monotonic() - started

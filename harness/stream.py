@@ -81,6 +81,10 @@ class Viewer:
         self.cache: dict[str, bytes] = {}
         self.page_hash = ""
         self.log = ViewerLog(page=page or "bare")
+        # What the page last said: its progress bar's text, and a fragment's auto-rerun (the
+        # fragment's id and its interval, s), which a browser follows on its own.
+        self.progress = ""
+        self.auto_rerun: tuple[str, float] | None = None
 
     @contextlib.asynccontextmanager
     async def connected(self):
@@ -125,8 +129,10 @@ class Viewer:
         await self.rerun()
         self.log.actions.append(time.monotonic() - started)
 
-    async def rerun(self, changed: str | None = None) -> None:
-        fragment_id = self.widgets[changed].fragment_id if changed else ""
+    async def rerun(self, changed: str | None = None, *, fragment_id: str = "") -> None:
+        """Run the page again with `changed`'s new value (its fragment alone, if it is in
+        one), or the fragment `fragment_id` (as its auto-rerun asks), or the whole page."""
+        fragment_id = self.widgets[changed].fragment_id if changed else fragment_id
         if not fragment_id:
             self.widgets.clear()
         message = BackMsg()
@@ -187,6 +193,8 @@ class Viewer:
                 self.page_hash = msg.new_session.page_script_hash
             elif kind == "navigation":
                 self.page_hash = msg.navigation.page_script_hash or self.page_hash
+            elif kind == "auto_rerun":
+                self.auto_rerun = (msg.auto_rerun.fragment_id, msg.auto_rerun.interval)
             elif kind == "delta":
                 drawn[self.read_delta(msg.delta, path) or f"element at {path}"] = path
             elif kind == "script_finished":
@@ -200,6 +208,8 @@ class Viewer:
             return None
         element = delta.new_element
         kind = element.WhichOneof("type")
+        if kind == "progress":
+            self.progress = element.progress.text
         if kind == "exception":
             error = element.exception
             where = f" at {error.stack_trace[-2].strip()}" if len(error.stack_trace) > 1 else ""

@@ -26,6 +26,7 @@ from attention_core.training.gradients import (
     softmax_backward,
     unembed_backward,
 )
+from tests.test_multihead import torch_mha
 
 TOLERANCE = 1e-10
 
@@ -174,21 +175,6 @@ def test_attention_backward_refuses_a_gradient_of_another_shape(rng):
 
 
 # -- multi-head attention ------------------------------------------------------------------------
-
-
-def torch_mha(params, num_heads):
-    d_model = params.d_model
-    mha = torch.nn.MultiheadAttention(d_model, num_heads, batch_first=True, dtype=torch.float64)
-    with torch.no_grad():
-        mha.in_proj_weight.copy_(
-            torch.from_numpy(np.concatenate([params.w_q, params.w_k, params.w_v]))
-        )
-        mha.in_proj_bias.copy_(
-            torch.from_numpy(np.concatenate([params.b_q, params.b_k, params.b_v]))
-        )
-        mha.out_proj.weight.copy_(torch.from_numpy(params.w_o))
-        mha.out_proj.bias.copy_(torch.from_numpy(params.b_o))
-    return mha
 
 
 @pytest.mark.parametrize("cross", [False, True])
