@@ -106,10 +106,11 @@ if settings.n_layers > 1:
 st.header(f":material/hub: Head {layer}.{head}'s circuits")
 st.markdown(
     "QK says what a query looks for (the weight before the softmax), OV what the head writes "
-    "into the logits when it attends to a token: read over positions or tokens through the "
-    "embeddings and the unembedding."
+    "into the logits when it attends to a token, each read through the embeddings and the "
+    "unembedding: over the vocabulary, or QK over the positions (a previous-token head is a "
+    "line just below the diagonal there)."
 )
-after.circuits(run, curves, layer, head)
+after.circuits(view, run, curves, layer, head)
 
 st.header(":material/compare: One layer against two")
 if settings.n_layers == 1:

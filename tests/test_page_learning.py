@@ -291,3 +291,23 @@ def train_start(settings: TrainingSettings):
     from attention_core.training.attn_only import init_params
 
     return init_params(settings.config, 0)
+
+
+def test_a_heads_qk_circuit_is_read_over_the_vocabulary_or_the_positions(small_run):
+    final = small_run[-1].params
+    at = finish(open_page({**SMALL, "head": "0.1"}))
+    w_q, w_k = final["blocks.0.attn.W_Q"][1], final["blocks.0.attn.W_K"][1]
+    (tokens,) = [f for f in figures(at) if f["layout"]["title"]["text"] == "QK of head 0.1, tokens"]
+    w_e = final["embed.W_E"]
+    expected = w_e @ w_q @ w_k.T @ w_e.T / np.sqrt(8)  # d_head = 16 / 2
+    np.testing.assert_allclose(plotly_array(tokens["data"][0]["z"]), expected, rtol=1e-5, atol=1e-6)
+    at.radio(key="learning.qk_over").set_value("positions").run()
+    (positions,) = [
+        f for f in figures(at) if f["layout"]["title"]["text"] == "QK of head 0.1, positions"
+    ]
+    w_pos = final["pos_embed.W_pos"]
+    expected = w_pos @ w_q @ w_k.T @ w_pos.T / np.sqrt(8)
+    np.testing.assert_allclose(
+        plotly_array(positions["data"][0]["z"]), expected, rtol=1e-5, atol=1e-6
+    )
+    assert at.query_params["qk_over"] == "positions"

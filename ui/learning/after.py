@@ -18,6 +18,7 @@ from ui.widgets import render
 from ui.widgets.state import PageState, write_url_after_fragment
 
 KINDS = {"k": "K (into the keys)", "q": "Q (into the queries)", "v": "V (into the values)"}
+QK_READINGS = {"tokens": "tokens (the vocabulary)", "positions": "positions"}
 
 
 def bind_link(view: PageState, settings: TrainingSettings) -> None:
@@ -29,6 +30,7 @@ def bind_link(view: PageState, settings: TrainingSettings) -> None:
     view.choice_key("head", "", names)  # "": not chosen yet, the strongest head once trained
     view.multi("remove", [], names)
     view.choice_key("composition", "k", list(KINDS))
+    view.choice_key("qk_over", "tokens", list(QK_READINGS))
 
 
 def head_choice(view: PageState, run: toy.TrainingRun, curves: data.Curves) -> tuple[int, int]:
@@ -190,17 +192,24 @@ def composition(view: PageState, run: toy.TrainingRun) -> None:
     write_url_after_fragment(view)
 
 
-def circuits(run: toy.TrainingRun, curves: data.Curves, layer: int, head: int) -> None:
+def circuits(
+    view: PageState, run: toy.TrainingRun, curves: data.Curves, layer: int, head: int
+) -> None:
+    over = st.radio(
+        "QK read over", list(QK_READINGS), format_func=QK_READINGS.get, horizontal=True,
+        key=view.choice_key("qk_over", "tokens", list(QK_READINGS)),
+    )  # fmt: skip
     chunk = run.final
     through = data.strongest_previous(curves, layer) if layer > 0 else None
-    read = data.circuits(run.key, chunk.step, chunk.params, layer, head, through)
+    read = data.circuits(run.key, chunk.step, chunk.params, layer, head, over, through)
+    through = read.through
     config = run.settings.config
     tokens = [str(t) for t in range(config.d_vocab)]
     qk_col, ov_col = st.columns(2)
     with qk_col:
-        if read.qk_over == "positions":
+        if over == "positions":
             positions = [str(p) for p in range(config.n_ctx)]
-            title, labels, rows, cols = (f"QK of head 0.{head}, positions", positions,
+            title, labels, rows, cols = (f"QK of head {layer}.{head}, positions", positions,
                                          "query position", "key position")  # fmt: skip
         elif through is None:
             title, labels, rows, cols = (f"QK of head {layer}.{head}, tokens", tokens,
@@ -213,7 +222,9 @@ def circuits(run: toy.TrainingRun, curves: data.Curves, layer: int, head: int) -
         render.show(
             render.cached(
                 figures.circuit_figure,
-                render.digested(f"{run.key}:{chunk.step}:qk:{layer}.{head}:{through}", read.qk),
+                render.digested(
+                    f"{run.key}:{chunk.step}:qk:{layer}.{head}:{over}:{through}", read.qk
+                ),
                 title=title,
                 row_labels=labels,
                 col_labels=labels,

@@ -209,8 +209,8 @@ def gradients(key: str, step: int, _params: dict, settings: TrainingSettings) ->
 
 @dataclass(frozen=True, eq=False)
 class HeadCircuits:
-    """A head's circuits: qk over positions (layer 0) or tokens (direct, or through an earlier
-    head: `through`), ov over tokens, and its copying score and copied share."""
+    """A head's circuits: qk over `qk_over`, "positions" or "tokens" (direct, or through an
+    earlier head: `through`), ov over tokens, and its copying score and copied share."""
 
     qk: np.ndarray
     qk_over: str
@@ -222,13 +222,21 @@ class HeadCircuits:
 
 @bounded_by_bytes(16 * MB, name="learning.circuits", lane=None, max_entries=16)
 def circuits(
-    key: str, step: int, _params: dict, layer: int, head: int, through: tuple[int, int] | None
+    key: str,
+    step: int,
+    _params: dict,
+    layer: int,
+    head: int,
+    over: str,
+    through: tuple[int, int] | None,
 ) -> HeadCircuits:
+    """Head (layer, head)'s QK circuit read `over` "tokens" (through an earlier head's output,
+    if `through` names one) or "positions", and its OV circuit."""
     with np.errstate(over="ignore", invalid="ignore"):  # a file's huge weights: inf cells, drawn
-        if layer == 0:
-            qk, over = positional_qk(_params, 0, head), "positions"
+        if over == "positions":
+            qk, through = positional_qk(_params, layer, head), None
         else:
-            qk, over = qk_circuit(_params, layer, head, through=through), "tokens"
+            qk = qk_circuit(_params, layer, head, through=through)
         ov = ov_circuit(_params, layer, head)
     return read_only(
         HeadCircuits(qk, over, through, ov, copying_score(_params, layer, head), copied_share(ov))
