@@ -104,6 +104,7 @@ def download(run: toy.TrainingRun) -> None:
         "model.load_state_dict({k: torch.from_numpy(file[k]) for k in file.files\n"
         '                       if not k.endswith(".json")})',
         language="python",
+        wrap_lines=True,  # a phone's screen holds it without a sideways scroll
     )
 
 
