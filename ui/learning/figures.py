@@ -30,6 +30,8 @@ def _mark(fig: go.Figure, step: int | None, text: str) -> go.Figure:
     chart's text alternative too."""
     if step is None:
         return fig  # nothing has formed yet
+    # The name sits between the plot and the title: the top margin grows by its line.
+    fig.layout.margin.t += round(1.5 * font_size())
     fig.layout.shapes = [
         {"type": "line", "xref": "x", "yref": "paper", "x0": step, "x1": step, "y0": 0, "y1": 1,
          "line": {"dash": "dot", "color": CHOSEN_COLOR, "width": 2}},

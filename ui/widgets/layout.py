@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlparse
@@ -29,11 +30,17 @@ html { font-size: 22px; }
 # While pages/ exists, a fresh server answers its first request in Streamlit's legacy mode: it
 # misses our url_path among the pages/ file names, says "Page not found", then runs app.py, whose
 # router finds the page after all. The dialog would greet the audience of a deep link on a slide,
-# so it is closed, but only when the router really found the page that was asked for.
+# so it is closed, but only when the router really found the page that was asked for. When it
+# shows varies with the server's load (a run training beside it, a dozen servers booting), and a
+# run that drew this script can be replaced by another before the browser ran it: so every run
+# of the session's first minute draws it again, and the first copy to run watches for a minute.
+STALE_NOT_FOUND_S = 60
 CLOSE_STALE_NOT_FOUND_JS = """
 <script>
 (() => {
-  const deadline = Date.now() + 4000;
+  if (window.parent.closesStaleNotFound) return;
+  window.parent.closesStaleNotFound = true;
+  const deadline = Date.now() + STALE_NOT_FOUND_MS;
   const timer = setInterval(() => {
     for (const dialog of window.parent.document.querySelectorAll("[role='dialog']")) {
       if (dialog.textContent.includes("Page not found")) {
@@ -42,10 +49,10 @@ CLOSE_STALE_NOT_FOUND_JS = """
       }
     }
     if (Date.now() > deadline) clearInterval(timer);
-  }, 50);
+  }, 100);
 })();
 </script>
-"""
+""".replace("STALE_NOT_FOUND_MS", str(STALE_NOT_FOUND_S * 1000))
 
 
 # The link is read when the button is pressed, so it holds the view as it is at that moment.
@@ -223,10 +230,9 @@ def app_frame(page: st.Page) -> None:
     The sidebar gets the presenter-mode switch, the copy-link button and the chart download
     format; the page gets the shared CSS.
     """
-    if "app.started" not in st.session_state:
-        st.session_state["app.started"] = True
-        if _asked_for(page):
-            st.html(CLOSE_STALE_NOT_FOUND_JS, unsafe_allow_javascript=True)
+    started = st.session_state.setdefault("app.started", time.monotonic())
+    if time.monotonic() - started < STALE_NOT_FOUND_S and _asked_for(page):
+        st.html(CLOSE_STALE_NOT_FOUND_JS, unsafe_allow_javascript=True)
     presenting = is_presenting()
     _load_plotly_early()
     st.sidebar.toggle(
