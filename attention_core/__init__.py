@@ -51,6 +51,9 @@ Contents, module by module:
                    SamplingSteps; sample_token, greedy_token, continuation_probability
     token_attribution   norm_contributions (‖α·v·W_O‖, Kobayashi et al.), rank_correlation
                    (Spearman's ρ): attention against attribution
+    score_parts    one attention score split exactly into query part × key part terms (the
+                   norm's scale held) and over RoPE's frequency pairs; models.score_sources
+                   finds a real decoder's parts (embeddings, each earlier head and MLP)
     lessons/       content built from the formulas: the scaled dot-product presets, the masking
                    and positional experiments, the √d_k experiment, the quiz questions
     models         real checkpoints run by this code (a BERT-style encoder, llama-style and

@@ -1,0 +1,245 @@
+"""A real decoder's score split by source (attention_core.models.score_sources) against the same
+split read from transformers: forward hooks take each piece where transformers computes it (the
+embeddings, each head's output before o_proj / c_proj, each MLP's output, the stream the norm
+reads), and torch carries each piece through transformers' own weights, norm gain and rotation.
+
+Three-layer models built by transformers inside the test, so that layer 2 reads heads of two
+earlier layers: a Qwen2 (biases on q, k and v, 4 query heads over 2 KV heads, RoPE) and a GPT-2
+(LayerNorm, learned positions, biases on every projection, scores scaled by 1/(layer + 1)).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attention_core.models.families import open_checkpoint
+from attention_core.models.forward import run_decoder
+from attention_core.models.score_sources import CONSTANT, split_score, stream_sources
+from attention_core.validation import AttentionInputError
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+IDS = [5, 9, 13, 5, 9, 21, 30, 13, 5, 9, 2, 40]
+LAYERS = 3
+
+
+def _qwen2(folder: Path):
+    from tests.test_decoder_families import VOCAB_SIZE, _tokenizer
+
+    config = transformers.Qwen2Config(
+        vocab_size=VOCAB_SIZE, hidden_size=32, intermediate_size=48, num_hidden_layers=LAYERS,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        rope_parameters={"rope_type": "default", "rope_theta": 500.0}, tie_word_embeddings=True,
+        bos_token_id=None, eos_token_id=1, attn_implementation="eager",
+    )  # fmt: skip
+    torch.manual_seed(58)
+    model = transformers.Qwen2ForCausalLM(config)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.copy_(1 + 0.1 * torch.randn_like(param))
+            else:
+                param.normal_(0.0, 0.3)
+    model.eval().save_pretrained(folder)
+    _tokenizer().save_pretrained(folder)
+    return model
+
+
+def _gpt2(folder: Path):
+    from tests.tiny_checkpoints import OTHER_GPT2, write_tiny
+
+    write_tiny("gpt2-other", folder)
+    assert OTHER_GPT2["n_layer"] == LAYERS
+    model = transformers.GPT2LMHeadModel.from_pretrained(folder, attn_implementation="eager")
+    return model.eval()
+
+
+@pytest.fixture(scope="module", params=["qwen2", "gpt2"])
+def models(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp(request.param)
+    hf = {"qwen2": _qwen2, "gpt2": _gpt2}[request.param](folder).requires_grad_(False)
+    ours = open_checkpoint(str(folder), weights_dtype=np.float32)
+    return request.param, hf, ours
+
+
+def _hooked(family: str, hf) -> dict:
+    """Each piece of the pass as transformers computes it, for IDS, float64 afterwards."""
+    pieces: dict = {"heads": {}, "mlp": {}}
+    handles = []
+    blocks = hf.model.layers if family == "qwen2" else hf.transformer.h
+
+    def keep(store, key, output):
+        store[key] = output[0].detach().double()
+
+    for index, block in enumerate(blocks):
+        projection = block.self_attn.o_proj if family == "qwen2" else block.attn.c_proj
+        handles.append(projection.register_forward_pre_hook(
+            lambda m, args, i=index: keep(pieces["heads"], i, args[0])
+        ))  # fmt: skip
+        handles.append(
+            block.mlp.register_forward_hook(lambda m, a, out, i=index: keep(pieces["mlp"], i, out))
+        )
+        norm = block.input_layernorm if family == "qwen2" else block.ln_1
+        handles.append(norm.register_forward_pre_hook(
+            lambda m, args, i=index: keep(pieces.setdefault("stream", {}), i, args[0])
+        ))  # fmt: skip
+    if family == "qwen2":
+        handles.append(hf.model.embed_tokens.register_forward_hook(
+            lambda m, a, out: pieces.update(token=out[0].detach().double())
+        ))  # fmt: skip
+    else:
+        handles.append(hf.transformer.wte.register_forward_hook(
+            lambda m, a, out: pieces.update(token=out[0].detach().double())
+        ))  # fmt: skip
+        handles.append(hf.transformer.wpe.register_forward_hook(
+            lambda m, a, out: pieces.update(position=out[0].detach().double())
+        ))  # fmt: skip
+    with torch.no_grad():
+        out = hf(torch.tensor([IDS]), output_attentions=True)
+    for handle in handles:
+        handle.remove()
+    pieces["weights"] = [a[0].double() for a in out.attentions]
+    return pieces
+
+
+def _reference_parts(family: str, hf, pieces: dict, layer: int):
+    """(names, parts `(C, n, d_model)`) of resid.layer from the hooked pieces and
+    transformers' own output matrices."""
+    names, parts = ["token embedding"], [pieces["token"]]
+    if family == "gpt2":
+        names.append("position embedding")
+        parts.append(pieces["position"])
+    config = hf.config
+    heads = config.num_attention_heads if family == "qwen2" else config.n_head
+    biases = torch.zeros_like(pieces["token"])
+    for earlier in range(layer):
+        if family == "qwen2":
+            w_o = hf.model.layers[earlier].self_attn.o_proj.weight.double()  # (d, H·dh)
+        else:
+            attn = hf.transformer.h[earlier].attn.c_proj
+            w_o = attn.weight.double().T  # Conv1D stores (in, out)
+            biases = biases + attn.bias.double()
+        z = pieces["heads"][earlier]  # (n, H·dh)
+        dh = z.shape[-1] // heads
+        for h in range(heads):
+            names.append(f"head {earlier}.{h}")
+            parts.append(z[:, h * dh : (h + 1) * dh] @ w_o[:, h * dh : (h + 1) * dh].T)
+        names.append(f"MLP {earlier}")
+        parts.append(pieces["mlp"][earlier])
+    if family == "gpt2" and layer > 0:
+        names.append("attention biases")
+        parts.append(biases)
+    return names, torch.stack(parts)
+
+
+def _reference_terms(family: str, hf, pieces: dict, layer: int, head: int, query: int):
+    """`(C + 1, C + 1, n)` the split of the head's score, every part carried through
+    transformers' norm gain, q/k projections and rotation in float64."""
+    names, parts = _reference_parts(family, hf, pieces, layer)
+    stream = pieces["stream"][layer]
+    n = stream.shape[0]
+    if family == "qwen2":
+        block = hf.model.layers[layer]
+        norm, attn = block.input_layernorm, block.self_attn
+        r = torch.rsqrt(stream.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+        normed = parts * r * norm.weight.double()
+        constant = torch.zeros(stream.shape[-1], dtype=torch.float64)
+        dh = attn.head_dim
+        kv = head // (hf.config.num_attention_heads // hf.config.num_key_value_heads)
+        w_q = attn.q_proj.weight.double()[head * dh : (head + 1) * dh]
+        b_q = attn.q_proj.bias.double()[head * dh : (head + 1) * dh]
+        w_k = attn.k_proj.weight.double()[kv * dh : (kv + 1) * dh]
+        b_k = attn.k_proj.bias.double()[kv * dh : (kv + 1) * dh]
+        scale = dh**-0.5
+    else:
+        block = hf.transformer.h[layer]
+        norm = block.ln_1
+        centred = stream - stream.mean(-1, keepdim=True)
+        r = torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + norm.eps)
+        normed = (parts - parts.mean(-1, keepdim=True)) * r * norm.weight.double()
+        constant = norm.bias.double()
+        d = hf.config.n_embd
+        dh = d // hf.config.n_head
+        w = block.attn.c_attn.weight.double().T  # (3d, d)
+        b = block.attn.c_attn.bias.double()
+        w_q, b_q = w[head * dh : (head + 1) * dh], b[head * dh : (head + 1) * dh]
+        w_k, b_k = w[d + head * dh : d + (head + 1) * dh], b[d + head * dh : d + (head + 1) * dh]
+        scale = dh**-0.5 / (layer + 1)  # scale_attn_by_inverse_layer_idx
+    q = torch.cat([normed @ w_q.T, (w_q @ constant + b_q).expand(1, n, dh)])
+    k = torch.cat([normed @ w_k.T, (w_k @ constant + b_k).expand(1, n, dh)])
+    if family == "qwen2":
+        from transformers.models.qwen2.modeling_qwen2 import apply_rotary_pos_emb
+
+        cos, sin = hf.model.rotary_emb(stream[None].float(), torch.arange(n)[None])
+        q, k = apply_rotary_pos_emb(q, k, cos[0].double(), sin[0].double(), unsqueeze_dim=0)
+    terms = scale * torch.einsum("ad,bkd->abk", q[:, query], k)
+    return names, terms.numpy()
+
+
+@pytest.mark.parametrize("layer", range(LAYERS))
+def test_the_sources_are_the_pieces_transformers_computed(models, layer):
+    family, hf, ours = models
+    trace = run_decoder(ours, np.array(IDS))
+    pieces = _hooked(family, hf)
+    names, parts = _reference_parts(family, hf, pieces, layer)
+    sources = stream_sources(ours, trace, layer)
+    assert sources.names == tuple(names)
+    np.testing.assert_allclose(sources.parts, parts.numpy(), rtol=1e-4, atol=2e-5)
+    # They sum to the stream the layer's norm read, in transformers and in ours.
+    np.testing.assert_allclose(
+        sources.parts.sum(axis=0), pieces["stream"][layer].numpy(), rtol=1e-4, atol=5e-5
+    )
+
+
+@pytest.mark.parametrize(("layer", "query"), [(0, 5), (1, 8), (2, 11), (2, 3)])
+def test_every_term_equals_the_one_carried_through_transformers(models, layer, query):
+    family, hf, ours = models
+    trace = run_decoder(ours, np.array(IDS))
+    pieces = _hooked(family, hf)
+    for head in range(trace.layers[layer].q.shape[0]):
+        split = split_score(ours, trace, layer, head, query)
+        names, reference = _reference_terms(family, hf, pieces, layer, head, query)
+        assert split.names == (*names, CONSTANT)
+        keys = slice(0, query + 1)  # the causal keys; later ones are masked anyway
+        scale = np.abs(reference[:, :, keys]).max()
+        np.testing.assert_allclose(
+            split.terms[:, :, keys], reference[:, :, keys], rtol=1e-4, atol=1e-5 * scale
+        )
+        # The terms' sum is the model's score: softmax over the causal keys gives transformers'
+        # own attention weights.
+        summed = split.terms.sum(axis=(0, 1))[keys]
+        np.testing.assert_allclose(summed, split.scores[keys], rtol=1e-4, atol=1e-5 * scale)
+        weights = np.exp(summed - summed.max())
+        np.testing.assert_allclose(
+            weights / weights.sum(), pieces["weights"][layer][head, query, keys].numpy(),
+            rtol=1e-4, atol=1e-6,
+        )  # fmt: skip
+
+
+def test_rope_pairs_and_content_sum_to_their_scores(models):
+    family, _, ours = models
+    trace = run_decoder(ours, np.array(IDS))
+    split = split_score(ours, trace, 2, 1, 10)
+    if family == "gpt2":
+        assert split.pairs is None and split.content is None  # positions came with the tokens
+        return
+    np.testing.assert_allclose(split.pairs.sum(axis=0), split.scores, rtol=1e-4, atol=1e-5)
+    # Without the rotation the same q and k meet at a zero angle offset: another score.
+    steps = trace.layers[2]
+    q, k = steps.q[1, 10], steps.k[0]  # query head 1 reads KV head 0 (two per KV head)
+    np.testing.assert_allclose(split.content, k @ q / np.sqrt(q.shape[-1]), rtol=1e-4, atol=1e-5)
+    assert not np.allclose(split.content, split.scores, atol=1e-3)
+
+
+def test_a_position_or_head_outside_the_model_is_refused(models):
+    _, _, ours = models
+    trace = run_decoder(ours, np.array(IDS))
+    for args, words in [((3, 0, 0), "the layer must be below 3"),
+                        ((0, 9, 0), "the head must be below"),
+                        ((0, 0, 12), "the query position must be below 12")]:  # fmt: skip
+        with pytest.raises(AttentionInputError, match=words):
+            split_score(ours, trace, *args)
