@@ -37,12 +37,16 @@ from attention_core.validation import AttentionInputError
 
 __all__ = [
     "HeadParts",
+    "above_average",
     "band_edges",
+    "band_terms",
     "frequency_terms",
     "head_parts",
     "held_scales",
     "normed_parts",
     "score_terms",
+    "sharpest_queries",
+    "source_map",
 ]
 
 
@@ -154,3 +158,49 @@ def band_edges(pairs: int, bands: int) -> np.ndarray:
             f"{bands} bands cannot split {pairs} pairs: choose from 1 to {pairs}."
         )
     return np.linspace(0, pairs, bands + 1).round().astype(int)
+
+
+def band_terms(pairs: np.ndarray, bands: int) -> np.ndarray:
+    """`(bands, k_pos)` ``frequency_terms``' pairs `(d_head/2, k_pos)` summed in bands of
+    neighbouring frequencies, fastest first (``band_edges``)."""
+    edges = band_edges(pairs.shape[0], bands)
+    return np.add.reduceat(pairs, edges[:-1], axis=0)
+
+
+def above_average(side: np.ndarray, visible: np.ndarray) -> np.ndarray:
+    """`(C, k_pos)` each source's part of each visible key's score minus its mean over the
+    visible keys (0 at hidden ones).
+
+    The softmax ignores whatever adds the same to every key, so what makes one key more
+    attractive than the others is a part's excess over its average: these rows sum to the
+    key's score minus the visible keys' mean score. side `(C, k_pos)` (``key_side`` or
+    ``query_side``), visible `(k_pos,)` bool, the keys the query may see.
+    """
+    visible = np.asarray(visible, dtype=bool)
+    if not visible.any():
+        raise AttentionInputError("This query sees no key: there is no score to split.")
+    mean = side[:, visible].mean(axis=1, keepdims=True)
+    return np.where(visible, side - mean, 0.0)
+
+
+def source_map(
+    key_sides: np.ndarray, weights: np.ndarray, visible: np.ndarray, queries: np.ndarray
+) -> np.ndarray:
+    """`(C, k_pos)` what each source wrote at each key, over a whole pattern: for the chosen
+    queries i, Σ_i P_ij · (its part of s_ij above the visible keys' average), so the keys that
+    queries really attend carry the weight.
+
+    key_sides `(n, C, k_pos)` (``HeadSplit.key_sides``); weights `(n, k_pos)` the head's
+    pattern; visible `(n, k_pos)` bool, the keys each query may see (the causal mask); queries
+    the positions to sum over."""
+    total = np.zeros(key_sides.shape[1:], dtype=np.float64)
+    for i in np.asarray(queries, dtype=int):
+        total += weights[i] * above_average(key_sides[i], visible[i])
+    return total
+
+
+def sharpest_queries(weights: np.ndarray, count: int) -> np.ndarray:
+    """`(count,)` the positions whose attention is most concentrated (highest largest weight),
+    in position order: the queries where the head does what it does."""
+    count = max(1, min(int(count), weights.shape[0]))
+    return np.sort(np.argsort(-weights.max(axis=1), kind="stable")[:count])

@@ -46,9 +46,7 @@ def test_the_terms_sum_to_the_score_computed_whole(centred, rope):
     w_q, w_k = RNG.normal(size=(2, d_head, d_model))
     b_q, b_k = 0.5 * RNG.normal(size=(2, d_head))
     rotation = (
-        rotary_tables(np.arange(n, dtype=np.float64), d_head, 100.0, like=parts)
-        if rope
-        else None
+        rotary_tables(np.arange(n, dtype=np.float64), d_head, 100.0, like=parts) if rope else None
     )
     eps, scale = 1e-5, d_head**-0.5
     stream = parts.sum(axis=0)
@@ -121,3 +119,44 @@ def test_bands_split_the_pairs_fastest_first():
 def test_parts_of_two_heads_cannot_meet():
     with pytest.raises(AttentionInputError, match="from one head"):
         score_parts.score_terms(np.zeros((2, 4)), np.zeros((2, 3, 8)), 1.0)
+
+
+def test_bands_of_pairs_keep_the_score_and_one_pair_a_band_is_the_pairs():
+    pairs = RNG.normal(size=(8, 5))
+    bands = score_parts.band_terms(pairs, 3)  # pairs 0-2, 3-4, 5-7 (edges 0, 3, 5, 8)
+    np.testing.assert_allclose(bands[0], pairs[:3].sum(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(bands[1], pairs[3:5].sum(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(bands.sum(axis=0), pairs.sum(axis=0), rtol=1e-12)
+    np.testing.assert_array_equal(score_parts.band_terms(pairs, 8), pairs)
+
+
+def test_above_average_is_what_sets_one_visible_key_apart():
+    side = np.array([[1.0, 3.0, 100.0], [5.0, 5.0, -7.0]])  # source 1 is even over keys 0, 1
+    visible = np.array([True, True, False])
+    above = score_parts.above_average(side, visible)
+    np.testing.assert_array_equal(above, [[-1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    # The rows sum to each key's score minus the visible keys' mean score.
+    scores = side.sum(axis=0)
+    np.testing.assert_array_equal(above.sum(axis=0)[:2], scores[:2] - scores[:2].mean())
+    with pytest.raises(AttentionInputError, match="sees no key"):
+        score_parts.above_average(side, np.zeros(3, dtype=bool))
+
+
+def test_the_source_map_weighs_each_query_by_where_it_attends():
+    # Two queries over two keys; query 0 sees key 0 only, query 1 both.
+    key_sides = np.array([[[2.0, 0.0]], [[1.0, 5.0]]])  # (query, source, key)
+    weights = np.array([[1.0, 0.0], [0.25, 0.75]])
+    visible = np.array([[True, False], [True, True]])
+    both = score_parts.source_map(key_sides, weights, visible, [0, 1])
+    # Query 0: one visible key, nothing above its average. Query 1: (-2, +2) weighted.
+    np.testing.assert_array_equal(both, [[0.25 * -2.0, 0.75 * 2.0]])
+    np.testing.assert_array_equal(
+        score_parts.source_map(key_sides, weights, visible, [0]), [[0, 0]]
+    )
+
+
+def test_the_sharpest_queries_are_the_rows_with_the_largest_weight():
+    weights = np.array([[1.0, 0, 0], [0.5, 0.5, 0], [0.1, 0.8, 0.1], [0.4, 0.3, 0.3]])
+    np.testing.assert_array_equal(score_parts.sharpest_queries(weights, 2), [0, 2])
+    np.testing.assert_array_equal(score_parts.sharpest_queries(weights, 99), [0, 1, 2, 3])
+    np.testing.assert_array_equal(score_parts.sharpest_queries(weights, 0), [0])

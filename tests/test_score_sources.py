@@ -17,7 +17,7 @@ import pytest
 
 from attention_core.models.families import open_checkpoint
 from attention_core.models.forward import run_decoder
-from attention_core.models.score_sources import CONSTANT, split_score, stream_sources
+from attention_core.models.score_sources import CONSTANT, head_split, split_score, stream_sources
 from attention_core.validation import AttentionInputError
 
 torch = pytest.importorskip("torch")
@@ -243,3 +243,36 @@ def test_a_position_or_head_outside_the_model_is_refused(models):
                         ((0, 0, 12), "the query position must be below 12")]:  # fmt: skip
         with pytest.raises(AttentionInputError, match=words):
             split_score(ours, trace, *args)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_shipped_decoders_induction_head_attends_because_of_a_previous_token_head(seed):
+    """SmolLM2 on repeated random tokens: its strongest induction head's score of the token
+    after the current token's earlier copy comes, more than from any other source, from what a
+    previous-token head (by the heads page's probe) wrote at that key: K-composition."""
+    from attention_core import head_roles, score_parts
+    from attention_core.models.llama import load_llama
+    from attention_core.training.formation import PREVIOUS_TOKEN_HEAD
+
+    model = load_llama()
+    period = 24
+    ids = head_roles.repeated_tokens(range(1000, 20000), period, seed)
+    trace = run_decoder(model, ids)
+    roles = head_roles.head_roles(trace.attention_weights, period)
+    (layer, head, _), *_ = head_roles.strongest_heads(roles.induction, 1)
+    by_probe = np.argwhere(roles.previous > PREVIOUS_TOKEN_HEAD)
+    previous = {f"head {at_layer}.{at_head}" for at_layer, at_head in by_probe}
+    split = head_split(model, trace, layer, head)
+    induced = 0
+    for query in range(period + 1, 2 * period):
+        target = query - period + 1  # the token after this one's first copy
+        at = split.at(query)
+        # Where it does its job: the target is its most attended key after the first (where
+        # every head parks spare weight).
+        if int(np.argmax(at.weights[1:])) + 1 != target:
+            continue
+        induced += 1
+        above = score_parts.above_average(at.key_side, np.arange(ids.shape[0]) <= query)
+        assert at.names[int(np.argmax(above[:, target]))] in previous, query
+    assert induced >= period // 2

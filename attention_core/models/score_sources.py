@@ -33,7 +33,15 @@ from .llama.files import widen
 from .llama.model import LlamaModel
 from .trace import DecoderTrace
 
-__all__ = ["CONSTANT", "ScoreSplit", "Sources", "split_score", "stream_sources"]
+__all__ = [
+    "CONSTANT",
+    "HeadSplit",
+    "ScoreSplit",
+    "Sources",
+    "head_split",
+    "split_score",
+    "stream_sources",
+]
 
 # The name of the part no source carries: the norm's β through W, and the projection's bias.
 CONSTANT = "biases"
@@ -58,6 +66,7 @@ class ScoreSplit:
                                        added to the score
     scores        `(k_pos,)`           the model's own scaled scores of this query, before the
                                        mask: the terms' sum, up to float32 rounding
+    weights       `(k_pos,)`           the model's attention weights of this query
     query_scale   float                the norm's scale r_i at the query, held
     key_scales    `(k_pos,)`           the norm's scale r_j at each key, held
     pairs         `(d_head/2, k_pos)`  the score over RoPE's pairs, fastest first (None: no
@@ -68,6 +77,7 @@ class ScoreSplit:
     names: tuple[str, ...]
     terms: np.ndarray
     scores: np.ndarray
+    weights: np.ndarray
     query_scale: float
     key_scales: np.ndarray
     pairs: np.ndarray | None
@@ -82,6 +92,54 @@ class ScoreSplit:
     def query_side(self) -> np.ndarray:
         """`(C + 1, k_pos)` what each source wrote at the query added, met by the whole key."""
         return self.terms.sum(axis=1)
+
+
+@dataclass(frozen=True)
+class HeadSplit:
+    """Everything one head's split needs, computed once for every query of the pass.
+
+    names     (C + 1,)      the sources, then CONSTANT
+    queries   ``score_parts.HeadParts`` `(C + 1, n, d_head)` the head's q by source
+    keys      ``score_parts.HeadParts`` `(C + 1, n, d_head)` its (KV head's) k by source
+    scale     float         what q · k is multiplied by (1/√d_head, GPT-2's layer scaling)
+    scales    `(n,)`        the norm's scale r_i at every position, held
+    scores    `(n, n)`      the model's own scaled scores, before the mask
+    weights   `(n, n)`      its attention weights
+    """
+
+    names: tuple[str, ...]
+    queries: score_parts.HeadParts
+    keys: score_parts.HeadParts
+    scale: float
+    scales: np.ndarray
+    scores: np.ndarray
+    weights: np.ndarray
+    rotated: bool
+
+    def at(self, query: int) -> ScoreSplit:
+        """The split of position ``query``'s scores: `ScoreSplit`."""
+        _check_below(query, "the query position", self.scores.shape[0])
+        q = self.queries.parts[:, query]  # (C + 1, d_head)
+        pairs = content = None
+        if self.rotated:
+            pairs = score_parts.frequency_terms(q.sum(axis=0), self.keys.total, self.scale)
+            unrotated = self.queries.unrotated[:, query].sum(axis=0)
+            content = self.scale * (self.keys.unrotated.sum(axis=0) @ unrotated)
+        return ScoreSplit(
+            names=self.names,
+            terms=score_parts.score_terms(q, self.keys.parts, self.scale),
+            scores=self.scores[query],
+            weights=self.weights[query],
+            query_scale=float(self.scales[query]),
+            key_scales=self.scales,
+            pairs=pairs,
+            content=content,
+        )
+
+    def key_sides(self) -> np.ndarray:
+        """`(n, C + 1, n)` for every query i, what each source wrote at each key j added to
+        s_ij, met by the whole query: ``at(i).key_side`` for all i at once."""
+        return self.scale * np.einsum("id,bjd->ibj", self.queries.total, self.keys.parts)
 
 
 def stream_sources(model: LlamaModel | GPT2Model, trace: DecoderTrace, layer: int) -> Sources:
@@ -100,11 +158,10 @@ def stream_sources(model: LlamaModel | GPT2Model, trace: DecoderTrace, layer: in
     for earlier in range(layer):
         weights = model.weights.layers[earlier]
         heads = trace.point(points.heads(earlier))  # (head, n, d_head)
-        w_o = widen(weights.w_o)  # (d_model, head · d_head)
-        d_head = heads.shape[-1]
-        for h, z in enumerate(heads):
-            names.append(f"head {earlier}.{h}")
-            parts.append(z @ w_o[:, h * d_head : (h + 1) * d_head].T)
+        w_o = widen(weights.w_o).reshape(-1, *heads.shape[::2])  # (d_model, head, d_head)
+        # Head h writes z_h W_O[:, h]ᵀ: its own slice of the output matrix.
+        names += [f"head {earlier}.{h}" for h in range(heads.shape[0])]
+        parts += list(heads @ w_o.transpose(1, 2, 0))
         if weights.b_o is not None:
             biases = biases + weights.b_o
         names.append(f"MLP {earlier}")
@@ -115,45 +172,42 @@ def stream_sources(model: LlamaModel | GPT2Model, trace: DecoderTrace, layer: in
     return Sources(tuple(names), np.stack(parts))
 
 
-def split_score(
-    model: LlamaModel | GPT2Model, trace: DecoderTrace, layer: int, head: int, query: int
-) -> ScoreSplit:
-    """Head ``head`` of layer ``layer``'s score from position ``query`` to every position up to
-    the last, split by the sources of the stream it read: `ScoreSplit`."""
+def head_split(
+    model: LlamaModel | GPT2Model, trace: DecoderTrace, layer: int, head: int
+) -> HeadSplit:
+    """Head ``head`` of layer ``layer``'s queries and keys split by the sources of the stream
+    it read, in ``trace`` (a fresh prompt's pass): `HeadSplit`."""
     sources = stream_sources(model, trace, layer)
     steps = trace.layers[layer]
-    n_heads = steps.q.shape[0]
-    _check_below(head, "the head", n_heads)
-    n = sources.parts.shape[1]
-    _check_below(query, "the query position", n)
+    _check_below(head, "the head", steps.q.shape[0])
     if trace.positions[0] != 0:
         raise AttentionInputError("A score is split on a fresh prompt's pass, not a cache's.")
-    stream = trace.point(points.resid(layer))
     norm = _attention_norm(model, layer)
+    stream = trace.point(points.resid(layer))
     scales = score_parts.held_scales(stream, norm.eps, centred=norm.centred)
     normed, constant = score_parts.normed_parts(
         sources.parts, scales, norm.gamma, norm.beta, centred=norm.centred
     )
     w_q, b_q, w_k, b_k = _head_projections(model, layer, head)
-    rotation = _rotation(model, n)
-    at_query = None if rotation is None else tuple(t[query : query + 1] for t in rotation)
-    q = score_parts.head_parts(normed[:, query : query + 1], constant, w_q, b_q, at_query)
-    k = score_parts.head_parts(normed, constant, w_k, b_k, rotation)
-    scale = _scale(model, layer)
-    terms = score_parts.score_terms(q.parts[:, 0], k.parts, scale)
-    pairs = content = None
-    if rotation is not None:
-        pairs = score_parts.frequency_terms(q.total[0], k.total, scale)
-        content = scale * (k.unrotated.sum(axis=0) @ q.unrotated.sum(axis=0)[0])
-    return ScoreSplit(
+    rotation = _rotation(model, stream.shape[0])
+    return HeadSplit(
         names=(*sources.names, CONSTANT),
-        terms=terms,
-        scores=np.asarray(steps.scores[head, query]),
-        query_scale=float(scales[query]),
-        key_scales=scales,
-        pairs=pairs,
-        content=content,
+        queries=score_parts.head_parts(normed, constant, w_q, b_q, rotation),
+        keys=score_parts.head_parts(normed, constant, w_k, b_k, rotation),
+        scale=_scale(model, layer),
+        scales=scales,
+        scores=np.asarray(steps.scores[head]),
+        weights=np.asarray(steps.weights[head]),
+        rotated=rotation is not None,
     )
+
+
+def split_score(
+    model: LlamaModel | GPT2Model, trace: DecoderTrace, layer: int, head: int, query: int
+) -> ScoreSplit:
+    """Head ``head`` of layer ``layer``'s score from position ``query`` to every position,
+    split by the sources of the stream it read: `ScoreSplit`."""
+    return head_split(model, trace, layer, head).at(query)
 
 
 def _check_below(value: object, name: str, count: int) -> int:
