@@ -17,7 +17,14 @@ import pytest
 
 from attention_core.models.families import open_checkpoint
 from attention_core.models.forward import run_decoder
-from attention_core.models.score_sources import CONSTANT, head_split, split_score, stream_sources
+from attention_core.models.score_sources import (
+    CONSTANT,
+    attn_only_split,
+    head_split,
+    split_score,
+    stream_sources,
+)
+from attention_core.training.attn_only import AttnOnlyConfig, init_params, run_attn_only
 from attention_core.validation import AttentionInputError
 
 torch = pytest.importorskip("torch")
@@ -276,3 +283,45 @@ def test_the_shipped_decoders_induction_head_attends_because_of_a_previous_token
         above = score_parts.above_average(at.key_side, np.arange(ids.shape[0]) <= query)
         assert at.names[int(np.argmax(above[:, target]))] in previous, query
     assert induced >= period // 2
+
+
+def test_the_attention_only_models_split_is_transformer_lenss_pieces():
+    """The learning page's model: each source from TransformerLens's hooks (hook_embed,
+    hook_pos_embed, each earlier head's hook_z through its W_O, the b_O's), each term through
+    TransformerLens's W_Q, W_K and biases, and their sum its hook_attn_scores."""
+    pytest.importorskip("transformer_lens")
+    from tests.test_attn_only import hooked
+
+    config = AttnOnlyConfig(n_layers=3, n_heads=2, d_model=8, d_vocab=12, n_ctx=10)
+    rng = np.random.default_rng(57)
+    params = {name: value + rng.normal(0, 0.3, value.shape)
+              for name, value in init_params(config, seed=1, dtype=np.float64).items()}  # fmt: skip
+    tokens = rng.integers(0, config.d_vocab, size=(2, config.n_ctx))
+    steps = run_attn_only(config, params, tokens)
+    model = hooked(params, config)
+    _, cache = model.run_with_cache(torch.from_numpy(tokens))
+    sequence, layer = 1, 2
+    pieces = [cache["hook_embed"][sequence], cache["hook_pos_embed"][0]]
+    for earlier in range(layer):
+        z = cache[f"blocks.{earlier}.attn.hook_z"][sequence]  # (pos, head, d_head)
+        w_o = model.blocks[earlier].attn.W_O  # (head, d_head, d_model)
+        pieces += [z[:, h] @ w_o[h] for h in range(config.n_heads)]
+    pieces.append(model.blocks[0].attn.b_O + model.blocks[1].attn.b_O)
+    pieces = torch.stack(torch.broadcast_tensors(*pieces)).detach()
+    attn = model.blocks[layer].attn
+    for head in range(config.n_heads):
+        split = attn_only_split(config, params, steps, layer, head, sequence)
+        assert split.names == ("token embedding", "position embedding", "head 0.0", "head 0.1",
+                               "head 1.0", "head 1.1", "attention biases", CONSTANT)  # fmt: skip
+        with torch.no_grad():
+            q = torch.cat([pieces @ attn.W_Q[head], attn.b_Q[head].expand(1, config.n_ctx, -1)])
+            k = torch.cat([pieces @ attn.W_K[head], attn.b_K[head].expand(1, config.n_ctx, -1)])
+        scores = cache[f"blocks.{layer}.attn.hook_attn_scores"][sequence, head].numpy()
+        for query in (0, 4, 9):
+            reference = torch.einsum("ad,bkd->abk", q[:, query], k).numpy() / np.sqrt(4)
+            at = split.at(query)
+            np.testing.assert_allclose(at.terms, reference, rtol=1e-10, atol=1e-12)
+            visible = slice(0, query + 1)
+            np.testing.assert_allclose(
+                at.terms.sum(axis=(0, 1))[visible], scores[query, visible], rtol=1e-10
+            )

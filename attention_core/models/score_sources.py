@@ -14,7 +14,7 @@ the rotation into one head's score for one query at every key.
 
 The trace must keep every layer's head outputs and MLP outputs before L (``run_decoder`` with
 the default ``keep``) and layer L's queries and keys; a Llama-family head reads its KV head
-(GQA).
+(GQA). ``attn_only_split`` does the same for the learning page's attention-only model.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import numpy as np
 
 from attention_core import score_parts
 from attention_core.positional import llama3_frequencies, rotary_tables
+from attention_core.training.attn_only import AttnOnlyConfig, AttnOnlySteps, Params
 from attention_core.validation import AttentionInputError, check_int
 
 from . import points
@@ -38,6 +39,7 @@ __all__ = [
     "HeadSplit",
     "ScoreSplit",
     "Sources",
+    "attn_only_split",
     "head_split",
     "split_score",
     "stream_sources",
@@ -208,6 +210,45 @@ def split_score(
     """Head ``head`` of layer ``layer``'s score from position ``query`` to every position,
     split by the sources of the stream it read: `ScoreSplit`."""
     return head_split(model, trace, layer, head).at(query)
+
+
+def attn_only_split(
+    config: AttnOnlyConfig, params: Params, steps: AttnOnlySteps, layer: int, head: int,
+    sequence: int = 0,
+) -> HeadSplit:  # fmt: skip
+    """The same split for the learning page's attention-only model (``training.attn_only``),
+    on sequence ``sequence`` of its pass ``steps``: no norm, so nothing is held, and no
+    rotation (its positions are learned, added to the tokens)."""
+    _check_below(layer, "the layer", config.n_layers)
+    _check_below(head, "the head", config.n_heads)
+    names = ["token embedding", "position embedding"]
+    parts = [steps.embed[sequence], steps.pos_embed]
+    for earlier in range(layer):
+        z = steps.blocks[earlier].attention.output[sequence]  # (head, pos, d_head)
+        names += [f"head {earlier}.{h}" for h in range(config.n_heads)]
+        parts += list(z @ params[f"blocks.{earlier}.attn.W_O"])  # W_O `(head, d_head, d_model)`
+    if layer > 0:
+        names.append("attention biases")
+        parts.append(sum(params[f"blocks.{earlier}.attn.b_O"] for earlier in range(layer)))
+    stacked = np.stack(np.broadcast_arrays(*parts))
+    n = stacked.shape[1]
+    normed, constant = score_parts.normed_parts(stacked, np.ones(n, dtype=stacked.dtype), None)
+    attn = f"blocks.{layer}.attn"
+    attention = steps.blocks[layer].attention
+    return HeadSplit(
+        names=(*names, CONSTANT),
+        queries=score_parts.head_parts(
+            normed, constant, params[f"{attn}.W_Q"][head].T, params[f"{attn}.b_Q"][head]
+        ),
+        keys=score_parts.head_parts(
+            normed, constant, params[f"{attn}.W_K"][head].T, params[f"{attn}.b_K"][head]
+        ),
+        scale=config.d_head**-0.5,
+        scales=np.ones(n),
+        scores=np.asarray(attention.scaled[sequence, head]),
+        weights=np.asarray(attention.weights[sequence, head]),
+        rotated=False,
+    )
 
 
 def _check_below(value: object, name: str, count: int) -> int:
