@@ -10,6 +10,7 @@ earlier layers: a Qwen2 (biases on q, k and v, 4 query heads over 2 KV heads, Ro
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from attention_core.models.forward import run_decoder
 from attention_core.models.score_sources import (
     CONSTANT,
     attn_only_split,
+    encoder_split,
     head_split,
     split_score,
     stream_sources,
@@ -325,3 +327,86 @@ def test_the_attention_only_models_split_is_transformer_lenss_pieces():
             np.testing.assert_allclose(
                 at.terms.sum(axis=(0, 1))[visible], scores[query, visible], rtol=1e-10
             )
+
+
+def test_an_encoders_split_carries_each_part_through_every_post_norm():
+    """A three-layer BERT (post-LN): word, position and token-type embeddings from
+    transformers' hooks, each head's output before its dense layer, each FFN's output, every
+    LayerNorm's own input giving its held scale, β's and output biases in one part; each term
+    through transformers' query and key layers, and the terms' softmax its attention weights."""
+    from attention_core.models.bert import load_bert, run_bert_ids
+    from tests.test_bert import TINY_CONFIG, write_tiny_checkpoint
+
+    config = dict(TINY_CONFIG, num_hidden_layers=3)
+    folder = write_tiny_checkpoint(Path(tempfile.mkdtemp()), config, seed=58)
+    ours = load_bert(folder)
+    hf = transformers.BertModel.from_pretrained(str(folder), attn_implementation="eager")
+    hf = hf.eval().requires_grad_(False).double()
+    ids = np.array([2, 7, 9, 11, 7, 9, 30, 3])
+    seen: dict = {}
+    handles = []
+
+    def grab(module, name, pre=False):
+        def hook(m, args, out=None):
+            seen[name] = (args[0] if pre else out)[0]
+
+        register = module.register_forward_pre_hook if pre else module.register_forward_hook
+        handles.append(register(hook))
+
+    emb = hf.embeddings
+    for piece in ("word_embeddings", "position_embeddings", "token_type_embeddings"):
+        grab(getattr(emb, piece), piece)
+    grab(emb.LayerNorm, "ln_emb", pre=True)
+    for index, block in enumerate(hf.encoder.layer):
+        grab(block.attention.output.dense, f"z{index}", pre=True)
+        grab(block.attention.output.LayerNorm, f"ln1_{index}", pre=True)
+        grab(block.output.dense, f"ffn{index}")
+        grab(block.output.LayerNorm, f"ln2_{index}", pre=True)
+    with torch.no_grad():
+        out = hf(torch.from_numpy(ids[None]), output_attentions=True)
+    for handle in handles:
+        handle.remove()
+
+    def through(parts, stream, norm):
+        centred = stream - stream.mean(-1, keepdim=True)
+        r = torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + norm.eps)
+        parts = (parts - parts.mean(-1, keepdim=True)) * r * norm.weight
+        parts[-1] += norm.bias
+        return parts
+
+    zeros = torch.zeros_like(seen["word_embeddings"])
+    parts = torch.stack([seen["word_embeddings"], seen["position_embeddings"],
+                         seen["token_type_embeddings"], zeros])  # fmt: skip
+    parts = through(parts, seen["ln_emb"], emb.LayerNorm)
+    heads, dh = (
+        config["num_attention_heads"],
+        config["hidden_size"] // config["num_attention_heads"],
+    )
+    trace = run_bert_ids(ours, ids)
+    for layer, block in enumerate(hf.encoder.layer):
+        split = encoder_split(ours, trace, layer, 1)
+        assert len(split.names) == 5 + layer * (heads + 1)
+        attention = block.attention.self
+        rows = slice(dh, 2 * dh)
+        q = torch.cat([parts @ attention.query.weight[rows].T,
+                       attention.query.bias[rows].expand(1, len(ids), dh)])  # fmt: skip
+        k = torch.cat([parts @ attention.key.weight[rows].T,
+                       attention.key.bias[rows].expand(1, len(ids), dh)])  # fmt: skip
+        for query in (0, 5):
+            reference = (torch.einsum("ad,bkd->abk", q[:, query], k) / np.sqrt(dh)).numpy()
+            at = split.at(query)
+            np.testing.assert_allclose(at.terms, reference, rtol=1e-3, atol=2e-4)
+            summed = at.terms.sum(axis=(0, 1))
+            weights = np.exp(summed - summed.max())
+            np.testing.assert_allclose(
+                weights / weights.sum(), out.attentions[layer][0, 1, query].numpy(), atol=1e-5
+            )
+        # The stream on to the next layer: each head's write, then the FFN's.
+        z, w_o = seen[f"z{layer}"], block.attention.output.dense.weight
+        writes = torch.stack([z[:, h * dh : (h + 1) * dh] @ w_o[:, h * dh : (h + 1) * dh].T
+                              for h in range(heads)])  # fmt: skip
+        biases = parts[-1] + block.attention.output.dense.bias
+        parts = torch.cat([parts[:-1], writes, biases[None]])
+        parts = through(parts, seen[f"ln1_{layer}"], block.attention.output.LayerNorm)
+        parts = torch.cat([parts[:-1], seen[f"ffn{layer}"][None], parts[-1:]])
+        parts = through(parts, seen[f"ln2_{layer}"], block.output.LayerNorm)

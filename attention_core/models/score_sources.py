@@ -29,6 +29,7 @@ from attention_core.training.attn_only import AttnOnlyConfig, AttnOnlySteps, Par
 from attention_core.validation import AttentionInputError, check_int
 
 from . import points
+from .bert import BertModel, BertTrace
 from .gpt2 import GPT2Model
 from .llama.files import widen
 from .llama.model import LlamaModel
@@ -40,6 +41,7 @@ __all__ = [
     "ScoreSplit",
     "Sources",
     "attn_only_split",
+    "encoder_split",
     "head_split",
     "split_score",
     "stream_sources",
@@ -247,6 +249,57 @@ def attn_only_split(
         scales=np.ones(n),
         scores=np.asarray(attention.scaled[sequence, head]),
         weights=np.asarray(attention.weights[sequence, head]),
+        rotated=False,
+    )
+
+
+def encoder_split(model: BertModel, trace: BertTrace, layer: int, head: int) -> HeadSplit:
+    """The same split for a BERT-style encoder (MiniLM), whose norms come after each block
+    (post-LN): the stream a layer reads is a LayerNorm's output, so every part passes through
+    every norm on its way, each with its scale held: x → γ ⊙ r (x − mean x), and the norms' β
+    and the output biases join one source, "biases". Queries see every key (no mask)."""
+    _check_below(layer, "the layer", len(trace.layers))
+    _check_below(head, "the head", trace.num_heads)
+    config, weights = model.config, model.weights
+    eps, n = config.layer_norm_eps, trace.input_ids.shape[0]
+    embeddings = weights.embeddings
+    names = ["token embedding", "position embedding", "token type embedding", "biases"]
+    parts = np.stack(np.broadcast_arrays(
+        embeddings.word[trace.input_ids], embeddings.position[:n], embeddings.token_type[0],
+        np.zeros(config.hidden_size, dtype=np.float32),
+    ))  # fmt: skip
+
+    def through(parts: np.ndarray, norm) -> np.ndarray:
+        """Every part through a LayerNorm whose scale is held at its value on their sum."""
+        scales = score_parts.held_scales(parts.sum(axis=0), eps, centred=True)
+        normed, _ = score_parts.normed_parts(parts, scales, norm.weight, centred=True)
+        normed[-1] += norm.bias  # β joins the biases, the last part
+        return normed
+
+    parts = through(parts, embeddings.layer_norm)
+    for earlier in range(layer):
+        block, steps = weights.layers[earlier], trace.layers[earlier]
+        z = steps.attention.attention.output  # (head, n, d_head)
+        w_o = block.attention.w_o.reshape(-1, *z.shape[::2])  # (d_model, head, d_head)
+        writes = z @ w_o.transpose(1, 2, 0)  # (head, n, d_model)
+        biases = parts[-1] + block.attention.b_o
+        parts = through(np.concatenate([parts[:-1], writes, biases[None]]), block.attention_norm)
+        names[-1:] = [*(f"head {earlier}.{h}" for h in range(len(writes))), "biases"]
+        ffn = steps.ffn_output[None]
+        parts = through(np.concatenate([parts[:-1], ffn, parts[-1:]]), block.output_norm)
+        names[-1:] = [f"MLP {earlier}", "biases"]
+    params = weights.layers[layer].attention
+    dh = config.hidden_size // config.num_attention_heads
+    rows = slice(head * dh, (head + 1) * dh)
+    attention = trace.layers[layer].attention.attention
+    return HeadSplit(
+        names=(*names, CONSTANT),
+        queries=score_parts.head_parts(parts, None, params.w_q[rows], params.b_q[rows]),
+        keys=score_parts.head_parts(parts, None, params.w_k[rows], params.b_k[rows]),
+        scale=attention.scale,
+        scales=np.ones(n),
+        scores=np.asarray(attention.scaled[head]),
+        weights=np.asarray(attention.weights[head]),
         rotated=False,
     )
 
