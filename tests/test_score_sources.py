@@ -135,12 +135,12 @@ def _reference_parts(family: str, hf, pieces: dict, layer: int):
         z = pieces["heads"][earlier]  # (n, H·dh)
         dh = z.shape[-1] // heads
         for h in range(heads):
-            names.append(f"head {earlier}.{h}")
+            names.append(f"layer {earlier + 1} head {h + 1}")
             parts.append(z[:, h * dh : (h + 1) * dh] @ w_o[:, h * dh : (h + 1) * dh].T)
-        names.append(f"MLP {earlier}")
+        names.append(f"layer {earlier + 1} MLP")
         parts.append(pieces["mlp"][earlier])
     if family == "gpt2" and layer > 0:
-        names.append("attention biases")
+        names.append("output biases")
         parts.append(biases)
     return names, torch.stack(parts)
 
@@ -271,7 +271,7 @@ def test_the_shipped_decoders_induction_head_attends_because_of_a_previous_token
     roles = head_roles.head_roles(trace.attention_weights, period)
     (layer, head, _), *_ = head_roles.strongest_heads(roles.induction, 1)
     by_probe = np.argwhere(roles.previous > PREVIOUS_TOKEN_HEAD)
-    previous = {f"head {at_layer}.{at_head}" for at_layer, at_head in by_probe}
+    previous = {f"layer {at_layer + 1} head {at_head + 1}" for at_layer, at_head in by_probe}
     split = head_split(model, trace, layer, head)
     induced = 0
     for query in range(period + 1, 2 * period):
@@ -314,7 +314,7 @@ def test_the_attention_only_models_split_is_transformer_lenss_pieces():
     for head in range(config.n_heads):
         split = attn_only_split(config, params, steps, layer, head, sequence)
         assert split.names == ("token embedding", "position embedding", "head 0.0", "head 0.1",
-                               "head 1.0", "head 1.1", "attention biases", CONSTANT)  # fmt: skip
+                               "head 1.0", "head 1.1", "output biases", CONSTANT)  # fmt: skip
         with torch.no_grad():
             q = torch.cat([pieces @ attn.W_Q[head], attn.b_Q[head].expand(1, config.n_ctx, -1)])
             k = torch.cat([pieces @ attn.W_K[head], attn.b_K[head].expand(1, config.n_ctx, -1)])

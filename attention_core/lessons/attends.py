@@ -6,8 +6,8 @@ makes it, and the page's predict-then-reveal question.
 Parts come as ``above`` `(C, k_pos)`: each source's part of each key's score minus its mean
 over the keys the query sees (``score_parts.above_average``), the only part of a score the
 softmax sees. Sources are named as ``models.score_sources`` names them ("token embedding",
-"head 16.0", "MLP 3"…); heads are layer.head from 0; positions in sentences are the tokens'
-own text.
+"layer 17 head 1", "layer 3 MLP"…); the head a sentence is about is named by the caller
+("Layer 19, head 7"), and positions by the tokens' own text.
 """
 
 from __future__ import annotations
@@ -42,20 +42,20 @@ def cause_sentence(
     """Which source made ``key`` attractive to this query: the largest part of its score above
     the average visible key's, out of the whole excess.
 
-    "head 18.6 attends from ‘ fox’ to ‘ jumps’ mostly because of what head 16.0 wrote at
-    ‘ jumps’ (+14.9 of the +16.5 by which its score beats the average key's)"."""
+    "Layer 19, head 7 attends from ‘ fox’ to ‘ jumps’ mostly because of what layer 17 head 1
+    wrote at ‘ jumps’ (+14.9 of the +16.5 by which its score beats the average visible key's)"."""
     column = above[:, key]
     excess = float(column.sum())
     top = int(np.argmax(column))
     if excess <= 0:
         return (
-            f"Head {head} gives {_quoted(key_token)} no more than the average key from "
+            f"{head} gives {_quoted(key_token)} no more than the average key from "
             f"{_quoted(query_token)}: its score is {excess:+.1f} from the visible keys' mean, "
             f"and the largest part for it is what {names[top]} wrote there ({column[top]:+.1f})."
         )
     mostly = "mostly" if column[top] >= MOST * excess else "most of all"
     return (
-        f"Head {head} attends from {_quoted(query_token)} to {_quoted(key_token)} {mostly} "
+        f"{head} attends from {_quoted(query_token)} to {_quoted(key_token)} {mostly} "
         f"because of what {names[top]} wrote at {_quoted(key_token)} ({column[top]:+.1f} of the "
         f"{excess:+.1f} by which its score beats the average visible key's)."
     )
@@ -84,7 +84,7 @@ def band_sentence(head: str, band_above: np.ndarray, weights: np.ndarray) -> str
     total = float(carried.sum())
     if total <= 0:
         return (
-            f"Head {head} spreads its weight where no band sets keys apart: its pattern is "
+            f"{head} spreads its weight where no band sets keys apart: its pattern is "
             "not made by the rotation's frequencies."
         )
     shares = carried / total
@@ -96,7 +96,7 @@ def band_sentence(head: str, band_above: np.ndarray, weights: np.ndarray) -> str
     else:
         made = "fast and slow pairs alike: position and content together"
     return (
-        f"Head {head}'s weight goes where {made} ({fast:.0%} from the faster half of the "
+        f"{head}'s weight goes where {made} ({fast:.0%} from the faster half of the "
         f"pairs, {slow:.0%} from the slower)."
     )
 
@@ -153,7 +153,7 @@ def source_question(
     )
     return Question(
         "attends.source",
-        f"Head {head} attends from {_quoted(query_token)} to {_quoted(key_token)}. What wrote "
+        f"{head} attends from {_quoted(query_token)} to {_quoted(key_token)}. What wrote "
         f"at {_quoted(key_token)} makes it attractive, more than anything else?",
         options,
         frozenset({options.index(right)}),

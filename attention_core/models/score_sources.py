@@ -36,19 +36,36 @@ from .llama.model import LlamaModel
 from .trace import DecoderTrace
 
 __all__ = [
+    "BIASES",
     "CONSTANT",
     "HeadSplit",
     "ScoreSplit",
     "Sources",
     "attn_only_split",
     "encoder_split",
+    "head_name",
     "head_split",
+    "mlp_name",
     "split_score",
     "stream_sources",
 ]
 
 # The name of the part no source carries: the norm's β through W, and the projection's bias.
-CONSTANT = "biases"
+CONSTANT = "bias of q and k"
+
+
+# What the layers' fixed outputs add: the attention outputs' b_O (and, after a post-norm, every
+# norm's β), one source.
+BIASES = "output biases"
+
+
+def head_name(layer: int, head: int) -> str:
+    """A real model's head as its pages name it, layer and head counted from 1."""
+    return f"layer {layer + 1} head {head + 1}"
+
+
+def mlp_name(layer: int) -> str:
+    return f"layer {layer + 1} MLP"
 
 
 @dataclass(frozen=True)
@@ -164,14 +181,14 @@ def stream_sources(model: LlamaModel | GPT2Model, trace: DecoderTrace, layer: in
         heads = trace.point(points.heads(earlier))  # (head, n, d_head)
         w_o = widen(weights.w_o).reshape(-1, *heads.shape[::2])  # (d_model, head, d_head)
         # Head h writes z_h W_O[:, h]ᵀ: its own slice of the output matrix.
-        names += [f"head {earlier}.{h}" for h in range(heads.shape[0])]
+        names += [head_name(earlier, h) for h in range(heads.shape[0])]
         parts += list(heads @ w_o.transpose(1, 2, 0))
         if weights.b_o is not None:
             biases = biases + weights.b_o
-        names.append(f"MLP {earlier}")
+        names.append(mlp_name(earlier))
         parts.append(trace.point(points.mlp_out(earlier)))
     if any(model.weights.layers[earlier].b_o is not None for earlier in range(layer)):
-        names.append("attention biases")
+        names.append(BIASES)
         parts.append(biases)
     return Sources(tuple(names), np.stack(parts))
 
@@ -230,7 +247,7 @@ def attn_only_split(
         names += [f"head {earlier}.{h}" for h in range(config.n_heads)]
         parts += list(z @ params[f"blocks.{earlier}.attn.W_O"])  # W_O `(head, d_head, d_model)`
     if layer > 0:
-        names.append("attention biases")
+        names.append(BIASES)
         parts.append(sum(params[f"blocks.{earlier}.attn.b_O"] for earlier in range(layer)))
     stacked = np.stack(np.broadcast_arrays(*parts))
     n = stacked.shape[1]
@@ -257,13 +274,13 @@ def encoder_split(model: BertModel, trace: BertTrace, layer: int, head: int) -> 
     """The same split for a BERT-style encoder (MiniLM), whose norms come after each block
     (post-LN): the stream a layer reads is a LayerNorm's output, so every part passes through
     every norm on its way, each with its scale held: x → γ ⊙ r (x − mean x), and the norms' β
-    and the output biases join one source, "biases". Queries see every key (no mask)."""
+    and the output biases join one source, BIASES. Queries see every key (no mask)."""
     _check_below(layer, "the layer", len(trace.layers))
     _check_below(head, "the head", trace.num_heads)
     config, weights = model.config, model.weights
     eps, n = config.layer_norm_eps, trace.input_ids.shape[0]
     embeddings = weights.embeddings
-    names = ["token embedding", "position embedding", "token type embedding", "biases"]
+    names = ["token embedding", "position embedding", "token type embedding", BIASES]
     parts = np.stack(np.broadcast_arrays(
         embeddings.word[trace.input_ids], embeddings.position[:n], embeddings.token_type[0],
         np.zeros(config.hidden_size, dtype=np.float32),
@@ -284,10 +301,10 @@ def encoder_split(model: BertModel, trace: BertTrace, layer: int, head: int) -> 
         writes = z @ w_o.transpose(1, 2, 0)  # (head, n, d_model)
         biases = parts[-1] + block.attention.b_o
         parts = through(np.concatenate([parts[:-1], writes, biases[None]]), block.attention_norm)
-        names[-1:] = [*(f"head {earlier}.{h}" for h in range(len(writes))), "biases"]
+        names[-1:] = [*(head_name(earlier, h) for h in range(len(writes))), BIASES]
         ffn = steps.ffn_output[None]
         parts = through(np.concatenate([parts[:-1], ffn, parts[-1:]]), block.output_norm)
-        names[-1:] = [f"MLP {earlier}", "biases"]
+        names[-1:] = [mlp_name(earlier), BIASES]
     params = weights.layers[layer].attention
     dh = config.hidden_size // config.num_attention_heads
     rows = slice(head * dh, (head + 1) * dh)
