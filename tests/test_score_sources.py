@@ -410,3 +410,60 @@ def test_an_encoders_split_carries_each_part_through_every_post_norm():
         parts = through(parts, seen[f"ln1_{layer}"], block.attention.output.LayerNorm)
         parts = torch.cat([parts[:-1], seen[f"ffn{layer}"][None], parts[-1:]])
         parts = through(parts, seen[f"ln2_{layer}"], block.output.LayerNorm)
+
+
+def test_a_heads_reading_is_its_split_boiled_down(models):
+    """read_head's arrays against the split they come from: the parts' sum is the score, the
+    largest terms are the largest, the sides are above the visible keys' average, the bands
+    keep the score's excess, the map sums the sharpest queries."""
+    from attention_core import score_parts
+    from attention_core.models.score_reading import TOP_TERMS, read_head
+
+    family, _, ours = models
+    query = 9
+    reading = read_head(ours, np.array(IDS), 2, 1, query)
+    split = head_split(ours, run_decoder(ours, np.array(IDS)), 2, 1)
+    at = split.at(query)
+    visible = np.arange(len(IDS)) <= query
+    np.testing.assert_array_equal(reading.visible, visible)
+    np.testing.assert_allclose(reading.summed[visible], reading.scores[visible], atol=1e-4)
+    np.testing.assert_allclose(reading.key_above, score_parts.above_average(at.key_side, visible))
+    np.testing.assert_allclose(reading.key_above.sum(axis=0)[visible],
+                               (reading.summed - reading.summed[visible].mean())[visible],
+                               atol=1e-4)  # fmt: skip
+    key = reading.attended
+    assert key == 1 + int(np.argmax(at.weights[1 : query + 1]))
+    (a, b), value = reading.top_terms[key][0], reading.top_values[key][0]
+    assert abs(value) == pytest.approx(np.abs(at.terms[:, :, key]).max())
+    assert at.terms[a, b, key] == value
+    assert reading.top_terms.shape == (len(IDS), TOP_TERMS, 2)
+    assert np.all(np.diff(np.abs(reading.top_values[key])) <= 0)
+    if family == "gpt2":
+        assert reading.bands is None and reading.content is None
+        token, position = reading.names.index("token embedding"), 1
+        np.testing.assert_allclose(reading.positional[0, 1], at.terms[token, position], rtol=1e-6)
+    else:
+        assert reading.positional is None
+        assert reading.bands.shape == (4, len(IDS))  # d_head 8: four pairs, one a band
+        np.testing.assert_allclose(
+            reading.bands.sum(axis=0)[visible], reading.key_above.sum(axis=0)[visible], atol=1e-4
+        )
+    assert len(reading.pattern_queries) == len(IDS) // 2
+    expected = score_parts.source_map(split.key_sides(), split.weights,
+                                      np.tril(np.ones((len(IDS), len(IDS)), dtype=bool)),
+                                      reading.pattern_queries)  # fmt: skip
+    np.testing.assert_allclose(reading.pattern_map, expected, rtol=1e-6)
+
+
+def test_an_encoders_reading_sees_every_key(tmp_path):
+    from attention_core.models.bert import load_bert
+    from attention_core.models.score_reading import read_encoder_head
+    from tests.test_bert import write_tiny_checkpoint
+
+    model = load_bert(write_tiny_checkpoint(tmp_path))
+    reading = read_encoder_head(model, np.array([2, 5, 6, 7, 3]), 1, 0, 1)
+    assert reading.visible.all()
+    np.testing.assert_allclose(reading.summed, reading.scores, atol=1e-5)
+    assert reading.positional.shape == (2, 2, 5) and reading.bands is None
+    with pytest.raises(AttentionInputError, match="query position must be below 5"):
+        read_encoder_head(model, np.array([2, 5, 6, 7, 3]), 1, 0, 5)

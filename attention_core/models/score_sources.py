@@ -38,6 +38,7 @@ from .trace import DecoderTrace
 __all__ = [
     "BIASES",
     "CONSTANT",
+    "SPLIT_STEPS",
     "HeadSplit",
     "ScoreSplit",
     "Sources",
@@ -53,6 +54,9 @@ __all__ = [
 # The name of the part no source carries: the norm's β through W, and the projection's bias.
 CONSTANT = "bias of q and k"
 
+
+# What a decoder's pass must keep of each layer for a split (``run_decoder(keep=SPLIT_STEPS)``).
+SPLIT_STEPS = ("weights", "scores", "head_outputs", "ffn_output", "hidden")
 
 # What the layers' fixed outputs add: the attention outputs' b_O (and, after a post-norm, every
 # norm's β), one source.
@@ -200,7 +204,7 @@ def head_split(
     it read, in ``trace`` (a fresh prompt's pass): `HeadSplit`."""
     sources = stream_sources(model, trace, layer)
     steps = trace.layers[layer]
-    _check_below(head, "the head", steps.q.shape[0])
+    _check_below(head, "the head", steps.weights.shape[0])
     if trace.positions[0] != 0:
         raise AttentionInputError("A score is split on a fresh prompt's pass, not a cache's.")
     norm = _attention_norm(model, layer)

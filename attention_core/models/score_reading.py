@@ -1,0 +1,143 @@
+"""What "why a head attends there" reads of one head for one query, from a prompt's pass: the
+split of its scores (``score_sources``) boiled down to arrays the size of a page.
+
+    read_head(model, ids, layer, head, query)           a decoder (Llama family, GPT-2)
+    read_encoder_head(model, ids, layer, head, query)   a BERT-style encoder
+
+Both run the pass themselves and return a ``HeadReading``, small enough to be cached per view
+and sent from the process that keeps the model (``server.process_load.run_where_kept``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from attention_core import score_parts
+from attention_core.validation import AttentionInputError, check_int
+
+from .bert import BertModel, run_bert_ids
+from .forward import run_decoder
+from .gpt2 import GPT2Model
+from .llama.model import LlamaModel
+from .score_sources import SPLIT_STEPS, HeadSplit, encoder_split, head_split
+
+__all__ = ["BANDS", "TOP_TERMS", "HeadReading", "read_encoder_head", "read_head"]
+
+# RoPE's pairs are read in this many bands, fastest first; each key's largest terms are kept.
+BANDS = 4
+TOP_TERMS = 8
+
+
+@dataclass(frozen=True, eq=False)
+class HeadReading:
+    """One head's scores of every key, for one query, split by source; k_pos = n.
+
+    names        (C,)              the sources (the last: the bias of q and k)
+    query        int               the query's position
+    scores       `(n,)`            the model's own scaled scores of this query
+    summed       `(n,)`            the sum of every part: equals `scores` up to float rounding
+    weights      `(n,)`            its attention weights
+    visible      `(n,)` bool       the keys the query sees
+    key_above    `(C, n)`          what each source wrote at each key added to its score, above
+                                   the visible keys' average (``score_parts.above_average``)
+    query_above  `(C, n)`          what each source wrote at the query added, the same way
+    top_terms    `(n, TOP_TERMS, 2)` int and `top_values` `(n, TOP_TERMS)`: each key's largest
+                                   query part × key part terms (sources by index), largest first
+    bands        `(BANDS, n)`      the scores over RoPE's pairs in bands, fastest first, above
+                                   the average (None: no rotation)
+    content      `(n,)`            the scores without the rotation (None without RoPE)
+    pattern_map  `(C, n)`          ``score_parts.source_map`` over the sharpest half of the
+                                   queries, and `pattern_queries` those queries
+    positional   `(2, 2, n)`       token/position × token/position terms (query part first),
+                                   for a model whose positions come with the embeddings (None
+                                   for RoPE)
+    query_scale  float             the norm's scale held at the query
+    """
+
+    names: tuple[str, ...]
+    query: int
+    scores: np.ndarray
+    summed: np.ndarray
+    weights: np.ndarray
+    visible: np.ndarray
+    key_above: np.ndarray
+    query_above: np.ndarray
+    top_terms: np.ndarray
+    top_values: np.ndarray
+    bands: np.ndarray | None
+    content: np.ndarray | None
+    pattern_map: np.ndarray
+    pattern_queries: np.ndarray
+    positional: np.ndarray | None
+    query_scale: float
+
+    @property
+    def attended(self) -> int:
+        """The key the query attends most after the first (where heads park spare weight), or
+        the first when it sees no other."""
+        if self.visible.sum() < 2:
+            return 0
+        return 1 + int(np.argmax(np.where(self.visible[1:], self.weights[1:], -1.0)))
+
+
+def read_head(
+    model: LlamaModel | GPT2Model, ids: object, layer: int, head: int, query: int
+) -> HeadReading:
+    """Decoder ``model`` on ``ids`` `(n,)`: head ``head`` of layer ``layer`` (both from 0) read
+    for position ``query``."""
+    trace = run_decoder(model, np.asarray(ids), keep=SPLIT_STEPS)
+    split = head_split(model, trace, layer, head)
+    n = split.weights.shape[0]
+    return _reading(split, query, np.tril(np.ones((n, n), dtype=bool)))
+
+
+def read_encoder_head(
+    model: BertModel, ids: object, layer: int, head: int, query: int
+) -> HeadReading:
+    """The same for an encoder, whose queries see every key."""
+    trace = run_bert_ids(model, np.asarray(ids))
+    split = encoder_split(model, trace, layer, head)
+    n = split.weights.shape[0]
+    return _reading(split, query, np.ones((n, n), dtype=bool))
+
+
+def _reading(split: HeadSplit, query: int, visible: np.ndarray) -> HeadReading:
+    n = visible.shape[0]
+    query = check_int(query, "the query position", minimum=0)
+    if query >= n:
+        raise AttentionInputError(f"the query position must be below {n}, got {query}.")
+    at = split.at(query)
+    seen = visible[query]
+    terms = at.terms  # (C, C, n)
+    flat = terms.reshape(-1, n)
+    order = np.argsort(-np.abs(flat), axis=0, kind="stable")[:TOP_TERMS].T  # (n, TOP_TERMS)
+    top_terms = np.stack(np.unravel_index(order, terms.shape[:2]), axis=-1)
+    queries = score_parts.sharpest_queries(split.weights, max(1, n // 2))
+    bands = content = positional = None
+    if at.pairs is not None:
+        band_parts = score_parts.band_terms(at.pairs, min(BANDS, at.pairs.shape[0]))
+        bands = score_parts.above_average(band_parts, seen)
+        content = at.content
+    elif "position embedding" in split.names:
+        picked = [split.names.index("token embedding"), split.names.index("position embedding")]
+        positional = terms[np.ix_(picked, picked)]
+    return HeadReading(
+        names=split.names,
+        query=query,
+        scores=at.scores,
+        summed=terms.sum(axis=(0, 1)),
+        weights=at.weights,
+        visible=seen,
+        key_above=score_parts.above_average(at.key_side, seen),
+        query_above=score_parts.above_average(at.query_side, seen),
+        top_terms=top_terms,
+        top_values=np.take_along_axis(flat, order.T, axis=0).T,
+        bands=bands,
+        content=content,
+        pattern_map=score_parts.source_map(split.key_sides(), split.weights, visible, queries),
+        pattern_queries=queries,
+        positional=positional,
+        query_scale=at.query_scale,
+    )
