@@ -249,7 +249,8 @@ def test_link_ids_keep_this_pages_and_explain_the_rest():
         "`mask.row2` is asked on another page, not here."
     ]
     assert all(
-        qid.split(".")[0] in {"sdpa", "mask", "mha", "pe", "bert", "heads", "patching", "learning"}
+        qid.split(".")[0]
+        in {"sdpa", "mask", "mha", "pe", "bert", "heads", "patching", "learning", "attends"}
         for qid in QUESTIONS
     )
 

@@ -75,28 +75,30 @@ def models(request, tmp_path_factory):
     return request.param, hf, ours
 
 
-def _hooked(family: str, hf) -> dict:
-    """Each piece of the pass as transformers computes it, for IDS, float64 afterwards."""
+def _hooked(family: str, hf, ids=IDS) -> dict:
+    """Each piece of the pass as transformers computes it, for ``ids``, float64 afterwards
+    (family "gpt2", or a Llama-like one: Llama, Qwen2)."""
     pieces: dict = {"heads": {}, "mlp": {}}
     handles = []
-    blocks = hf.model.layers if family == "qwen2" else hf.transformer.h
+    llama_like = family != "gpt2"
+    blocks = hf.model.layers if llama_like else hf.transformer.h
 
     def keep(store, key, output):
         store[key] = output[0].detach().double()
 
     for index, block in enumerate(blocks):
-        projection = block.self_attn.o_proj if family == "qwen2" else block.attn.c_proj
+        projection = block.self_attn.o_proj if llama_like else block.attn.c_proj
         handles.append(projection.register_forward_pre_hook(
             lambda m, args, i=index: keep(pieces["heads"], i, args[0])
         ))  # fmt: skip
         handles.append(
             block.mlp.register_forward_hook(lambda m, a, out, i=index: keep(pieces["mlp"], i, out))
         )
-        norm = block.input_layernorm if family == "qwen2" else block.ln_1
+        norm = block.input_layernorm if llama_like else block.ln_1
         handles.append(norm.register_forward_pre_hook(
             lambda m, args, i=index: keep(pieces.setdefault("stream", {}), i, args[0])
         ))  # fmt: skip
-    if family == "qwen2":
+    if llama_like:
         handles.append(hf.model.embed_tokens.register_forward_hook(
             lambda m, a, out: pieces.update(token=out[0].detach().double())
         ))  # fmt: skip
@@ -108,7 +110,7 @@ def _hooked(family: str, hf) -> dict:
             lambda m, a, out: pieces.update(position=out[0].detach().double())
         ))  # fmt: skip
     with torch.no_grad():
-        out = hf(torch.tensor([IDS]), output_attentions=True)
+        out = hf(torch.tensor([list(ids)]), output_attentions=True)
     for handle in handles:
         handle.remove()
     pieces["weights"] = [a[0].double() for a in out.attentions]
@@ -123,10 +125,10 @@ def _reference_parts(family: str, hf, pieces: dict, layer: int):
         names.append("position embedding")
         parts.append(pieces["position"])
     config = hf.config
-    heads = config.num_attention_heads if family == "qwen2" else config.n_head
+    heads = config.n_head if family == "gpt2" else config.num_attention_heads
     biases = torch.zeros_like(pieces["token"])
     for earlier in range(layer):
-        if family == "qwen2":
+        if family != "gpt2":
             w_o = hf.model.layers[earlier].self_attn.o_proj.weight.double()  # (d, H·dh)
         else:
             attn = hf.transformer.h[earlier].attn.c_proj
@@ -145,13 +147,20 @@ def _reference_parts(family: str, hf, pieces: dict, layer: int):
     return names, torch.stack(parts)
 
 
+def _bias(linear):
+    """A projection's bias in float64, zeros where it has none (Llama)."""
+    if linear.bias is None:
+        return torch.zeros(linear.out_features, dtype=torch.float64)
+    return linear.bias.double()
+
+
 def _reference_terms(family: str, hf, pieces: dict, layer: int, head: int, query: int):
     """`(C + 1, C + 1, n)` the split of the head's score, every part carried through
     transformers' norm gain, q/k projections and rotation in float64."""
     names, parts = _reference_parts(family, hf, pieces, layer)
     stream = pieces["stream"][layer]
     n = stream.shape[0]
-    if family == "qwen2":
+    if family != "gpt2":
         block = hf.model.layers[layer]
         norm, attn = block.input_layernorm, block.self_attn
         r = torch.rsqrt(stream.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
@@ -160,9 +169,9 @@ def _reference_terms(family: str, hf, pieces: dict, layer: int, head: int, query
         dh = attn.head_dim
         kv = head // (hf.config.num_attention_heads // hf.config.num_key_value_heads)
         w_q = attn.q_proj.weight.double()[head * dh : (head + 1) * dh]
-        b_q = attn.q_proj.bias.double()[head * dh : (head + 1) * dh]
+        b_q = _bias(attn.q_proj)[head * dh : (head + 1) * dh]
         w_k = attn.k_proj.weight.double()[kv * dh : (kv + 1) * dh]
-        b_k = attn.k_proj.bias.double()[kv * dh : (kv + 1) * dh]
+        b_k = _bias(attn.k_proj)[kv * dh : (kv + 1) * dh]
         scale = dh**-0.5
     else:
         block = hf.transformer.h[layer]
@@ -180,7 +189,7 @@ def _reference_terms(family: str, hf, pieces: dict, layer: int, head: int, query
         scale = dh**-0.5 / (layer + 1)  # scale_attn_by_inverse_layer_idx
     q = torch.cat([normed @ w_q.T, (w_q @ constant + b_q).expand(1, n, dh)])
     k = torch.cat([normed @ w_k.T, (w_k @ constant + b_k).expand(1, n, dh)])
-    if family == "qwen2":
+    if family != "gpt2":
         from transformers.models.qwen2.modeling_qwen2 import apply_rotary_pos_emb
 
         cos, sin = hf.model.rotary_emb(stream[None].float(), torch.arange(n)[None])
@@ -449,6 +458,8 @@ def test_a_heads_reading_is_its_split_boiled_down(models):
             reading.bands.sum(axis=0)[visible], reading.key_above.sum(axis=0)[visible], atol=1e-4
         )
     assert len(reading.pattern_queries) == len(IDS) // 2
+    sharpest = score_parts.sharpest_queries(split.weights[:, 1:], len(IDS) // 2)
+    np.testing.assert_array_equal(reading.pattern_queries, sharpest)
     expected = score_parts.source_map(split.key_sides(), split.weights,
                                       np.tril(np.ones((len(IDS), len(IDS)), dtype=bool)),
                                       reading.pattern_queries)  # fmt: skip

@@ -146,6 +146,16 @@ PAGES: tuple[PageRecord, ...] = (
         quiz="heads",
     ),
     PageRecord(
+        "pages/why_a_head_attends.py",
+        "Why a head attends there",
+        ":material/manage_search:",
+        "attends",
+        "In practice",
+        "Every score split into the parts that made it: which earlier head, MLP or embedding "
+        "made a key attractive, and which RoPE frequencies.",
+        quiz="attends",
+    ),
+    PageRecord(
         "pages/carries_the_answer.py",
         "What carries the answer",
         ":material/swap_horiz:",

@@ -53,6 +53,7 @@ QUESTIONS = {
     "patching.arrives": "At which layer does the answer reach the last token?",
     "learning.layer": "Which layer will hold the induction head?",
     "learning.first": "Which forms first, a previous-token or an induction head?",
+    "attends.source": "What wrote at the key makes it attractive, more than anything else?",
 }
 
 # Two weights this close are the same number reached by two roundings, not a winner and a loser.

@@ -49,7 +49,8 @@ class HeadReading:
                                    the average (None: no rotation)
     content      `(n,)`            the scores without the rotation (None without RoPE)
     pattern_map  `(C, n)`          ``score_parts.source_map`` over the sharpest half of the
-                                   queries, and `pattern_queries` those queries
+                                   queries (by their largest weight after the first key), and
+                                   `pattern_queries` those queries
     positional   `(2, 2, n)`       token/position × token/position terms (query part first),
                                    for a model whose positions come with the embeddings (None
                                    for RoPE)
@@ -72,6 +73,12 @@ class HeadReading:
     pattern_queries: np.ndarray
     positional: np.ndarray | None
     query_scale: float
+
+    @property
+    def pattern_totals(self) -> np.ndarray:
+        """`(C,)` each source's part of the whole pattern's map over every key but the first
+        (a sink's weight says where a head parks, not where it looks)."""
+        return self.pattern_map[:, 1:].sum(axis=1)
 
     @property
     def attended(self) -> int:
@@ -114,7 +121,8 @@ def _reading(split: HeadSplit, query: int, visible: np.ndarray) -> HeadReading:
     flat = terms.reshape(-1, n)
     order = np.argsort(-np.abs(flat), axis=0, kind="stable")[:TOP_TERMS].T  # (n, TOP_TERMS)
     top_terms = np.stack(np.unravel_index(order, terms.shape[:2]), axis=-1)
-    queries = score_parts.sharpest_queries(split.weights, max(1, n // 2))
+    # Sharpest by their most attended key after the first, where heads park spare weight.
+    queries = score_parts.sharpest_queries(split.weights[:, 1:], max(1, n // 2))
     bands = content = positional = None
     if at.pairs is not None:
         band_parts = score_parts.band_terms(at.pairs, min(BANDS, at.pairs.shape[0]))

@@ -1,0 +1,74 @@
+"""The "why a head attends there" page's computations, once per distinct input and shared by
+every viewer, each cache bounded in bytes (ui.widgets.byte_cache).
+
+    reading(kind, ids, layer, head, query)   one head's scores of every key, for one query,
+                                             split by source (models.score_reading), run where
+                                             the model is kept
+    previous_heads(kind)                     the model's previous-token heads, found by the
+                                             heads page's probe (random tokens repeated)
+
+Nothing here computes a formula: the numbers come from attention_core (score_parts,
+models.score_sources and score_reading, head_roles).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attention_core.head_roles import repeated_tokens
+from attention_core.models import readouts
+from attention_core.models.score_reading import HeadReading, read_encoder_head, read_head
+from attention_core.models.score_sources import head_name
+from attention_core.training.formation import PREVIOUS_TOKEN_HEAD
+from server.lane import LONG_RUNS
+from server.process_load import run_where_kept
+from ui.models import minilm, page_model, smollm
+from ui.widgets.byte_cache import MB, bounded_by_bytes
+
+# The page's prompt is cut to this many tokens: the issue's cost line is one head at 64.
+MAX_PROMPT_TOKENS = 64
+# The probe that names previous-token heads: its seed and the length of its random half.
+PROBE_SEED, PROBE_LENGTH = 0, 20
+
+
+def model_of(kind: str):
+    """The model `kind` names: "minilm", or a decoder's name (``page_model.named_decoder``)."""
+    return (minilm.load_model() if kind == "minilm" else page_model.named_decoder(kind)).model
+
+
+def reading(kind: str, ids: tuple[int, ...], layer: int, head: int, query: int) -> HeadReading:
+    """Head (`layer`, `head`), from 0, of model `kind` on `ids`, read for position `query`."""
+    model = model_of(kind)
+    return _reading(kind, ids, layer, head, query, id(model), model)
+
+
+@smollm.let_go_with_model
+@minilm.let_go_with_model
+@bounded_by_bytes(8 * MB, name="attends.reading", lane=LONG_RUNS)  # ~0.4 MB an entry at 64
+def _reading(kind, ids, layer, head, query, model_id, _model) -> HeadReading:
+    ids_array = np.asarray(ids, dtype=np.int64)
+    if kind == "minilm":
+        return read_encoder_head(_model, ids_array, layer, head, query)
+    return run_where_kept(read_head, _model, ids_array, layer, head, query)
+
+
+def previous_heads(kind: str) -> tuple[str, ...]:
+    """The names (``score_sources.head_name``) of the heads whose previous-token score on the
+    probe passes PREVIOUS_TOKEN_HEAD, layer by layer."""
+    model = model_of(kind)
+    return _previous_heads(kind, id(model), model)
+
+
+@smollm.let_go_with_model
+@minilm.let_go_with_model
+@bounded_by_bytes(MB, name="attends.previous", lane=LONG_RUNS)
+def _previous_heads(kind, model_id, _model) -> tuple[str, ...]:
+    if kind == "minilm":
+        ids = repeated_tokens(readouts.ENCODER_PROBE_POOL, PROBE_LENGTH, PROBE_SEED)
+        _, roles = readouts.encoder_roles(_model, ids)
+    else:
+        pool = readouts.decoder_probe_pool(_model.config.vocab_size)
+        ids = repeated_tokens(pool, PROBE_LENGTH, PROBE_SEED)
+        _, roles = run_where_kept(readouts.decoder_roles, _model, ids)
+    found = np.argwhere(roles.previous > PREVIOUS_TOKEN_HEAD)
+    return tuple(head_name(int(layer), int(head)) for layer, head in found)
