@@ -59,7 +59,7 @@ def side_figure(reading: HeadReading, side: str, key: int, tokens: Sequence[str]
     ]  # fmt: skip
     layout = {
         "title": {"text": title, "font": {"size": font_size() + 3}},
-        "xaxis": {"title": {"text": "added to the score, above the average key"}, "zeroline": True},
+        "xaxis": {"title": {"text": "vs the average key"}, "zeroline": True},
         "yaxis": {"type": "category", "automargin": True},
         "height": 120 + 28 * len(names),
         "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
