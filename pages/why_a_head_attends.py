@@ -4,13 +4,13 @@ it, by what wrote the residual stream it read, and by RoPE frequency."""
 import streamlit as st
 
 from attention_core import AttentionInputError
-from ui.attends import data, figures, inputs, sections
-from ui.models import head_link, minilm, page_model, smollm
+from ui.attends import data, figures, inputs, sections, subject
+from ui.models import minilm, page_model, smollm
 from ui.widgets.layout import labelled_radio, page_intro, plain, what_to_try
 from ui.widgets.state import PageState
 
 view = PageState("attends")
-model_key = page_model.decoder_key(view, also=("minilm",))
+model_key = page_model.decoder_key(view, also=("minilm", subject.LEARNING))
 page_intro(
     "Why a head attends there",
     "Every page shows where a head attends. This one shows why: the stream a head reads is a "
@@ -25,23 +25,20 @@ view.show_notices()
 prompt_key = view.text_key("prompt", inputs.DEFAULT_PROMPT, max_chars=inputs.MAX_PROMPT_CHARS)
 query_key = view.int_key("query", 0, lo=0, hi=data.MAX_PROMPT_TOKENS)
 key_key = view.int_key("key", 0, lo=0, hi=data.MAX_PROMPT_TOKENS)
+view.text_key("run", "", max_chars=80)
 labels = {**page_model.decoder_labels({"smollm2": smollm.MODEL_NAME}), "minilm": minilm.MODEL_NAME}
+if view.value("run"):
+    labels[subject.LEARNING] = "the learning page's model"
 kind = labelled_radio("Model", labels, model_key)
-if kind == "minilm":
-    loaded = minilm.load_model()
-    model = page_model.encoder_or_stop(view, loaded)
-else:
-    loaded = page_model.named_decoder(kind)
-    model = page_model.decoder_or_stop(view, loaded)
-page_model.show_model_line(loaded, model)
-layer_key, head_key = inputs.layer_head_keys(view, model)
+chosen_model = subject.subject(view, kind)
+layer_key, head_key = inputs.layer_head_keys(view, chosen_model.shape)
 
 # -- the prompt and the head --------------------------------------------------------------------
 
 st.header(":material/edit_note: The prompt and the head")
-text = st.text_area("Prompt", key=prompt_key, height=68)
+text = st.text_area("Prompt", key=prompt_key, height=68, disabled=kind == subject.LEARNING)
 try:
-    ids, tokens, cut = inputs.prompt_tokens(model, text)
+    ids, tokens, cut = chosen_model.tokens(text)
 except AttentionInputError as error:
     st.error(str(error), icon=":material/edit_off:")
     view.sync_url()
@@ -50,7 +47,7 @@ if cut:
     st.warning(cut, icon=":material/content_cut:")
 inputs.fit_position(view, "query", len(ids))
 inputs.fit_position(view, "key", len(ids))
-layers, heads = inputs.shape(model)
+layers, heads = chosen_model.shape
 layer_col, head_col = st.columns(2)
 layer = layer_col.slider("Layer", 1, layers, key=layer_key)
 head = head_col.slider("Head", 1, heads, key=head_key)
@@ -58,12 +55,12 @@ query_col, key_col = st.columns(2)
 query = query_col.selectbox("Query (the token that looks)", range(len(ids) + 1), key=query_key,
                             format_func=inputs.query_label(tokens))  # fmt: skip
 at = (query or len(ids)) - 1
-reading = data.reading(kind, ids, layer - 1, head - 1, at)
+reading = chosen_model.reading(ids, layer - 1, head - 1, at)
 visible = [0, *(j + 1 for j in range(len(ids)) if reading.visible[j])]
 chosen = key_col.selectbox("Key (the token looked at)", visible, key=key_key,
                            format_func=inputs.key_label(tokens))  # fmt: skip
 key = (chosen or reading.attended + 1) - 1
-digest = sections.reading_digest(kind, ids, layer - 1, head - 1, at)
+digest = sections.reading_digest(chosen_model.identity, ids, layer - 1, head - 1, at)
 name = f"Layer {layer}, head {head}"
 st.markdown(
     f"{name} gives “{plain(figures.token_label(tokens[key]))}” (token {key + 1}) a weight of "
@@ -74,18 +71,16 @@ st.markdown(
 # -- what made this key attractive ----------------------------------------------------------------
 
 st.header(":material/manage_search: What made this key attractive")
-norm = "post-LN" if kind == "minilm" else page_model.final_norm_kind(loaded)
-sections.cause(reading, tokens, key, name, norm, digest)
+sections.cause(reading, tokens, key, name, chosen_model.norm, digest)
 sections.question(view, reading, tokens, key, name)
 
 st.header(":material/graphic_eq: Position or content: by frequency")
 sections.frequencies(reading, tokens, key, name, digest)
 
 st.header(":material/grid_on: Over the whole pattern")
-sections.pattern(reading, tokens, data.previous_heads(kind), digest)
+sections.pattern(reading, tokens, chosen_model.previous_heads(), digest)
 
-if kind == "minilm":
-    head_link.send_link(model, text, layer - 1, head - 1)
+chosen_model.editor_link(text, layer - 1, head - 1)
 
 what_to_try(
     [

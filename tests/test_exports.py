@@ -72,7 +72,7 @@ def test_csv_reader_accepts_bare_numbers_and_a_header_without_labels():
         ("1,inf\n", "finite"),
         ("1,-inf\n", "finite"),
         ("\n".join(["1"] * 17), "at most 16 rows"),
-        (",".join(["1"] * 33), "at most 16 rows and 32 columns"),
+        (",".join(["1"] * 65), "at most 16 rows and 64 columns"),
     ],
 )
 def test_csv_reader_says_what_to_fix(text, message):
@@ -148,7 +148,7 @@ def test_json_round_trip_of_random_floats_is_exact():
         ('{"Q": [[1, 2]], "K": [[1]], "V": [[1]]}', "K has 1 columns but Q has 2"),
         ('{"Q": [[1]], "K": [[1]], "V": [[1]], "query_tokens": ["a", "b"]}', "one token per"),
         ('{"Q": [[1]], "K": [[1]], "V": [[1]], "settings": [1]}', "must be an object"),
-        (json.dumps({"Q": [[1] * 33], "K": [[1]], "V": [[1]]}), "larger than 16×32"),
+        (json.dumps({"Q": [[1] * 65], "K": [[1]], "V": [[1]]}), "larger than 16×64"),
         ('{"Q": [[1]], "K": [[1]], "V": [[1e999]]}', "finite"),
         (" " * (MAX_UPLOAD_BYTES + 1), "at most"),
     ],

@@ -19,7 +19,6 @@ from tests.plotly_json import chart, frame, plotly_array
 from tests.test_score_sources import _hooked, _reference_terms
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.slow
 
 PAGE = "pages/why_a_head_attends.py"
 HELD_OUT = "Mary gave the book to John. Then Mary gave the pen to"
@@ -41,6 +40,7 @@ def markdown_with(at, has: str) -> str:
     return found[0]
 
 
+@pytest.mark.slow
 def test_the_parts_agree_with_transformers_on_a_held_out_prompt_and_head(reference):
     hf, tokenizer = reference
     ids = tokenizer(HELD_OUT, add_special_tokens=False)["input_ids"]
@@ -78,6 +78,7 @@ def test_the_parts_agree_with_transformers_on_a_held_out_prompt_and_head(referen
         assert table["adds to the score"][row] == pytest.approx(terms[a, b, key], abs=5e-3)
 
 
+@pytest.mark.slow
 def test_the_default_link_names_the_previous_token_head_behind_the_induction_head():
     at = open_page()
     said = markdown_with(at, "attends from")
@@ -89,6 +90,7 @@ def test_the_default_link_names_the_previous_token_head_behind_the_induction_hea
     assert at.main.get("plotly_chart")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("typed", "said"),
     [("", "The prompt is empty"), ("Hi", "A head needs at least two tokens to choose between")],
@@ -102,6 +104,7 @@ def test_a_prompt_too_short_is_said_next_to_it_and_kept(typed, said):
     assert not at.main.get("plotly_chart")
 
 
+@pytest.mark.slow
 def test_a_link_past_the_end_of_the_text_is_explained():
     at = open_page({"prompt": "Dogs bark loudly", "query": "40", "key": "30"})
     assert not at.exception
@@ -117,3 +120,66 @@ def test_minilm_shows_its_learned_positions_four_terms():
     table = frame(at, "key part")
     assert list(table["query part"]) == ["token", "token", "position", "position"]
     assert markdown_with(at, "attends from").startswith("Layer 1, head 1 attends from ‘[SEP]’")
+
+
+@pytest.mark.slow
+def test_the_editor_link_puts_the_decoder_head_into_the_step_by_step_page(reference):
+    """The page's link, followed: the editors hold the head's rotated q and k and its v, and
+    the step-by-step page's causal weights are transformers' own for those tokens."""
+    from urllib.parse import parse_qs
+
+    from tests.test_page_model_head import editor, follow, step
+
+    hf, tokenizer = reference
+    text = "Dogs bark loudly and dogs bark"
+    at = open_page({"prompt": text, "layer": "19", "head": "7"})
+    (link,) = [x for x in at.get("page_link") if x.proto.page == "scaled-dot-product"]
+    params = {name: value for name, (value,) in parse_qs(link.proto.query_string).items()}
+    assert params == {"source": "smollm2", "text": text, "layer": "19", "head": "7"}
+    follow(at, params)
+    ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        expected = hf(ids, output_attentions=True, use_cache=False).attentions[18][0, 6]
+    n = ids.shape[1]
+    q, labels = editor(at, "q")
+    assert q.shape == (n, 64) and labels == [tokenizer.decode([int(i)]) for i in ids[0]]
+    np.testing.assert_allclose(step(at, "weights"), expected.double().numpy(), atol=2e-5)
+    assert at.toggle(key="scaled_dot_product.causal").value
+    (notice,) = [i.value for i in at.info]
+    assert "layer 19, head 7" in notice and "√64" in notice
+
+
+SMALL_RUN = "2_2_16_16_8_50_0.003_8_1"  # 2 layers of 2 heads, d_model 16, 50 steps: a second
+
+
+def test_a_learning_page_model_is_split_on_its_held_out_example():
+    """The learning page's link: the run (trained here, if no page has) read on its held-out
+    example; the weight the page states is the run's own evaluation's, the parts sum to the
+    score, and the editor link asks the step-by-step page for the same head."""
+    from urllib.parse import parse_qs
+
+    from ui.models import toy
+
+    at = open_model_page(PAGE, {"model": "learning", "run": SMALL_RUN, "layer": "2",
+                                "head": "1", "query": "8"}, timeout=300)  # fmt: skip
+    assert not at.exception and not at.error
+    run = toy.training_run(toy.settings_of(SMALL_RUN))
+    assert run.finished
+    patterns = run.final.evaluation.patterns  # (layer, head, n, n) on the held-out example
+    row = patterns[1, 0, 7]
+    key = 1 + int(np.argmax(row[1:8]))
+    said = markdown_with(at, "Layer 2, head 1 gives")
+    assert f"(token {key + 1}) a weight of **{row[key]:.3f}** from" in said
+    line = markdown_with(at, "The model's own score of this key")
+    shown = [float(x) for x in re.findall(r"\*\*(-?[\d.]+)\*\*", line)]
+    assert shown[0] == pytest.approx(shown[1], abs=1e-4)
+    assert "this model has no norm" in line
+    (link,) = [x for x in at.get("page_link") if x.proto.page == "scaled-dot-product"]
+    params = {name: value for name, (value,) in parse_qs(link.proto.query_string).items()}
+    assert params == {"source": "learning", "run": SMALL_RUN, "layer": "1", "head": "0"}
+
+
+def test_a_learning_link_without_its_run_says_where_to_get_one():
+    at = open_model_page(PAGE, {"model": "learning"}, timeout=300)
+    assert not at.exception
+    assert at.radio(key="attends.model").value != "learning"

@@ -311,3 +311,20 @@ def test_a_heads_qk_circuit_is_read_over_the_vocabulary_or_the_positions(small_r
         plotly_array(positions["data"][0]["z"]), expected, rtol=1e-5, atol=1e-6
     )
     assert at.query_params["qk_over"] == "positions"
+
+
+def test_a_head_sent_to_the_why_page_is_the_same_head_counted_from_1(small_run):
+    at = finish(open_page({**SMALL, "head": "1.0"}))
+    (link,) = [x for x in at.get("page_link") if x.proto.page == "attends"]
+    params = {name: value for name, (value,) in parse_qs(link.proto.query_string).items()}
+    assert params == {
+        "model": "learning",
+        "run": toy.run_code(SMALL_SETTINGS),
+        "layer": "2",
+        "head": "1",
+    }
+    at.query_params.clear()
+    at.query_params.update(params)
+    at.switch_page("pages/why_a_head_attends.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(m.value.startswith("Layer 2, head 1 gives") for m in at.markdown)

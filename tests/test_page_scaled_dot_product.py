@@ -290,7 +290,7 @@ def test_crafted_links_give_a_notice_and_the_defaults(params, widget, default):
     [
         ({"Q": "1,2;x,4", "K": "1,1", "V": "1"}, "`Q` was ignored"),
         ({"Q": "1,2", "K": "1,2,3", "V": "1"}, "K has 3 columns but Q has 2"),
-        ({"Q": "1;" * 20 + "1", "K": "1", "V": "1"}, "larger than 16×32"),
+        ({"Q": "1;" * 20 + "1", "K": "1", "V": "1"}, "larger than 16×64"),
         ({"Q": "1,2"}, "only some of Q, K and V"),
         ({"Q": "9" * 3000, "K": "1", "V": "1"}, "too long"),
     ],

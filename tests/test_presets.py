@@ -242,8 +242,8 @@ def test_preset_choices():
     assert example_for("random", n_q=16, n_k=16, d_k=32, d_v=32).q.shape == (16, 32)
     with pytest.raises(AttentionInputError, match=r"n_q is 17; .* at most 16"):
         example_for("random", n_q=17, n_k=1, d_k=1, d_v=1)
-    with pytest.raises(AttentionInputError, match=r"d_v is 33; .* at most 32"):
-        example_for("random", n_q=1, n_k=1, d_k=1, d_v=33)
+    with pytest.raises(AttentionInputError, match=r"d_v is 65; .* at most 64"):
+        example_for("random", n_q=1, n_k=1, d_k=1, d_v=65)
 
 
 def test_example_checks_its_shapes():

@@ -322,8 +322,9 @@ def test_the_attention_only_models_split_is_transformer_lenss_pieces():
     attn = model.blocks[layer].attn
     for head in range(config.n_heads):
         split = attn_only_split(config, params, steps, layer, head, sequence)
-        assert split.names == ("token embedding", "position embedding", "head 0.0", "head 0.1",
-                               "head 1.0", "head 1.1", "output biases", CONSTANT)  # fmt: skip
+        assert split.names == ("token embedding", "position embedding", "layer 1 head 1",
+                               "layer 1 head 2", "layer 2 head 1", "layer 2 head 2",
+                               "output biases", CONSTANT)  # fmt: skip
         with torch.no_grad():
             q = torch.cat([pieces @ attn.W_Q[head], attn.b_Q[head].expand(1, config.n_ctx, -1)])
             k = torch.cat([pieces @ attn.W_K[head], attn.b_K[head].expand(1, config.n_ctx, -1)])

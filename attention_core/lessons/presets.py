@@ -58,10 +58,11 @@ __all__ = [
 # The step-by-step page is about reading every number: the presets stay within 8 tokens × 8
 # dimensions, which keeps a hand-edited matrix small enough for a link.
 MAX_EXAMPLE_SIZE = 8
-# A real head sent from the pretrained model is larger: MiniLM's d_head is 32 (all of it, so the
-# page's weights equal the model's), and 16 tokens hold a short sentence with [CLS] and [SEP].
+# A real head sent from a model page is larger: MiniLM's d_head is 32 and SmolLM2's 64 (all of
+# it, so the page's weights equal the model's), and 16 tokens hold a short sentence with [CLS]
+# and [SEP].
 MAX_EXAMPLE_TOKENS = 16
-MAX_EXAMPLE_WIDTH = 32
+MAX_EXAMPLE_WIDTH = 64
 SIZE_LIMITS = {
     "n_q": MAX_EXAMPLE_TOKENS,
     "n_k": MAX_EXAMPLE_TOKENS,

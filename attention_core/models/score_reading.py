@@ -3,6 +3,7 @@ split of its scores (``score_sources``) boiled down to arrays the size of a page
 
     read_head(model, ids, layer, head, query)           a decoder (Llama family, GPT-2)
     read_encoder_head(model, ids, layer, head, query)   a BERT-style encoder
+    read_attn_only_head(config, params, tokens, …)      the learning page's model
 
 Both run the pass themselves and return a ``HeadReading``, small enough to be cached per view
 and sent from the process that keeps the model (``server.process_load.run_where_kept``).
@@ -15,15 +16,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from attention_core import score_parts
+from attention_core.training.attn_only import AttnOnlyConfig, Params, run_attn_only
 from attention_core.validation import AttentionInputError, check_int
 
 from .bert import BertModel, run_bert_ids
 from .forward import run_decoder
 from .gpt2 import GPT2Model
 from .llama.model import LlamaModel
-from .score_sources import SPLIT_STEPS, HeadSplit, encoder_split, head_split
+from .score_sources import SPLIT_STEPS, HeadSplit, attn_only_split, encoder_split, head_split
 
-__all__ = ["BANDS", "TOP_TERMS", "HeadReading", "read_encoder_head", "read_head"]
+__all__ = [
+    "BANDS",
+    "TOP_TERMS",
+    "HeadReading",
+    "read_attn_only_head",
+    "read_encoder_head",
+    "read_head",
+]
 
 # RoPE's pairs are read in this many bands, fastest first; each key's largest terms are kept.
 BANDS = 4
@@ -108,6 +117,16 @@ def read_encoder_head(
     split = encoder_split(model, trace, layer, head)
     n = split.weights.shape[0]
     return _reading(split, query, np.ones((n, n), dtype=bool))
+
+
+def read_attn_only_head(
+    config: AttnOnlyConfig, params: Params, tokens: object, layer: int, head: int, query: int
+) -> HeadReading:
+    """The same for the learning page's attention-only model on `tokens` `(n,)`."""
+    steps = run_attn_only(config, params, np.asarray(tokens)[None])
+    split = attn_only_split(config, params, steps, layer, head)
+    n = split.weights.shape[0]
+    return _reading(split, query, np.tril(np.ones((n, n), dtype=bool)))
 
 
 def _reading(split: HeadSplit, query: int, visible: np.ndarray) -> HeadReading:

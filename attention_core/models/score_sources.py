@@ -241,14 +241,15 @@ def attn_only_split(
 ) -> HeadSplit:  # fmt: skip
     """The same split for the learning page's attention-only model (``training.attn_only``),
     on sequence ``sequence`` of its pass ``steps``: no norm, so nothing is held, and no
-    rotation (its positions are learned, added to the tokens)."""
+    rotation (its positions are learned, added to the tokens). Its heads are named as the real
+    models' are (``head_name``, from 1), not as TransformerLens names them (from 0)."""
     _check_below(layer, "the layer", config.n_layers)
     _check_below(head, "the head", config.n_heads)
     names = ["token embedding", "position embedding"]
     parts = [steps.embed[sequence], steps.pos_embed]
     for earlier in range(layer):
         z = steps.blocks[earlier].attention.output[sequence]  # (head, pos, d_head)
-        names += [f"head {earlier}.{h}" for h in range(config.n_heads)]
+        names += [head_name(earlier, h) for h in range(config.n_heads)]
         parts += list(z @ params[f"blocks.{earlier}.attn.W_O"])  # W_O `(head, d_head, d_model)`
     if layer > 0:
         names.append(BIASES)

@@ -6,6 +6,7 @@ every viewer, each cache bounded in bytes (ui.widgets.byte_cache).
                                              the model is kept
     previous_heads(kind)                     the model's previous-token heads, found by the
                                              heads page's probe (random tokens repeated)
+    learning_reading(run, layer, head, query)  the same for a learning-page run's model
 
 Nothing here computes a formula: the numbers come from attention_core (score_parts,
 models.score_sources and score_reading, head_roles).
@@ -17,12 +18,17 @@ import numpy as np
 
 from attention_core.head_roles import repeated_tokens
 from attention_core.models import readouts
-from attention_core.models.score_reading import HeadReading, read_encoder_head, read_head
+from attention_core.models.score_reading import (
+    HeadReading,
+    read_attn_only_head,
+    read_encoder_head,
+    read_head,
+)
 from attention_core.models.score_sources import head_name
 from attention_core.training.formation import PREVIOUS_TOKEN_HEAD
 from server.lane import LONG_RUNS
 from server.process_load import run_where_kept
-from ui.models import minilm, page_model, smollm
+from ui.models import minilm, page_model, smollm, toy
 from ui.widgets.byte_cache import MB, bounded_by_bytes
 
 # The page's prompt is cut to this many tokens: the issue's cost line is one head at 64.
@@ -72,3 +78,16 @@ def _previous_heads(kind, model_id, _model) -> tuple[str, ...]:
         _, roles = run_where_kept(readouts.decoder_roles, _model, ids)
     found = np.argwhere(roles.previous > PREVIOUS_TOKEN_HEAD)
     return tuple(head_name(int(layer), int(head)) for layer, head in found)
+
+
+def learning_reading(run: toy.TrainingRun, layer: int, head: int, query: int) -> HeadReading:
+    """Head (`layer`, `head`), from 0, of a finished learning-page run's final model on its
+    held-out example, read for position `query`."""
+    return _learning_reading(run.key, layer, head, query, run)
+
+
+@bounded_by_bytes(4 * MB, name="attends.learning")
+def _learning_reading(key, layer, head, query, _run) -> HeadReading:
+    settings = _run.settings
+    return read_attn_only_head(settings.config, _run.final.params,
+                               toy.example_tokens(settings), layer, head, query)  # fmt: skip

@@ -29,9 +29,9 @@ def shape(model: object) -> tuple[int, int]:
     return config.num_hidden_layers, config.num_attention_heads
 
 
-def layer_head_keys(view: PageState, model: object) -> tuple[str, str]:
-    """``?layer=`` and ``?head=`` bound within the model's shape, from 1."""
-    layers, heads = shape(model)
+def layer_head_keys(view: PageState, model_shape: tuple[int, int]) -> tuple[str, str]:
+    """``?layer=`` and ``?head=`` bound within the model's (layers, heads), from 1."""
+    layers, heads = model_shape
     return (
         view.int_key("layer", min(DEFAULT_LAYER, layers), lo=1, hi=layers),
         view.int_key("head", min(DEFAULT_HEAD, heads), lo=1, hi=heads),

@@ -28,6 +28,7 @@ NORM_HELD = {
     "and each part loses its own mean, so q and k are linear in the parts",
     "post-LN": "every LayerNorm on the way (after each block) has its scale held at its value "
     "in this run, and each part loses its own mean there",
+    "none": "nothing: this model has no norm, so q and k are linear in the parts as they are",
 }
 
 

@@ -22,6 +22,7 @@ from ui.widgets.state import PageState
 UPLOAD_KEY = "learning.upload"
 MODES = {"inspect": "Inspect it", "train": "Train it further"}
 EDITOR_PAGE = next(page.path for page in PAGES if page.url_path == "scaled-dot-product")
+WHY_PAGE = next(page.path for page in PAGES if page.url_path == "attends")
 
 
 def uploaded_model(view: PageState) -> tuple[ModelFile | None, str]:
@@ -123,4 +124,17 @@ def editor_link(run: toy.TrainingRun, layer: int, head: int, *, uploaded: bool) 
         query_params=head_link.learning_params(toy.run_code(run.settings), layer, head),
         help="Its q, k and v on the held-out example go into the editable tables: change one "
         "number of the trained head and see what moves.",
+    )
+    st.page_link(
+        WHY_PAGE,
+        label=f"Why does head {layer}.{head} attend where it does?",
+        icon=":material/manage_search:",
+        query_params={
+            "model": "learning",
+            "run": toy.run_code(run.settings),
+            "layer": str(layer + 1),
+            "head": str(head + 1),
+        },
+        help="Its scores split by what wrote the stream it reads: the embeddings and each "
+        "earlier head (that page counts layers and heads from 1).",
     )

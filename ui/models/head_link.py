@@ -9,6 +9,8 @@ model's own. Edited numbers stay out of the link (3 × 16 × 32 numbers are too 
 page's JSON download keeps them.
 
     send_link(model, text, layer, head)   the real-model page's link (layer and head from 0)
+    decoder_params(name, text, layer, head)  a decoder head's link (`source=smollm2`, or a
+                                          listed decoder's name), its q and k after RoPE
     bring_head(view, hand)                the step-by-step page, before its size sliders: load
                                           the head a link asks for, or say why not
     head_example(model, text, layer, head)  the head as an `Example`, and the text it read
@@ -16,12 +18,16 @@ page's JSON download keeps them.
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from attention_core import AttentionInputError
 from attention_core.lessons.presets import MAX_EXAMPLE_TOKENS, Example
-from attention_core.models import BertModel
-from ui.models import minilm, toy
+from attention_core.models import BertModel, GPT2Model
+from attention_core.models.decoder import DecoderModel
+from attention_core.models.forward import run_decoder
+from server.process_load import run_where_kept
+from ui.models import minilm, page_model, toy
 from ui.pages import PAGES
 from ui.widgets import layout
 from ui.widgets.hand_made import HandMadeExample
@@ -49,6 +55,30 @@ def learning_params(run: str, layer: int, head: int) -> dict[str, str]:
     """The step-by-step page's query parameters for head (`layer`, `head`), from 0, of the
     learning page's run `run` (`toy.run_code`)."""
     return {"source": LEARNING, "run": run, "layer": str(layer), "head": str(head)}
+
+
+def decoder_params(name: str, text: str, layer: int, head: int) -> dict[str, str]:
+    """The step-by-step page's query parameters for head (`layer`, `head`), from 0, of the
+    decoder `name` (the shipped "smollm2" or a listed one) on `text`."""
+    return {"source": name, "text": text, "layer": str(layer + 1), "head": str(head + 1)}
+
+
+def decoder_example(model: DecoderModel, text: str, layer: int, head: int) -> Example:
+    """Head (`layer`, `head`), from 0, of decoder `model` on the first MAX_EXAMPLE_TOKENS tokens
+    of `text`: its q and k after the rotation (RoPE) and its v, as the model computed them (a
+    query head reads its KV head), labelled with the tokens."""
+    ids = np.asarray(model.prompt(text, max_tokens=MAX_EXAMPLE_TOKENS).input_ids)
+    rotated = not isinstance(model, GPT2Model)
+    keep = ("q_rot", "k_rot", "v") if rotated else ("q", "k", "v")
+    trace = run_where_kept(run_decoder, model, ids, keep=keep)
+    steps = trace.layers[layer]
+    q, k = (steps.q_rot, steps.k_rot) if rotated else (steps.q, steps.k)
+    kv_head = head * k.shape[0] // q.shape[0]  # GQA: a group of query heads reads one KV head
+    labels = [model.token_text(int(i)) for i in ids]
+    return Example(
+        q=q[head], k=k[kv_head], v=steps.v[kv_head], query_labels=labels, key_labels=labels,
+        title=f"of layer {layer + 1}, head {head + 1}",
+    )  # fmt: skip
 
 
 def send_link(model: BertModel, text: str, layer: int, head: int) -> None:
@@ -104,14 +134,14 @@ def requested_head(
     return text, _position(layer, "layer", num_layers), _position(head, "head", num_heads)
 
 
-def _position(raw: str, name: str, count: int) -> int:
+def _position(raw: str, name: str, count: int, model: str = minilm.MODEL_NAME) -> int:
     try:
         value = int(raw)
     except ValueError:
         value = 0
     if not 1 <= value <= count:
         raise AttentionInputError(
-            f"The link's `{name}={_short(raw)}` is not a {name} of {minilm.MODEL_NAME}: it has "
+            f"The link's `{name}={_short(raw)}` is not a {name} of {model}: it has "
             f"{name}s 1 to {count}. The preset is shown instead."
         )
     return value - 1
@@ -146,6 +176,9 @@ def bring_head(view: PageState, hand: HandMadeExample) -> None:
         if wanted[0] == LEARNING:
             example, said = _trained_head(*wanted[2:])
             settings = LEARNING_SETTINGS
+        elif wanted[0] in _decoders():
+            example, said = _decoder_head(*wanted[:4])
+            settings = LEARNING_SETTINGS  # causal, divided by √d_head, as the decoder does
         else:
             example, said = _bert_head(*wanted[:4])
             settings = MODEL_SETTINGS
@@ -193,6 +226,42 @@ def _bert_head(source: str, text: str, layer: str, head: str) -> tuple[Example, 
         f"√d_k = √{d_head}, as the model does, the weights are the model's own (to float32 "
         f"rounding): change one number and see what moves.{note} The link reopens the model's "
         "numbers, not your edits (the JSON download under the tables keeps those)."
+    )
+
+
+def _decoders() -> tuple[str, ...]:
+    """The decoders a link may name as its source: the shipped one and the listed ones."""
+    return tuple(page_model.decoder_labels({page_model.SHIPPED_DECODER: ""}))
+
+
+def _decoder_head(source: str, text: str, layer: str, head: str) -> tuple[Example, str]:
+    """The decoder head a link asks for, and the notice that names it."""
+    loaded = page_model.named_decoder(source)
+    model = getattr(loaded, "model", None)
+    if not isinstance(model, DecoderModel):
+        raise AttentionInputError(
+            f"The link asks for a head of {loaded.name}, but the model is not available on this "
+            f"server, so the preset is shown. {getattr(loaded, 'error', '') or ''}".strip()
+        )
+    if not text.strip():
+        raise AttentionInputError(
+            f"The link asks for a head of {loaded.name} but carries no text (`text=`), so the "
+            "preset is shown."
+        )
+    config = model.config
+    layer_index = _position(layer, "layer", config.num_hidden_layers, loaded.name)
+    head_index = _position(head, "head", config.num_attention_heads, loaded.name)
+    example = decoder_example(model, text, layer_index, head_index)
+    read = "".join(example.query_labels)
+    d_head = example.q.shape[1]
+    return example, (
+        f"**{loaded.name}, {example.title.removeprefix('of ')}**, on “{layout.plain(read)}” "
+        f"(its first {len(example.query_labels)} tokens at most). Q and K below are the rows "
+        f"this head computed, one per token, after the model's projections and its rotation "
+        f"(RoPE, where the model has it), V its values. Divided by √d_k = √{d_head} under the "
+        "causal mask, as the model does, the weights are the model's own (to float32 "
+        "rounding): change one number and see what moves. The link reopens the model's "
+        "numbers, not your edits."
     )
 
 

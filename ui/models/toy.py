@@ -211,14 +211,18 @@ def head_example(run: TrainingRun, layer: int, head: int) -> Example:
             f"This model has layers 0 to {config.n_layers - 1} and heads 0 to "
             f"{config.n_heads - 1}: there is no head {layer}.{head}."
         )
-    probe = held_out(settings.seed, HELD_OUT_COUNT, config.n_ctx, config.d_vocab)
-    block = run_attn_only(config, chunk.params, probe.example).blocks[layer]
-    labels = token_labels(probe.example)
+    block = run_attn_only(config, chunk.params, example_tokens(settings)).blocks[layer]
+    labels = token_labels(example_tokens(settings))
     return Example(
         q=block.q_heads[0, head], k=block.k_heads[0, head], v=block.v_heads[0, head],
         query_labels=labels, key_labels=labels,
         title=f"of head {layer}.{head} of the model trained for {chunk.step:,} steps",
     )  # fmt: skip
+
+
+def example_tokens(settings: TrainingSettings) -> np.ndarray:
+    """`(n,)` the run's held-out example: a segment of token ids and its copy."""
+    return held_out(settings.seed, HELD_OUT_COUNT, settings.n_ctx, settings.d_vocab).example
 
 
 def token_labels(tokens: Any) -> list[str]:
