@@ -427,11 +427,11 @@ def test_a_heads_reading_is_its_split_boiled_down(models):
     largest terms are the largest, the sides are above the visible keys' average, the bands
     keep the score's excess, the map sums the sharpest queries."""
     from attention_core import score_parts
-    from attention_core.models.score_reading import TOP_TERMS, read_head
+    from attention_core.models.score_reading import TOP_TERMS, decoder_head_split, read_head
 
     family, _, ours = models
     query = 9
-    reading = read_head(ours, np.array(IDS), 2, 1, query)
+    reading = read_head(decoder_head_split(ours, np.array(IDS), 2, 1), query)
     split = head_split(ours, run_decoder(ours, np.array(IDS)), 2, 1)
     at = split.at(query)
     visible = np.arange(len(IDS)) <= query
@@ -469,13 +469,14 @@ def test_a_heads_reading_is_its_split_boiled_down(models):
 
 def test_an_encoders_reading_sees_every_key(tmp_path):
     from attention_core.models.bert import load_bert
-    from attention_core.models.score_reading import read_encoder_head
+    from attention_core.models.score_reading import encoder_head_split, read_head
     from tests.test_bert import write_tiny_checkpoint
 
     model = load_bert(write_tiny_checkpoint(tmp_path))
-    reading = read_encoder_head(model, np.array([2, 5, 6, 7, 3]), 1, 0, 1)
+    split = encoder_head_split(model, np.array([2, 5, 6, 7, 3]), 1, 0)
+    reading = read_head(split, 1, causal=False)
     assert reading.visible.all()
     np.testing.assert_allclose(reading.summed, reading.scores, atol=1e-5)
     assert reading.positional.shape == (2, 2, 5) and reading.bands is None
     with pytest.raises(AttentionInputError, match="query position must be below 5"):
-        read_encoder_head(model, np.array([2, 5, 6, 7, 3]), 1, 0, 5)
+        read_head(split, 5, causal=False)

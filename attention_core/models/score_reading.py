@@ -1,12 +1,15 @@
 """What "why a head attends there" reads of one head for one query, from a prompt's pass: the
 split of its scores (``score_sources``) boiled down to arrays the size of a page.
 
-    read_head(model, ids, layer, head, query)           a decoder (Llama family, GPT-2)
-    read_encoder_head(model, ids, layer, head, query)   a BERT-style encoder
-    read_attn_only_head(config, params, tokens, …)      the learning page's model
+    decoder_head_split(model, ids, layer, head)    a decoder's pass (Llama family, GPT-2) and
+                                                   one head's split for every query
+    encoder_head_split(model, ids, layer, head)    the same for a BERT-style encoder
+    attn_only_head_split(config, params, tokens, …)  the same for the learning page's model
+    read_head(split, query)                        what the page shows of it for one query: a
+                                                   ``HeadReading``, a few hundred kilobytes
 
-Both run the pass themselves and return a ``HeadReading``, small enough to be cached per view
-and sent from the process that keeps the model (``server.process_load.run_where_kept``).
+A split holds every source's part of every query and key (12 MB for SmolLM2's layer 19 at 64
+tokens): a page keeps one per head, so a change of query or key costs a reading, not a pass.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ __all__ = [
     "BANDS",
     "TOP_TERMS",
     "HeadReading",
-    "read_attn_only_head",
-    "read_encoder_head",
+    "attn_only_head_split",
+    "decoder_head_split",
+    "encoder_head_split",
     "read_head",
 ]
 
@@ -98,35 +102,34 @@ class HeadReading:
         return 1 + int(np.argmax(np.where(self.visible[1:], self.weights[1:], -1.0)))
 
 
-def read_head(
-    model: LlamaModel | GPT2Model, ids: object, layer: int, head: int, query: int
-) -> HeadReading:
-    """Decoder ``model`` on ``ids`` `(n,)`: head ``head`` of layer ``layer`` (both from 0) read
-    for position ``query``."""
+def decoder_head_split(
+    model: LlamaModel | GPT2Model, ids: object, layer: int, head: int
+) -> HeadSplit:
+    """Decoder ``model`` run on ``ids`` `(n,)`, and head ``head`` of layer ``layer`` (both from
+    0) split for every query (``score_sources.head_split``)."""
     trace = run_decoder(model, np.asarray(ids), keep=SPLIT_STEPS)
-    split = head_split(model, trace, layer, head)
-    n = split.weights.shape[0]
-    return _reading(split, query, np.tril(np.ones((n, n), dtype=bool)))
+    return head_split(model, trace, layer, head)
 
 
-def read_encoder_head(
-    model: BertModel, ids: object, layer: int, head: int, query: int
-) -> HeadReading:
-    """The same for an encoder, whose queries see every key."""
-    trace = run_bert_ids(model, np.asarray(ids))
-    split = encoder_split(model, trace, layer, head)
-    n = split.weights.shape[0]
-    return _reading(split, query, np.ones((n, n), dtype=bool))
+def encoder_head_split(model: BertModel, ids: object, layer: int, head: int) -> HeadSplit:
+    """The same for an encoder (``score_sources.encoder_split``)."""
+    return encoder_split(model, run_bert_ids(model, np.asarray(ids)), layer, head)
 
 
-def read_attn_only_head(
-    config: AttnOnlyConfig, params: Params, tokens: object, layer: int, head: int, query: int
-) -> HeadReading:
+def attn_only_head_split(
+    config: AttnOnlyConfig, params: Params, tokens: object, layer: int, head: int
+) -> HeadSplit:
     """The same for the learning page's attention-only model on `tokens` `(n,)`."""
     steps = run_attn_only(config, params, np.asarray(tokens)[None])
-    split = attn_only_split(config, params, steps, layer, head)
+    return attn_only_split(config, params, steps, layer, head)
+
+
+def read_head(split: HeadSplit, query: int, *, causal: bool = True) -> HeadReading:
+    """What the page shows of ``split`` for position ``query``: every key the query sees
+    (``causal``: the keys up to it; else all)."""
     n = split.weights.shape[0]
-    return _reading(split, query, np.tril(np.ones((n, n), dtype=bool)))
+    visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
+    return _reading(split, query, visible)
 
 
 def _reading(split: HeadSplit, query: int, visible: np.ndarray) -> HeadReading:

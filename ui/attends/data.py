@@ -2,8 +2,10 @@
 every viewer, each cache bounded in bytes (ui.widgets.byte_cache).
 
     reading(kind, ids, layer, head, query)   one head's scores of every key, for one query,
-                                             split by source (models.score_reading), run where
-                                             the model is kept
+                                             split by source (models.score_reading), from the
+                                             head's split for every query (cached apart, run
+                                             where the model is kept: a query or key change
+                                             runs no pass)
     previous_heads(kind)                     the model's previous-token heads, found by the
                                              heads page's probe (random tokens repeated)
     learning_reading(run, layer, head, query)  the same for a learning-page run's model
@@ -20,11 +22,12 @@ from attention_core.head_roles import repeated_tokens
 from attention_core.models import readouts
 from attention_core.models.score_reading import (
     HeadReading,
-    read_attn_only_head,
-    read_encoder_head,
+    attn_only_head_split,
+    decoder_head_split,
+    encoder_head_split,
     read_head,
 )
-from attention_core.models.score_sources import head_name
+from attention_core.models.score_sources import HeadSplit, head_name
 from attention_core.training.formation import PREVIOUS_TOKEN_HEAD
 from server.lane import LONG_RUNS
 from server.process_load import run_where_kept
@@ -45,17 +48,26 @@ def model_of(kind: str):
 def reading(kind: str, ids: tuple[int, ...], layer: int, head: int, query: int) -> HeadReading:
     """Head (`layer`, `head`), from 0, of model `kind` on `ids`, read for position `query`."""
     model = model_of(kind)
-    return _reading(kind, ids, layer, head, query, id(model), model)
+    split = _split(kind, ids, layer, head, id(model), model)
+    return _reading(kind, ids, layer, head, query, id(model), split)
 
 
 @smollm.let_go_with_model
 @minilm.let_go_with_model
-@bounded_by_bytes(8 * MB, name="attends.reading", lane=LONG_RUNS)  # ~0.4 MB an entry at 64
-def _reading(kind, ids, layer, head, query, model_id, _model) -> HeadReading:
+# Tens of milliseconds from the split in hand: no lane, never behind another viewer's pass.
+@bounded_by_bytes(8 * MB, name="attends.reading", lane=None)  # ~0.4 MB an entry at 64 tokens
+def _reading(kind, ids, layer, head, query, model_id, _split) -> HeadReading:
+    return read_head(_split, query, causal=kind != "minilm")
+
+
+@smollm.let_go_with_model
+@minilm.let_go_with_model
+@bounded_by_bytes(48 * MB, name="attends.split", lane=LONG_RUNS)  # 12-19 MB a head at 64
+def _split(kind, ids, layer, head, model_id, _model) -> HeadSplit:
     ids_array = np.asarray(ids, dtype=np.int64)
     if kind == "minilm":
-        return read_encoder_head(_model, ids_array, layer, head, query)
-    return run_where_kept(read_head, _model, ids_array, layer, head, query)
+        return encoder_head_split(_model, ids_array, layer, head)
+    return run_where_kept(decoder_head_split, _model, ids_array, layer, head)
 
 
 def previous_heads(kind: str) -> tuple[str, ...]:
@@ -89,5 +101,6 @@ def learning_reading(run: toy.TrainingRun, layer: int, head: int, query: int) ->
 @bounded_by_bytes(4 * MB, name="attends.learning")
 def _learning_reading(key, layer, head, query, _run) -> HeadReading:
     settings = _run.settings
-    return read_attn_only_head(settings.config, _run.final.params,
-                               toy.example_tokens(settings), layer, head, query)  # fmt: skip
+    split = attn_only_head_split(settings.config, _run.final.params,
+                                 toy.example_tokens(settings), layer, head)  # fmt: skip
+    return read_head(split, query)
