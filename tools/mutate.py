@@ -71,6 +71,9 @@ MODULES = (
     "training.formation",
     "training.circuits",
     "training.model_file",
+    "score_parts",
+    "models.score_sources",
+    "models.score_reading",
 )
 # The tests that exercise the formulas; a module's own tests/test_<module>.py runs first.
 TEST_FILES = (
@@ -125,6 +128,25 @@ OWN_TESTS = {
         "test_model_file.py::test_a_config_past_the_pages_limits_is_refused",
         "test_model_file.py::test_the_smallest_and_the_largest_model_of_the_page_are_read",
         "test_model_file.py::test_the_archive_holds_only_arrays_and_text",
+    ),
+    # Why a head attends: the formulas against torch on the whole score and by hand; the sources
+    # against transformers' and TransformerLens's hooked pieces on tiny models (not the slow
+    # run of the shipped decoder).
+    "score_parts": ("test_score_parts.py", "test_attends.py"),
+    "models.score_sources": tuple(
+        f"test_score_sources.py::{test}"
+        for test in (
+            "test_the_sources_are_the_pieces_transformers_computed",
+            "test_every_term_equals_the_one_carried_through_transformers",
+            "test_rope_pairs_and_content_sum_to_their_scores",
+            "test_a_position_or_head_outside_the_model_is_refused",
+            "test_the_attention_only_models_split_is_transformer_lenss_pieces",
+            "test_an_encoders_split_carries_each_part_through_every_post_norm",
+        )
+    ),
+    "models.score_reading": (
+        "test_score_sources.py::test_a_heads_reading_is_its_split_boiled_down",
+        "test_score_sources.py::test_an_encoders_reading_sees_every_key",
     ),
 }
 MIN_SCORE = 0.90
@@ -603,6 +625,8 @@ def _preload() -> None:
     for name in (
         "transformer_lens",  # the training tests' reference model (5 s to import)
         "transformers.models.llama.modeling_llama",
+        "transformers.models.qwen2.modeling_qwen2",
+        "transformers.models.gpt2.modeling_gpt2",
         "transformers.models.bert.modeling_bert",
         "transformers.models.bloom",
     ):
