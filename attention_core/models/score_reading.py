@@ -30,6 +30,7 @@ from .score_sources import SPLIT_STEPS, HeadSplit, attn_only_split, encoder_spli
 
 __all__ = [
     "BANDS",
+    "FOCUSED",
     "TOP_TERMS",
     "HeadReading",
     "attn_only_head_split",
@@ -41,6 +42,9 @@ __all__ = [
 # RoPE's pairs are read in this many bands, fastest first; each key's largest terms are kept.
 BANDS = 4
 TOP_TERMS = 8
+# A query whose largest weight on a key after the first reaches this attends there; below it, it
+# spreads its weight or parks it on the first key, and says little of why the head attends.
+FOCUSED = 0.3
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,9 +65,9 @@ class HeadReading:
     bands        `(BANDS, n)`      the scores over RoPE's pairs in bands, fastest first, above
                                    the average (None: no rotation)
     content      `(n,)`            the scores without the rotation (None without RoPE)
-    pattern_map  `(C, n)`          ``score_parts.source_map`` over the sharpest half of the
-                                   queries (by their largest weight after the first key), and
-                                   `pattern_queries` those queries
+    pattern_map  `(C, n)`          ``score_parts.source_map`` over the queries that attend
+                                   (FOCUSED on a key after the first), and `pattern_queries`
+                                   those queries
     positional   `(2, 2, n)`       token/position × token/position terms (query part first),
                                    for a model whose positions come with the embeddings (None
                                    for RoPE)
@@ -143,8 +147,12 @@ def _reading(split: HeadSplit, query: int, visible: np.ndarray) -> HeadReading:
     flat = terms.reshape(-1, n)
     order = np.argsort(-np.abs(flat), axis=0, kind="stable")[:TOP_TERMS].T  # (n, TOP_TERMS)
     top_terms = np.stack(np.unravel_index(order, terms.shape[:2]), axis=-1)
-    # Sharpest by their most attended key after the first, where heads park spare weight.
-    queries = score_parts.sharpest_queries(split.weights[:, 1:], max(1, n // 2))
+    # The queries that attend somewhere: past FOCUSED on one key after the first (where heads
+    # park spare weight); the sharpest one where none is.
+    after_first = split.weights[:, 1:]
+    queries = np.flatnonzero(after_first.max(axis=1, initial=0.0) >= FOCUSED)
+    if queries.size == 0:
+        queries = score_parts.sharpest_queries(after_first, 1)
     bands = content = positional = None
     if at.pairs is not None:
         band_parts = score_parts.band_terms(at.pairs, min(BANDS, at.pairs.shape[0]))

@@ -45,13 +45,13 @@ def largest(values: np.ndarray, names: Sequence[str]) -> tuple[list[str], np.nda
     return picked, np.asarray(sums, dtype=np.float64)
 
 
-def side_figure(reading: HeadReading, side: str, key: int, tokens: Sequence[str]) -> go.Figure:
+def side_figure(reading: HeadReading, side: str, key: int) -> go.Figure:
     """What each source wrote at the key (`side` "key") or at the query ("query") added to the
     key's score, above the visible keys' average: horizontal bars, the largest first."""
     above = reading.key_above if side == "key" else reading.query_above
-    where = tokens[key] if side == "key" else tokens[reading.query]
+    position = key if side == "key" else reading.query
     names, values = largest(above[:, key], reading.names)
-    title = f"What was written at {where} ({side} side)"
+    title = f"Written at the {side}, token {position + 1}"
     traces = [
         {"type": "bar", "orientation": "h", "y": names[::-1], "x": values[::-1],
          "marker": {"color": [CHOSEN_COLOR if v < 0 else BAR_COLOR for v in values[::-1]]},
@@ -89,7 +89,7 @@ def bands_figure(reading: HeadReading, tokens: Sequence[str]) -> go.Figure:
         row_labels=rows,
         col_labels=[tokens[j] for j in seen],
         kind="scores",
-        title=f"Each band's part of the scores of {tokens[reading.query]}",
+        title="Each RoPE band's part of each score",
         row_title="RoPE band",
         col_title="key",
         annotate=len(seen) <= 16,
@@ -104,7 +104,7 @@ def rotation_figure(reading: HeadReading, tokens: Sequence[str]) -> go.Figure:
         row_labels=["with the rotation (the model's)", "without it (content alone)"],
         col_labels=[tokens[j] for j in seen],
         kind="scores",
-        title=f"The scores of {tokens[reading.query]}, with and without RoPE",
+        title="Each score with and without RoPE",
         row_title="score",
         col_title="key",
         annotate=len(seen) <= 16,
@@ -112,15 +112,16 @@ def rotation_figure(reading: HeadReading, tokens: Sequence[str]) -> go.Figure:
 
 
 def pattern_figure(reading: HeadReading, tokens: Sequence[str]) -> go.Figure:
-    """The whole pattern's map: for the largest sources, what they wrote at each key, summed
-    over the sharpest queries weighted by their attention."""
+    """The whole pattern's map: for the largest sources, what they wrote at each key after the
+    first (where heads park spare weight, whose column would drown the others' colours),
+    summed over the queries that attend, weighted by their attention."""
     order = np.argsort(-np.abs(reading.pattern_totals), kind="stable")[:SHOWN_SOURCES]
     return heatmaps.heatmap(
-        reading.pattern_map[order],
+        reading.pattern_map[order, 1:],
         row_labels=[reading.names[i] for i in order],
-        col_labels=list(tokens),
+        col_labels=list(tokens[1:]),
         kind="scores",
-        title=f"Over the pattern ({len(reading.pattern_queries)} sharpest queries)",
+        title=f"Sources × keys, over {len(reading.pattern_queries)} queries",
         row_title="source",
         col_title="key",
         annotate=len(tokens) <= 16,

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from attention_core.lessons import attends
-from attention_core.models.score_reading import HeadReading
+from attention_core.models.score_reading import FOCUSED, HeadReading
 from attention_core.training.formation import PREVIOUS_TOKEN_HEAD
 from ui.attends import figures
 from ui.widgets import render, small_screens
@@ -50,14 +50,13 @@ def cause(
         f"**{reading.summed[key]:.4f}** (float32 rounding apart). Held: {NORM_HELD[norm]} "
         f"(scale {reading.query_scale:.4g} at the query)."
     )
-    labels = figures.labels(tokens)
     drawn = render.digested(digest, reading)
     left, right = st.columns(2)
     with left:
-        render.show(render.cached(figures.side_figure, drawn, "key", key, labels),
+        render.show(render.cached(figures.side_figure, drawn, "key", key),
                     filename="attends-key-side", key="attends.key_side")  # fmt: skip
     with right:
-        render.show(render.cached(figures.side_figure, drawn, "query", key, labels),
+        render.show(render.cached(figures.side_figure, drawn, "query", key),
                     filename="attends-query-side", key="attends.query_side")  # fmt: skip
     st.markdown("The largest single terms: what one source wrote at the query, meeting what one "
                 "source wrote at the key.")  # fmt: skip
@@ -114,7 +113,12 @@ def pattern(
 ) -> None:
     """The keys × sources map of the whole pattern, and the kind of head it makes."""
     _, sentence = attends.head_kind(reading.names, reading.pattern_totals, previous)
-    st.markdown(sentence)
+    st.markdown(
+        f"{sentence} For the {len(reading.pattern_queries)} queries that put at least "
+        f"{FOCUSED:.0%} of their weight on one key after the first, what each source wrote at "
+        "each key, above the average key, weighted by the attention the key gets. The first key "
+        "is left out: heads park spare weight there, and its column would drown the others."
+    )
     render.show(
         render.cached(figures.pattern_figure, render.digested(digest, reading),
                       figures.labels(tokens)),
