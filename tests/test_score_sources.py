@@ -484,3 +484,22 @@ def test_an_encoders_reading_sees_every_key(tmp_path):
     assert reading.positional.shape == (2, 2, 5) and reading.bands is None
     with pytest.raises(AttentionInputError, match="query position must be below 5"):
         read_head(split, 5, causal=False)
+
+
+@pytest.mark.slow
+def test_minilms_previous_token_head_is_positional_by_its_sources():
+    """The kind the page gives a head agrees with the role the heads page's probe finds: MiniLM's
+    strongest previous-token head attends where it does because of the position embedding."""
+    from attention_core.head_roles import repeated_tokens, strongest_heads
+    from attention_core.lessons.attends import head_kind
+    from attention_core.models import load_bert, readouts
+    from attention_core.models.score_reading import encoder_head_split, read_head
+
+    model = load_bert()
+    _, roles = readouts.encoder_roles(model, repeated_tokens(readouts.ENCODER_PROBE_POOL, 20, 0))
+    (layer, head, score), *_ = strongest_heads(roles.previous, 1)
+    assert score > 0.9
+    text = "the quick brown fox jumps over the lazy dog and then the cat sat on the mat"
+    split = encoder_head_split(model, model.tokenize(text).input_ids, layer, head)
+    reading = read_head(split, 5, causal=False)
+    assert head_kind(reading.names, reading.pattern_totals, ())[0] == "positional"
