@@ -111,6 +111,7 @@ def test_a_pair_is_a_dimension_and_its_partner_half_a_head_away():
 def test_bands_split_the_pairs_fastest_first():
     np.testing.assert_array_equal(score_parts.band_edges(32, 4), [0, 8, 16, 24, 32])
     np.testing.assert_array_equal(score_parts.band_edges(5, 2), [0, 2, 5])
+    np.testing.assert_array_equal(score_parts.band_edges(5, 1), [0, 5])
     for bad in (0, 6):
         with pytest.raises(AttentionInputError, match="cannot split 5 pairs"):
             score_parts.band_edges(5, bad)

@@ -64,6 +64,13 @@ def _gpt2(folder: Path):
     write_tiny("gpt2-other", folder)
     assert OTHER_GPT2["n_layer"] == LAYERS
     model = transformers.GPT2LMHeadModel.from_pretrained(folder, attn_implementation="eager")
+    # transformers starts every bias at 0: given some, a bias left out or added twice shows.
+    torch.manual_seed(58)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith(".bias"):
+                param.normal_(0.0, 0.3)
+    model.save_pretrained(folder)
     return model.eval()
 
 
@@ -238,6 +245,15 @@ def test_every_term_equals_the_one_carried_through_transformers(models, layer, q
         )  # fmt: skip
 
 
+def test_every_querys_key_side_at_once_is_each_querys_own(models):
+    _, _, ours = models
+    split = head_split(ours, run_decoder(ours, np.array(IDS)), 2, 2)
+    sides = split.key_sides()
+    assert sides.shape == (len(IDS), len(split.names), len(IDS))
+    for query in (0, 6, 11):
+        np.testing.assert_allclose(sides[query], split.at(query).key_side, rtol=1e-5, atol=1e-6)
+
+
 def test_rope_pairs_and_content_sum_to_their_scores(models):
     family, _, ours = models
     trace = run_decoder(ours, np.array(IDS))
@@ -311,6 +327,11 @@ def test_the_attention_only_models_split_is_transformer_lenss_pieces():
     steps = run_attn_only(config, params, tokens)
     model = hooked(params, config)
     _, cache = model.run_with_cache(torch.from_numpy(tokens))
+    # The first sequence by default; its first layers' names: no earlier head, no bias at 0.
+    first = attn_only_split(config, params, steps, 0, 1)
+    np.testing.assert_array_equal(first.weights, steps.blocks[0].attention.weights[0, 1])
+    assert first.names == ("token embedding", "position embedding", CONSTANT)
+    assert attn_only_split(config, params, steps, 1, 0).names[-2:] == ("output biases", CONSTANT)
     sequence, layer = 1, 2
     pieces = [cache["hook_embed"][sequence], cache["hook_pos_embed"][0]]
     for earlier in range(layer):
@@ -332,6 +353,7 @@ def test_the_attention_only_models_split_is_transformer_lenss_pieces():
         for query in (0, 4, 9):
             reference = torch.einsum("ad,bkd->abk", q[:, query], k).numpy() / np.sqrt(4)
             at = split.at(query)
+            assert at.pairs is None and at.content is None  # positions are learned, not turned
             np.testing.assert_allclose(at.terms, reference, rtol=1e-10, atol=1e-12)
             visible = slice(0, query + 1)
             np.testing.assert_allclose(
@@ -405,6 +427,7 @@ def test_an_encoders_split_carries_each_part_through_every_post_norm():
         for query in (0, 5):
             reference = (torch.einsum("ad,bkd->abk", q[:, query], k) / np.sqrt(dh)).numpy()
             at = split.at(query)
+            assert at.pairs is None and at.content is None
             np.testing.assert_allclose(at.terms, reference, rtol=1e-3, atol=2e-4)
             summed = at.terms.sum(axis=(0, 1))
             weights = np.exp(summed - summed.max())
@@ -465,10 +488,33 @@ def test_a_heads_reading_is_its_split_boiled_down(models):
         )
     focused = [i for i in range(len(IDS)) if split.weights[i, 1:].max(initial=0) >= FOCUSED]
     assert focused and list(reading.pattern_queries) == focused
+    np.testing.assert_allclose(reading.pattern_totals, reading.pattern_map[:, 1:].sum(axis=1))
+    # The first query sees only the first key, the second two keys: it attends the second.
+    assert read_head(split, 0).attended == 0 and read_head(split, 1).attended == 1
     expected = score_parts.source_map(split.key_sides(), split.weights,
                                       np.tril(np.ones((len(IDS), len(IDS)), dtype=bool)),
                                       reading.pattern_queries)  # fmt: skip
     np.testing.assert_allclose(reading.pattern_map, expected, rtol=1e-6)
+
+
+def test_a_pattern_where_no_query_attends_is_read_at_its_sharpest_query():
+    """Weights spread evenly (under FOCUSED everywhere): the whole pattern's map falls back to
+    the one sharpest query, the first of equals."""
+    from attention_core import score_parts
+    from attention_core.models.score_reading import read_head
+    from attention_core.models.score_sources import HeadSplit
+
+    rng = np.random.default_rng(4)
+    parts = score_parts.HeadParts(*rng.normal(size=(2, 3, 5, 2)))
+    weights = np.full((5, 5), 0.2)
+    split = HeadSplit(("a", "b", CONSTANT), parts, parts, 1.0, np.ones(5), np.zeros((5, 5)),
+                      weights, rotated=False)  # fmt: skip
+    reading = read_head(split, 2, causal=False)
+    assert list(reading.pattern_queries) == [0]
+    np.testing.assert_allclose(
+        reading.pattern_map,
+        score_parts.source_map(split.key_sides(), weights, np.ones((5, 5), bool), [0]),
+    )
 
 
 def test_an_encoders_reading_sees_every_key(tmp_path):

@@ -20,7 +20,6 @@ import numpy as np
 
 from attention_core import score_parts
 from attention_core.training.attn_only import AttnOnlyConfig, Params, run_attn_only
-from attention_core.validation import AttentionInputError, check_int
 
 from .bert import BertModel, run_bert_ids
 from .forward import run_decoder
@@ -131,17 +130,14 @@ def attn_only_head_split(
 def read_head(split: HeadSplit, query: int, *, causal: bool = True) -> HeadReading:
     """What the page shows of ``split`` for position ``query``: every key the query sees
     (``causal``: the keys up to it; else all)."""
-    n = split.weights.shape[0]
+    n = len(split.weights)
     visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
     return _reading(split, query, visible)
 
 
 def _reading(split: HeadSplit, query: int, visible: np.ndarray) -> HeadReading:
-    n = visible.shape[0]
-    query = check_int(query, "the query position", minimum=0)
-    if query >= n:
-        raise AttentionInputError(f"the query position must be below {n}, got {query}.")
-    at = split.at(query)
+    n = len(visible)
+    at = split.at(query)  # checks the query
     seen = visible[query]
     terms = at.terms  # (C, C, n)
     flat = terms.reshape(-1, n)
@@ -155,7 +151,7 @@ def _reading(split: HeadSplit, query: int, visible: np.ndarray) -> HeadReading:
         queries = score_parts.sharpest_queries(after_first, 1)
     bands = content = positional = None
     if at.pairs is not None:
-        band_parts = score_parts.band_terms(at.pairs, min(BANDS, at.pairs.shape[0]))
+        band_parts = score_parts.band_terms(at.pairs, min(BANDS, len(at.pairs)))
         bands = score_parts.above_average(band_parts, seen)
         content = at.content
     elif "position embedding" in split.names:
