@@ -344,3 +344,23 @@ def test_the_long_context_page_on_a_listed_gpt2_shows_transformers_perplexity(fo
     assert float(full) == pytest.approx(expected, abs=0.006)
     assert any("each with its own keys and values" in m.value for m in at.markdown)
     assert any("Here tiny-gpt2 reads a text three ways" in m.value for m in at.markdown)
+
+
+def test_the_attends_page_on_a_listed_gpt2_splits_transformers_scores(folders):
+    """GPT-2 on "Why a head attends there": the weight the page states is transformers', the
+    parts sum to the score, and its learned positions show as four token/position terms."""
+    at = open_model_page("pages/why_a_head_attends.py", {"model": "tiny-gpt2-other",
+                         "prompt": PROMPT, "layer": "3", "head": "2"}, 240)  # fmt: skip
+    assert not at.error and not at.exception
+    hf = causal_lm(folders["gpt2-other"])
+    ids = encode(folders["gpt2-other"], PROMPT)
+    with torch.no_grad():
+        row = hf(torch.tensor([ids]), output_attentions=True).attentions[2][0, 1, -1].numpy()
+    key = 1 + int(np.argmax(row[1:]))
+    (said,) = [m.value for m in at.markdown if m.value.startswith("Layer 3, head 2 gives")]
+    assert f"(token {key + 1}) a weight of **{row[key]:.3f}**" in said
+    (line,) = [m.value for m in at.markdown if "The model's own score" in m.value]
+    score, summed = (float(x) for x in re.findall(r"\*\*(-?[\d.]+)\*\*", line))
+    assert summed == pytest.approx(score, abs=1e-4)
+    assert "LayerNorm's scale" in line
+    assert list(table(at, "key part")["query part"]) == ["token", "token", "position", "position"]

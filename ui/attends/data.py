@@ -86,7 +86,9 @@ def _previous_heads(kind, model_id, _model) -> tuple[str, ...]:
         _, roles = readouts.encoder_roles(_model, ids)
     else:
         pool = readouts.decoder_probe_pool(_model.config.vocab_size)
-        ids = repeated_tokens(pool, PROBE_LENGTH, PROBE_SEED)
+        # A model of few positions (a listed GPT-2 of 32) reads a shorter probe.
+        length = min(PROBE_LENGTH, _model.context_limit // 2)
+        ids = repeated_tokens(pool, length, PROBE_SEED)
         _, roles = run_where_kept(readouts.decoder_roles, _model, ids)
     found = np.argwhere(roles.previous > PREVIOUS_TOKEN_HEAD)
     return tuple(head_name(int(layer), int(head)) for layer, head in found)
