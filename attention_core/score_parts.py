@@ -87,7 +87,8 @@ class HeadParts:
     parts     `(C + 1, n, d_head)`  each source's share of q (or k) at every position, the
                                      last one the constant (norm's β through W, and the bias),
                                      rotated with the positions when the model uses RoPE
-    unrotated `(C + 1, n, d_head)`  the same before the rotation (equal to `parts` without it)
+    unrotated `(n, d_head)`         q (or k) before the rotation, the parts summed (equal to
+                                     `total` without a rotation)
     """
 
     parts: np.ndarray
@@ -122,8 +123,8 @@ def head_parts(
         fixed = fixed + bias
     unrotated = np.concatenate([sources, np.broadcast_to(fixed, (1, n, fixed.shape[0]))])
     if rotation is None:
-        return HeadParts(unrotated, unrotated)
-    return HeadParts(rotate_half_pairs(unrotated, *rotation), unrotated)
+        return HeadParts(unrotated, unrotated.sum(axis=0))
+    return HeadParts(rotate_half_pairs(unrotated, *rotation), unrotated.sum(axis=0))
 
 
 def score_terms(query: np.ndarray, keys: np.ndarray, scale: float) -> np.ndarray:

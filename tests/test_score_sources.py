@@ -504,7 +504,8 @@ def test_a_pattern_where_no_query_attends_is_read_at_its_sharpest_query():
     from attention_core.models.score_sources import HeadSplit
 
     rng = np.random.default_rng(4)
-    parts = score_parts.HeadParts(*rng.normal(size=(2, 3, 5, 2)))
+    values = rng.normal(size=(3, 5, 2))
+    parts = score_parts.HeadParts(values, values.sum(axis=0))
     weights = np.full((5, 5), 0.2)
     split = HeadSplit(("a", "b", CONSTANT), parts, parts, 1.0, np.ones(5), np.zeros((5, 5)),
                       weights, rotated=False)  # fmt: skip

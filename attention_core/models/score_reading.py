@@ -8,7 +8,7 @@ split of its scores (``score_sources``) boiled down to arrays the size of a page
     read_head(split, query)                        what the page shows of it for one query: a
                                                    ``HeadReading``, a few hundred kilobytes
 
-A split holds every source's part of every query and key (12 MB for SmolLM2's layer 19 at 64
+A split holds every source's part of every query and key (6 MB for SmolLM2's layer 19 at 64
 tokens): a page keeps one per head, so a change of query or key costs a reading, not a pass.
 """
 

@@ -148,8 +148,7 @@ class HeadSplit:
         pairs = content = None
         if self.rotated:
             pairs = score_parts.frequency_terms(q.sum(axis=0), self.keys.total, self.scale)
-            unrotated = self.queries.unrotated[:, query].sum(axis=0)
-            content = self.scale * (self.keys.unrotated.sum(axis=0) @ unrotated)
+            content = self.scale * (self.keys.unrotated @ self.queries.unrotated[query])
         return ScoreSplit(
             names=self.names,
             terms=score_parts.score_terms(q, self.keys.parts, self.scale),

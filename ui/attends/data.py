@@ -62,7 +62,7 @@ def _reading(kind, ids, layer, head, query, model_id, _split) -> HeadReading:
 
 @smollm.let_go_with_model
 @minilm.let_go_with_model
-@bounded_by_bytes(48 * MB, name="attends.split", lane=LONG_RUNS)  # 12-19 MB a head at 64
+@bounded_by_bytes(48 * MB, name="attends.split", lane=LONG_RUNS)  # 6-10 MB a head at 64
 def _split(kind, ids, layer, head, model_id, _model) -> HeadSplit:
     ids_array = np.asarray(ids, dtype=np.int64)
     if kind == "minilm":
