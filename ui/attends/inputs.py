@@ -77,15 +77,15 @@ def query_label(tokens: tuple[str, ...]) -> Callable[[int], str]:
 
     Made here, not in the page: a session keeps a widget's format function as long as it keeps
     the widget's value, and one defined in the page would keep the page's globals alive."""
-    return functools.partial(_label, tuple(tokens), "the last")
+    return functools.partial(_label, tuple(tokens), True)
 
 
 def key_label(tokens: tuple[str, ...]) -> Callable[[int], str]:
     """How the key box names its options: 0 is the key the head attends most."""
-    return functools.partial(_label, tuple(tokens), "")
+    return functools.partial(_label, tuple(tokens), False)
 
 
-def _label(tokens: tuple[str, ...], zero: str, position: int) -> str:
+def _label(tokens: tuple[str, ...], query: bool, position: int) -> str:
     if position == 0:
-        return f"the last ({token_label(tokens[-1])})" if zero else "the one it attends most"
+        return f"the last ({token_label(tokens[-1])})" if query else "the one it attends most"
     return f"{position} · {token_label(tokens[position - 1])}"
