@@ -392,6 +392,12 @@ EQUIVALENT: dict[str, str] = dict(
             "the array only gives the tables their dtype and namespace",
         ),
         (
+            "models.score_sources.py::_rotation::rope_tables(model.config, 0, n, like=np.zeros(1, "
+            "np.float32)) -> rope_tables(model.config, 1, n, like=np.zeros(1, np.float32))",
+            "RoPE makes q·k depend on the offset alone: every part of q and k turned one position "
+            "further gives the same terms",
+        ),
+        (
             "models.score_reading.py::HeadReading.attended::-1.0 -> -2.0",
             "any negative number loses to every weight, which is at least 0",
         ),

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from attention_core import score_parts
-from attention_core.positional import llama3_frequencies, rotary_tables
 from attention_core.training.attn_only import AttnOnlyConfig, AttnOnlySteps, Params
 from attention_core.validation import AttentionInputError, check_int
 
@@ -32,6 +31,7 @@ from . import points
 from .bert import BertModel, BertTrace
 from .gpt2 import GPT2Model
 from .llama.files import widen
+from .llama.forward import rope_tables
 from .llama.model import LlamaModel
 from .trace import DecoderTrace
 
@@ -370,17 +370,7 @@ def _rotation(model: LlamaModel | GPT2Model, n: int) -> tuple[np.ndarray, np.nda
     """RoPE's (cos, sin) `(n, d_head)` for positions 0 .. n-1, as the pass built them."""
     if isinstance(model, GPT2Model):
         return None
-    config = model.config
-    frequencies = (
-        None
-        if config.rope_llama3 is None
-        else llama3_frequencies(config.head_dim, config.rope_theta, *config.rope_llama3)
-    )
-    like = np.zeros(1, np.float32)
-    return rotary_tables(
-        np.arange(n, dtype=np.float64), config.head_dim, config.rope_theta, like=like,
-        frequencies=frequencies,
-    )  # fmt: skip
+    return rope_tables(model.config, 0, n, like=np.zeros(1, np.float32))
 
 
 def _scale(model: LlamaModel | GPT2Model, layer: int) -> float:

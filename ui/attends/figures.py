@@ -17,20 +17,11 @@ from attention_core.models.score_reading import HeadReading
 from ui.widgets import describe, heatmaps
 from ui.widgets.render import figure
 from ui.widgets.theme import BAR_COLOR, CHOSEN_COLOR, font_size
+from ui.widgets.tokens import labels, token_label  # noqa: F401 (read here by the page)
 
 # A chart of sources shows this many, the largest in size, and the rest summed.
 SHOWN_SOURCES = 10
 OTHERS = "all other sources"
-
-
-def token_label(text: str) -> str:
-    """A token as the page writes it: quoted, whitespace visible."""
-    return repr(text)[1:-1] or "∅"
-
-
-def labels(tokens: Sequence[str]) -> list[str]:
-    """Tick labels: position and token (positions keep repeated tokens apart)."""
-    return [f"{i + 1} {token_label(t)}"[:24] for i, t in enumerate(tokens)]
 
 
 def largest(values: np.ndarray, names: Sequence[str]) -> tuple[list[str], np.ndarray]:

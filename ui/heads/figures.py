@@ -7,24 +7,13 @@ runs the model.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import plotly.graph_objects as go
 
 from attention_core.logit_lens import LogitAttribution
 from ui.heads import data
 from ui.widgets import describe, heatmaps, lines
-
-
-def token_label(text: str) -> str:
-    """A token as the page writes it: quoted, whitespace visible."""
-    return repr(text)[1:-1] or "∅"
-
-
-def labels(tokens: Sequence[str]) -> list[str]:
-    """Tick labels: position and token (positions keep repeated tokens apart)."""
-    return [f"{i + 1} {token_label(t)}"[:24] for i, t in enumerate(tokens)]
+from ui.widgets.tokens import labels, token_label  # noqa: F401 (read here by the page)
 
 
 def stage_labels(count: int) -> list[str]:

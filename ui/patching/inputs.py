@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from attention_core import AttentionInputError
 from attention_core.models.decoder import DecoderModel
 from ui.patching.data import MAX_PROMPT_TOKENS, Pair
+from ui.widgets.tokens import token_label
 
 # The indirect-object pair (Wang et al. 2022): SmolLM2 gives " Mary" p = 0.92 after the clean
 # prompt, and " John" p = 0.75 after the corrupted one (LD +6.14 and −5.51).
@@ -25,7 +26,7 @@ MAX_ANSWER_CHARS = 40
 
 def shown(text: str) -> str:
     """A token as the page writes it: whitespace visible, quoted."""
-    return "“" + (repr(text)[1:-1] or "∅") + "”"
+    return "“" + token_label(text) + "”"
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from .model import LlamaModel
 from .steps import LlamaCache, LlamaLayerSteps, LlamaTrace
 from .weights import LlamaLayerWeights
 
-__all__ = ["MAX_CONTEXT_TOKENS", "MAX_SCORED_TOKENS", "read_text", "run_llama"]
+__all__ = ["MAX_CONTEXT_TOKENS", "MAX_SCORED_TOKENS", "read_text", "rope_tables", "run_llama"]
 
 
 def run_llama(
@@ -199,16 +199,22 @@ def _start(model: LlamaModel, ids: np.ndarray, past: int, rows: int | None = Non
     n = ids.shape[0]
     embeddings = widen(weights.embed[ids])  # (n, d_model) float32
     # RoPE's cos/sin depend only on the positions: one table for every layer's q and k.
+    rope = rope_tables(config, past, n, like=embeddings)
+    return embeddings, rope, _widening_buffer(model, n if rows is None else rows)
+
+
+def rope_tables(config: LlamaConfig, past: int, n: int, *, like: np.ndarray):
+    """RoPE's (cos, sin) `(n, d_head)` for positions past .. past+n-1, as this model turns q
+    and k (Llama 3.1's scaled frequencies where its config has them), in `like`'s dtype."""
     positions = np.arange(past, past + n, dtype=np.float64)
     frequencies = (
         None
         if config.rope_llama3 is None
         else llama3_frequencies(config.head_dim, config.rope_theta, *config.rope_llama3)
     )
-    rope = rotary_tables(
-        positions, config.head_dim, config.rope_theta, like=embeddings, frequencies=frequencies
+    return rotary_tables(
+        positions, config.head_dim, config.rope_theta, like=like, frequencies=frequencies
     )
-    return embeddings, rope, _widening_buffer(model, n if rows is None else rows)
 
 
 def _widening_buffer(model: LlamaModel, n: int) -> np.ndarray | None:
