@@ -42,11 +42,13 @@ check: $(VENV)/.dev-installed
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest -m "not slow and not serving" --ignore=tests/e2e
 
-# The browser tests need /usr/bin/chromium, the serving tests HAProxy: installed with apt-get
+# The browser tests need /usr/bin/chromium, the serving tests HAProxy, the room store's tests
+# redis-server (each test starts its own on a free port): installed with apt-get
 # when we are root (or have passwordless sudo), otherwise one line says what to run.
 system-packages:
 	@scripts/ensure-apt-package /usr/bin/chromium chromium "the browser tests"
 	@scripts/ensure-apt-package haproxy haproxy "the serving tests"
+	@scripts/ensure-apt-package redis-server redis-server "the room store's tests"
 
 # Mutation testing of the formula modules; fails below the score in tools/mutate.py.
 mutate: $(VENV)/.dev-installed

@@ -61,3 +61,20 @@ def pytest_terminal_summary(terminalreporter):
             + ", ".join(_skipped_in_ci),
             red=True,
         )
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    """A real redis-server for this test run (tests/room_servers.py)."""
+    from tests.room_servers import redis_server
+
+    with redis_server() as url:
+        yield url
+
+
+@pytest.fixture(autouse=True)
+def _rooms_in_a_file_of_the_test(monkeypatch, tmp_path):
+    """A room a test starts lives in that test's own SQLite file, never in the user's data."""
+    from server.room_store import STORE_ENV_VAR
+
+    monkeypatch.setenv(STORE_ENV_VAR, f"sqlite://{tmp_path}/rooms.db")

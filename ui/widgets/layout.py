@@ -10,6 +10,7 @@ from urllib.parse import urlparse
 import plotly.graph_objects as go
 import streamlit as st
 
+from ui.widgets import room
 from ui.widgets.small_screens import CHART_TEXT_JS
 from ui.widgets.state import FIGURE_FORMAT_KEY, PRESENT_KEY, TABLES_KEY, PageState, is_presenting
 
@@ -67,7 +68,10 @@ COPY_LINK_HTML = """
   if (!button || button.dataset.ready) return;
   button.dataset.ready = "1";
   button.addEventListener("click", async () => {
-    const link = window.location.href;
+    // The speaker's secret (a room's `host`) stays in their own address bar, never in a copy.
+    const url = new URL(window.location.href);
+    url.searchParams.delete("host");
+    const link = url.href;
     try {
       await navigator.clipboard.writeText(link);
       button.textContent = "Link copied";
@@ -233,6 +237,7 @@ def app_frame(page: st.Page) -> None:
     started = st.session_state.setdefault("app.started", time.monotonic())
     if time.monotonic() - started < STALE_NOT_FOUND_S and _asked_for(page):
         st.html(CLOSE_STALE_NOT_FOUND_JS, unsafe_allow_javascript=True)
+    room.follow_link()
     presenting = is_presenting()
     _load_plotly_early()
     st.sidebar.toggle(
@@ -240,6 +245,7 @@ def app_frame(page: st.Page) -> None:
         key=PRESENT_KEY,
         help="Larger text and cell numbers for a projector; the link gets ?present=1.",
     )
+    room.sidebar()
     with st.sidebar:
         st.html(COPY_LINK_HTML + A11Y_JS + CHART_TEXT_JS, unsafe_allow_javascript=True)
         st.segmented_control(
@@ -255,6 +261,7 @@ def app_frame(page: st.Page) -> None:
             help="A table of each chart's numbers under it, for screen readers and copying.",
         )
     st.html(BASE_CSS + (PRESENTER_CSS if presenting else ""))
+    room.banner()
 
 
 def _load_plotly_early() -> None:

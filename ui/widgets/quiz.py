@@ -19,7 +19,11 @@ import streamlit as st
 
 from attention_core import AttentionInputError
 from attention_core.lessons.quiz import QUESTIONS, Question, parse_question_ids
+from server import room_store, rooms
+from server.rooms import RoomError
 from ui.pages import PAGES
+from ui.widgets import room as room_widget
+from ui.widgets.room import Room
 from ui.widgets.state import PageState, is_presenting, write_url_after_fragment
 
 SCORE_KEY = "quiz.answers"  # {(question id, prompt, explanation): right?}, one entry a question
@@ -52,7 +56,7 @@ def ask(view: PageState, page: str, builders: Mapping[str, Callable[[], Question
 def _questions(
     view: PageState, builders: Mapping[str, Callable[[], Question]], chosen_key: str
 ) -> None:
-    presenting = is_presenting()
+    presenting, room = is_presenting(), room_widget.current()
     if not presenting:
         st.markdown(
             "Commit to a prediction, then see the answer, computed from the numbers on this "
@@ -67,7 +71,12 @@ def _questions(
                 icon=":material/info:",
             )
             continue
-        (_present if presenting else _predict)(question, number)
+        if room is not None and room.speaker:
+            _present(question, number, room)
+        elif room is not None:
+            _predict_in_room(question, number, room)
+        else:
+            (_present if presenting else _predict)(question, number)
     if not presenting:
         _link_tools(builders, chosen_key)
     write_url_after_fragment(view)
@@ -131,10 +140,13 @@ def _chosen_text(question: Question, chosen) -> str:
     return "; ".join(question.options[i] for i in picked)
 
 
-def _predict(question: Question, number: int) -> None:
-    base = f"quiz.{question.id}"
-    choice_key = f"{base}.choice.{_digest(question)}"
-    locked = st.session_state.get(f"{base}.locked")
+def _choice_key(question: Question) -> str:
+    return f"quiz.{question.id}.choice.{_digest(question)}"
+
+
+def _predict(question: Question, number: int, *, on_lock=_lock, room: Room | None = None) -> None:
+    choice_key = _choice_key(question)
+    locked = st.session_state.get(f"quiz.{question.id}.locked")
     if locked is None or not _locked_for(locked[0], question):
         label = f"{number}. {question.prompt}"
         choose = {"format_func": question.options.__getitem__, "key": choice_key}
@@ -145,10 +157,12 @@ def _predict(question: Question, number: int) -> None:
         _button(
             question,
             "lock",
-            _lock,
-            (question, choice_key),
+            on_lock,
+            (question, choice_key) if room is None else (question, choice_key, room),
             disabled=chosen is None or (question.multiple and not chosen),
-            help="The answer shows once you have committed to a prediction.",
+            help="The answer shows once you have committed to a prediction."
+            if room is None
+            else "Your prediction goes to the room; the answer shows when the speaker reveals it.",
         )
         return
     # Locked in: the question as text (a disabled control would read faintly), then the verdict.
@@ -162,6 +176,12 @@ def _predict(question: Question, number: int) -> None:
         )
         _button(question, "again", _unlock, (question, choice_key))
         return
+    _verdict(question, chosen)
+    _button(question, "again", _unlock, (question, choice_key))
+
+
+def _verdict(question: Question, chosen) -> None:
+    """Whether the locked-in prediction was right, and why: it counts in the session's score."""
     _score(question, chosen)
     if question.is_right(chosen):
         st.success(f"Right: {question.answer}.", icon=":material/check_circle:")
@@ -172,11 +192,11 @@ def _predict(question: Question, number: int) -> None:
             icon=":material/cancel:",
         )
     st.markdown(question.explanation)
-    _button(question, "again", _unlock, (question, choice_key))
 
 
-def _present(question: Question, number: int) -> None:
-    """For the room: the question and its options first, the answer on the presenter's click."""
+def _present(question: Question, number: int, room: Room | None = None) -> None:
+    """For the room: the question and its options first, the answer on the presenter's click
+    (in a talk's room, the room's count first, then its answers)."""
     base = f"quiz.{question.id}"
     revealed = st.session_state.get(f"{base}.revealed") == question
     letters = [chr(ord("A") + i) for i in range(len(question.options))]
@@ -188,6 +208,10 @@ def _present(question: Question, number: int) -> None:
             for letter, option in zip(letters, question.options, strict=True)
         )
     )
+    if room is not None:
+        refreshing = st.fragment(run_every=room_widget.SPEAKER_REFRESH_S)
+        refreshing(_room_count)(question, room)
+        return
     if question.pending:
         st.caption("The answer shows when the training ends.")
         return
@@ -198,6 +222,134 @@ def _present(question: Question, number: int) -> None:
     st.success(f"Answer: {right}", icon=":material/check_circle:")
     st.markdown(question.explanation)
     _button(question, "hide", st.session_state.pop, (f"{base}.revealed", None))
+
+
+# -- in a talk's room ----------------------------------------------------------------------------
+
+
+def _room_question(question: Question) -> str:
+    return rooms.question_key(question.id, _digest(question))
+
+
+def _room_count(question: Question, room: Room) -> None:
+    """The speaker's view of one question in the room, read from the store every second: the
+    number of answers, then, once revealed, the answer and the room's spread."""
+    key = _room_question(question)
+    try:
+        tally = room_widget.store().tally(room.code, key)
+    except Exception:  # the store is another program: its failure must not break the page
+        st.warning(
+            "The room's store does not answer right now; retrying.", icon=":material/sync_problem:"
+        )
+        return
+    if not tally.revealed:
+        st.markdown(f"**{_answers(tally.answers)} so far**")
+        if question.pending:
+            st.caption("The answer shows when the training ends.")
+            return
+        _button(question, "reveal", _speaker_acts, (rooms.reveal, room, key))
+        return
+    st.success(f"Answer: {_lettered(question)}", icon=":material/check_circle:")
+    st.markdown(question.explanation)
+    room_widget.show_answers(
+        question.options, tally, question.correct, key=f"quiz.{question.id}.room"
+    )
+    _button(question, "again", _speaker_acts, (rooms.ask_again, room, key))
+
+
+def _speaker_acts(act, room: Room, key: str) -> None:
+    try:
+        act(room_widget.store(), room.code, room.secret, key, room_store.now())
+    except RoomError as error:
+        room_widget.gone(str(error))
+
+
+def _predict_in_room(question: Question, number: int, room: Room) -> None:
+    refreshing = st.fragment(run_every=room_widget.AUDIENCE_REFRESH_S)
+    refreshing(_room_prediction)(question, number, room)
+
+
+def _room_prediction(question: Question, number: int, room: Room) -> None:
+    """An audience member's question in the room: predict and lock in as anywhere (the answer
+    goes to the room), then wait for the speaker's reveal, read from the store every 2 s."""
+    base = f"quiz.{question.id}"
+    key, store, viewer = _room_question(question), room_widget.store(), room_widget.viewer()
+    try:
+        tally, mine = store.tally(room.code, key), store.viewer_choice(room.code, key, viewer)
+        here = store.room_host(room.code, room_store.now()) is not None
+    except Exception:  # as above
+        st.warning(
+            "The room's store does not answer right now; retrying.", icon=":material/sync_problem:"
+        )
+        return
+    if not here:
+        room_widget.gone()
+        st.rerun()
+    locked = st.session_state.get(f"{base}.locked")
+    sent = st.session_state.get(f"{base}.sent") == key
+    if locked is not None and sent and mine is None and not tally.revealed:
+        _unlock(question, _choice_key(question))  # the speaker asks it again
+        st.session_state.pop(f"{base}.sent", None)
+        st.info("The speaker asks this question again: predict anew.", icon=":material/replay:")
+        locked = None
+    if not tally.revealed and (locked is None or not _locked_for(locked[0], question)):
+        _predict(question, number, on_lock=_lock_in_room, room=room)
+        return
+    st.markdown(f"**{number}.** {question.prompt}")
+    if not tally.revealed:
+        st.info(
+            f"Locked in: {_chosen_text(question, locked[1])}. It is in room {room.shown}; "
+            "the answer shows when the speaker reveals it.",
+            icon=":material/lock:",
+        )
+        outcome = st.session_state.get(f"{base}.outcome", room_store.ANSWERED)
+        if outcome != room_store.ANSWERED:
+            st.warning(rooms.OUTCOMES[outcome], icon=":material/block:")
+        _button(
+            question,
+            "again",
+            _unlock,
+            (question, _choice_key(question)),
+            help="Your new prediction replaces this one.",
+        )
+        return
+    if locked is not None and _locked_for(locked[0], question) and sent:
+        _verdict(question, locked[1])
+    else:
+        st.info(
+            f"The speaker revealed this one before your prediction reached the room: the "
+            f"answer is {question.answer}.",
+            icon=":material/visibility:",
+        )
+        st.markdown(question.explanation)
+    room_widget.show_answers(question.options, tally, question.correct, key=f"{base}.room")
+
+
+def _lock_in_room(question: Question, choice_key: str, room: Room) -> None:
+    """Lock a prediction in and send it to the room; it is judged once the speaker reveals."""
+    chosen = st.session_state.get(choice_key)
+    base = f"quiz.{question.id}"
+    st.session_state[f"{base}.locked"] = (question, chosen)
+    key = _room_question(question)
+    try:
+        outcome = rooms.answer(
+            room_widget.store(), room.code, key, room_widget.viewer(), chosen,
+            options=len(question.options), multiple=question.multiple, now=room_store.now(),
+        )  # fmt: skip
+    except RoomError:
+        outcome = room_store.GONE
+    st.session_state[f"{base}.outcome"] = outcome
+    st.session_state[f"{base}.sent"] = key if outcome == room_store.ANSWERED else None
+
+
+def _answers(count: int) -> str:
+    return f"{count} answer" + ("" if count == 1 else "s")
+
+
+def _lettered(question: Question) -> str:
+    return ", ".join(
+        f"{chr(ord('A') + i)}. {question.options[i]}" for i in sorted(question.correct)
+    )
 
 
 def _link_tools(builders: Mapping[str, Callable[[], Question]], chosen_key: str) -> None:

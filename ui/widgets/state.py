@@ -34,6 +34,8 @@ MAX_URL_MATRIX_CELLS = 64
 PRESENT_PARAM = "present"
 PRESENT_KEY = "app.present"
 FIGURE_FORMAT_KEY = "app.figure_format"
+# Parameters every link of the session carries, whatever the page (a talk's room, ui.widgets.room).
+LINK_EXTRAS_KEY = "app.link_extras"
 TABLES_KEY = "app.chart_tables"  # "Show chart data as tables": a table under every chart
 _SHADOW_PREFIX = "_remembered."
 
@@ -253,7 +255,7 @@ class PageState:
         A fragment calls this at its end: when only the fragment reruns, the page's closing
         `sync_url` does not run, and the link must still follow the widgets inside it.
         """
-        wanted: dict[str, str] = {}
+        wanted: dict[str, str] = dict(st.session_state.get(LINK_EXTRAS_KEY, {}))
         if is_presenting():
             wanted[PRESENT_PARAM] = "1"
         for name, param in self._params.items():
