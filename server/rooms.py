@@ -7,8 +7,8 @@ the secret's holder can reveal a question's answers, ask it again or close the r
 - Codes are 8 characters of 27 (no vowels, so no words; no 0/O or 1/I/L): 27**8 ~ 2.8e11, and
   an address may try MAX_MISSES wrong ones in MISS_WINDOW, so guessing a room takes centuries.
 - The secret is 128 random bits; the store keeps only its SHA-256, compared in constant time.
-- A viewer is the server's id for their session, hashed: never something the client sends, so a
-  replayed message answers for the same viewer again, and no name is kept.
+- A viewer is a random id the server gives their session when it first answers: never something
+  the client sends, so a replayed message answers for the same viewer again, and no name is kept.
 - An answer is an option the question has, checked here against the question the server built.
 """
 
@@ -69,9 +69,9 @@ def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def viewer_id(session_id: str) -> str:
-    """What the store keeps of a viewer: their session's id, hashed."""
-    return hashlib.sha256(b"attention-explorer viewer\0" + session_id.encode()).hexdigest()[:32]
+def new_viewer() -> str:
+    """What the store knows a viewer by: 128 random bits, made by the server for one session."""
+    return secrets.token_hex(16)
 
 
 def start_room(store: RoomStore, now: float) -> Host:

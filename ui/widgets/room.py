@@ -9,7 +9,8 @@ server.rooms'. Without a room nothing is read or written anywhere.
     ?room=BCDF2345&host=SECRET  the speaker's link (presenter mode): reveal, ask again, close
 
 Session keys: `room.code` (the room joined), `room.secret` (the speaker's), `room.notice` (why
-a link's room was not joined), `room.seen` (the link's room and host, last read).
+a link's room was not joined), `room.seen` (the link's room and host, last read), `room.viewer`
+(who this session is to the room).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ui.widgets.theme import BAR_COLOR, font_size
 
 ROOM_PARAM, HOST_PARAM = "room", "host"
 CODE_KEY, SECRET_KEY, NOTICE_KEY, SEEN_KEY = "room.code", "room.secret", "room.notice", "room.seen"
+VIEWER_KEY = "room.viewer"
 # How often the speaker's count and the audience's waiting answers look at the store (s): the
 # speaker sees an answer within about a second; fifty phones cost 25 small reads a second.
 SPEAKER_REFRESH_S, AUDIENCE_REFRESH_S = 1.0, 2.0
@@ -76,10 +78,10 @@ def current() -> Room | None:
 
 
 def viewer() -> str:
-    """This viewer, as the room knows them: the server's id of the session, hashed."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    return rooms.viewer_id(get_script_run_ctx().session_id)
+    """This viewer, as the room knows them: an id the server made for this session."""
+    if VIEWER_KEY not in st.session_state:
+        st.session_state[VIEWER_KEY] = rooms.new_viewer()
+    return st.session_state[VIEWER_KEY]
 
 
 def _address() -> str:
