@@ -46,6 +46,10 @@ defaults
     # A Streamlit tab holds one websocket for as long as it is open.
     timeout tunnel 1h
     timeout client-fin 30s
+    # A worker restarting refuses connections until its health check marks it down: such a
+    # request goes to another worker rather than fail.
+    option redispatch
+    retries 3
 
 frontend attention_explorer
     bind {address}:{port}
@@ -118,29 +122,44 @@ class Deployment:
 
     def start(self) -> None:
         single = self.workers == 1
-        ports = [self.port] if single else [free_port() for _ in range(self.workers)]
+        self.ports = [self.port] if single else [free_port() for _ in range(self.workers)]
         # Workers share one cookie secret, so the XSRF cookie one issued is good at all of them.
-        secret = self.env.get("STREAMLIT_SERVER_COOKIE_SECRET") or secrets.token_hex(16)
-        for worker_port in ports:
-            command = [
-                sys.executable, "-m", "streamlit", "run", str(self.script),
-                "--server.port", str(worker_port),
-                "--server.address", self.address if single else "127.0.0.1",
-                "--server.headless", "true",
-            ]  # fmt: skip
-            environment = {**self.env, "STREAMLIT_SERVER_COOKIE_SECRET": secret}
-            self.processes.append(
-                subprocess.Popen(
-                    command, cwd=ROOT, env=environment, stdout=subprocess.DEVNULL, stderr=sys.stderr
-                )
-            )
-        for worker_port, process in zip(ports, self.processes, strict=True):
+        self.secret = self.env.get("STREAMLIT_SERVER_COOKIE_SECRET") or secrets.token_hex(16)
+        self.processes = [self._spawn(worker_port) for worker_port in self.ports]
+        for worker_port, process in zip(self.ports, self.processes, strict=True):
             wait_healthy(worker_port, process)
         if not single:
             config = Path(self._tmp.name) / "haproxy.cfg"
-            config.write_text(haproxy_config(self.address, self.port, ports))
+            config.write_text(haproxy_config(self.address, self.port, self.ports))
             self.balancer = subprocess.Popen(["haproxy", "-f", str(config), "-db"], cwd=ROOT)
             wait_healthy(self.port, self.balancer)
+
+    def _spawn(self, worker_port: int) -> subprocess.Popen:
+        command = [
+            sys.executable, "-m", "streamlit", "run", str(self.script),
+            "--server.port", str(worker_port),
+            "--server.address", self.address if self.workers == 1 else "127.0.0.1",
+            "--server.headless", "true",
+        ]  # fmt: skip
+        environment = {**self.env, "STREAMLIT_SERVER_COOKIE_SECRET": self.secret}
+        return subprocess.Popen(
+            command, cwd=ROOT, env=environment, stdout=subprocess.DEVNULL, stderr=sys.stderr
+        )
+
+    def restart_worker(self, index: int) -> None:
+        """Start worker `index` again on its port (stopping it first if it still runs): its
+        sessions are gone, and its tabs reconnect to new ones (HAProxy sends a tab whose worker
+        is down to another, and back once it answers its health check again)."""
+        process = self.processes[index]
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.processes[index] = self._spawn(self.ports[index])
+        wait_healthy(self.ports[index], self.processes[index])
 
     def rss_mb(self) -> float:
         """Memory of all Streamlit workers together, their children's own included (`memory_mb`;
@@ -180,7 +199,15 @@ def main() -> None:
         shown = "localhost" if args.address in ("127.0.0.1", "0.0.0.0") else args.address
         print(f"Attention Explorer: {args.workers} worker(s) at http://{shown}:{args.port}")
         try:
-            while not stopping and all(p.poll() is None for p in deployment.processes):
+            while not stopping:
+                # A worker that died is started again: its tabs reconnect, and a room's answers
+                # are in the store, not in the worker.
+                for index, process in enumerate(deployment.processes):
+                    if process.poll() is not None:
+                        print(
+                            f"worker {index + 1} exited ({process.returncode}); starting it again"
+                        )
+                        deployment.restart_worker(index)
                 time.sleep(0.5)
         except KeyboardInterrupt:
             pass
