@@ -57,6 +57,9 @@ def _questions(
     view: PageState, builders: Mapping[str, Callable[[], Question]], chosen_key: str
 ) -> None:
     presenting, room = is_presenting(), room_widget.current()
+    room_widget.redraw_if_started()
+    if presenting and room is None:
+        room_widget.start_button("room.start.quiz")
     if not presenting:
         st.markdown(
             "Commit to a prediction, then see the answer, computed from the numbers on this "
@@ -77,7 +80,7 @@ def _questions(
             _predict_in_room(question, number, room)
         else:
             (_present if presenting else _predict)(question, number)
-    if not presenting:
+    if not presenting and room is None:  # a class link is a teacher's tool, not a room's
         _link_tools(builders, chosen_key)
     write_url_after_fragment(view)
 
@@ -369,7 +372,7 @@ def _link_tools(builders: Mapping[str, Callable[[], Question]], chosen_key: str)
             "(**Copy link to this view** in the sidebar copies it). This link opens them with "
             "the page's first numbers; add `&present=1` for a projector:"
         )
-        st.code(f"{page_url}?quiz={','.join(chosen)}", language=None)
+        st.code(f"{page_url}?quiz={','.join(chosen)}", language=None, wrap_lines=True)
 
 
 # -- one call per page ----------------------------------------------------------------------------

@@ -15,7 +15,6 @@ a link's room was not joined), `room.seen` (the link's room and host, last read)
 
 from __future__ import annotations
 
-import base64
 import ipaddress
 from dataclasses import dataclass
 from urllib.parse import urlencode, urlparse
@@ -39,10 +38,11 @@ from ui.widgets.theme import BAR_COLOR, font_size
 
 ROOM_PARAM, HOST_PARAM = "room", "host"
 CODE_KEY, SECRET_KEY, NOTICE_KEY, SEEN_KEY = "room.code", "room.secret", "room.notice", "room.seen"
-VIEWER_KEY = "room.viewer"
+VIEWER_KEY, STARTED_KEY = "room.viewer", "room.started"
 # How often the speaker's count and the audience's waiting answers look at the store (s): the
 # speaker sees an answer within about a second; fifty phones cost 25 small reads a second.
 SPEAKER_REFRESH_S, AUDIENCE_REFRESH_S = 1.0, 2.0
+QR_WIDTH = 300  # px: scanned from the back of a hall off a projector
 RIGHT_BAR_COLOR = "#009e73"  # Okabe & Ito's green; the right bar is also labelled "right"
 
 
@@ -139,6 +139,7 @@ def _keep_in_link() -> None:
 
 
 def _start() -> None:
+    st.session_state[STARTED_KEY] = True
     host = rooms.start_room(store(), room_store.now())
     st.session_state.update({CODE_KEY: host.code, SECRET_KEY: host.secret})
     st.session_state[SEEN_KEY] = (host.code, host.secret)
@@ -174,18 +175,35 @@ def sidebar() -> None:
         elif room:
             st.button("Leave the room", icon=":material/logout:", on_click=_leave)
         elif is_presenting():
-            st.button(
-                "Start a room",
-                icon=":material/groups:",
-                on_click=_start,
-                help="The audience answers this talk's questions on their phones; you reveal "
-                "the room's answers.",
-            )
+            start_button("room.start")
+
+
+def start_button(key: str) -> None:
+    """*Start a room*, where a speaker looks for it: the sidebar, and a page's questions (in
+    presenter mode the sidebar starts closed)."""
+    st.button(
+        "Start a room",
+        key=key,
+        icon=":material/groups:",
+        on_click=_start,
+        help="The audience answers this talk's questions on their phones; you reveal the "
+        "room's answers.",
+    )
+
+
+def redraw_if_started() -> None:
+    """A room started from a button inside a fragment: the whole page runs again, so that its
+    top shows the QR code and its sidebar the room."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    if st.session_state.pop(STARTED_KEY, False) and get_script_run_ctx().fragment_ids_this_run:
+        st.rerun()
 
 
 def banner() -> None:
     """What a room shows at the top of a page: the QR code for the speaker, the room for the
     audience, or why a link's room was not joined."""
+    st.session_state.pop(STARTED_KEY, None)  # a whole run draws the room as it is
     notice = st.session_state.get(NOTICE_KEY)
     if notice:
         st.warning(notice, icon=":material/group_off:")
@@ -202,7 +220,7 @@ def banner() -> None:
     link = _link(room, speaker=False)
     with st.expander(f"Room {room.shown}: answer on your phone", expanded=True):
         picture, words = st.columns([1, 2], vertical_alignment="center")
-        picture.html(qr_svg(link))
+        picture.image(qr_svg(link), width=QR_WIDTH, alt=f"QR code that opens {link}")
         words.markdown(f"## {room.shown}")
         words.markdown(f"Scan the code, or open **{link}**")
         if urlparse(link).hostname in {"localhost", "127.0.0.1", "::1"}:
@@ -230,16 +248,11 @@ def _link(room: Room, *, speaker: bool) -> str:
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def qr_svg(link: str) -> str:
-    """The QR code of `link` as an inline picture, drawn here (segno; no network), dark on
-    white whatever the theme, as scanners expect."""
+    """The QR code of `link` as SVG, drawn here (segno; no network), dark on white whatever the
+    theme, as scanners expect."""
     import segno
 
-    svg = segno.make(link, error="m").svg_inline(scale=6, border=4, dark="#000", light="#fff")
-    data = base64.b64encode(svg.encode()).decode()
-    return (
-        f'<img src="data:image/svg+xml;base64,{data}" alt="QR code that opens {link}" '
-        'style="width:100%;max-width:18rem;height:auto">'
-    )
+    return segno.make(link, error="m").svg_inline(scale=6, border=4, dark="#000", light="#fff")
 
 
 # -- the room's answers --------------------------------------------------------------------------
