@@ -60,7 +60,12 @@ def _questions(
     room_widget.redraw_if_started()
     if presenting and room is None:
         room_widget.start_button("room.start.quiz")
-    if not presenting:
+    if room is not None and not room.speaker:
+        st.markdown(
+            f"Commit to a prediction: it goes to room {room.shown}, without your name, and the "
+            "answer shows when the speaker reveals it."
+        )
+    elif not presenting:
         st.markdown(
             "Commit to a prediction, then see the answer, computed from the numbers on this "
             "page right now. " + score_text()

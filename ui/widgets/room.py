@@ -321,7 +321,8 @@ def show_answers(options: tuple[str, ...], tally: Tally, correct: frozenset[int]
         st.dataframe(answers_table(options, counts, correct).arrow, key=f"{key}.table")
 
 
-def _short(option: str, limit: int = 40) -> str:
+def _short(option: str, limit: int = 16) -> str:
+    # Short enough to leave a phone's chart its bars: the table below names each option whole.
     return option if len(option) <= limit else option[: limit - 1] + "…"
 
 
