@@ -4,8 +4,10 @@ The speaker starts a room and gets a short code to show and a secret to keep. Au
 join with the code; their locked-in predictions count, one per viewer and question, and only
 the secret's holder can reveal a question's answers, ask it again or close the room.
 
-- Codes are 8 characters of 27 (no vowels, so no words; no 0/O or 1/I/L): 27**8 ~ 2.8e11, and
-  an address may try MAX_MISSES wrong ones in MISS_WINDOW, so guessing a room takes centuries.
+- Codes are 8 characters of 27 (no vowels, so no words; no 0/O or 1/I/L): 27**8 ~ 2.8e11. A
+  session may try SESSION_MISSES wrong ones in MISS_WINDOW, an address ADDRESS_MISSES (a
+  guesser opening a session per guess), so guessing a room takes centuries; a hall behind one
+  address (a school's NAT, a proxy) has room for its typos.
 - The secret is 128 random bits; the store keeps only its SHA-256, compared in constant time.
 - A viewer is a random id the server gives their session when it first answers: never something
   the client sends, so a replayed message answers for the same viewer again, and no name is kept.
@@ -25,7 +27,7 @@ from server.room_store import ANSWERED, FULL, GONE, REVEALED, RoomStore, Tally
 
 CODE_ALPHABET = "23456789BCDFGHJKMNPQRSTVWXZ"
 CODE_LENGTH = 8
-MAX_MISSES, MISS_WINDOW = 20, 600.0
+SESSION_MISSES, ADDRESS_MISSES, MISS_WINDOW = 10, 200, 600.0
 # A room's bound: a hall of 500 answering 20 questions.
 MAX_ROOM_ANSWERS = 10_000
 # `<page>.<name>` and the digest of the question's prompt and options (ui.widgets.quiz).
@@ -82,16 +84,19 @@ def start_room(store: RoomStore, now: float) -> Host:
             return Host(code, secret)
 
 
-def join_room(store: RoomStore, raw: str, who: str, now: float) -> str:
-    """The code of the room `raw` names, for `who` (their address). Raises RoomError, saying
-    "no such room" for a code that is not one, and refusing anyone who has guessed too often."""
-    if store.misses(who, now, MISS_WINDOW) >= MAX_MISSES:
+def join_room(store: RoomStore, raw: str, *, session: str, address: str, now: float) -> str:
+    """The code of the room `raw` names, for a viewer (their session's id and their address).
+    Raises RoomError, saying "no such room" for a code that is not one, and refusing a session
+    or an address that has guessed too often, even with the right code."""
+    guessers = ((f"session:{session}", SESSION_MISSES), (f"address:{address}", ADDRESS_MISSES))
+    if any(store.misses(who, now, MISS_WINDOW) >= limit for who, limit in guessers):
         raise RoomError(
             "Too many wrong room codes from here: wait ten minutes, then try the code again."
         )
     code = normalised_code(raw)
     if code is None or store.room_host(code, now) is None:
-        store.misses(who, now, MISS_WINDOW, add=True)
+        for who, _ in guessers:
+            store.misses(who, now, MISS_WINDOW, add=True)
         raise RoomError(
             "There is no such room: check the code on the speaker's slide. "
             "The page works as usual without one."

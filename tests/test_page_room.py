@@ -114,7 +114,7 @@ def test_asking_again_clears_the_count_and_the_audience_predicts_anew():
     viewer = tab({"room": code})
     answer(viewer, "sdpa.winner", 1)
     run(speaker.button(key=f"{WINNER}.reveal").click())
-    run(speaker.button(key=f"{WINNER}.again").click())
+    run(speaker.button(key=f"{WINNER}.ask").click())
     assert count_line(speaker) == "**0 answers so far**"
     run(viewer)
     assert any("asks this question again" in t for t in texts(viewer, "info"))
@@ -127,7 +127,7 @@ def test_the_audience_cannot_act_as_the_speaker_even_with_a_guessed_secret():
     for params in ({"room": code, "present": "1"}, {"room": code, "host": "guess", "present": "1"}):
         viewer = tab(params)
         assert viewer.session_state[SECRET_KEY] is None
-        assert not [b for b in viewer.button if (b.key or "").endswith((".reveal", ".again"))]
+        assert not [b for b in viewer.button if (b.key or "").endswith((".reveal", ".ask"))]
         assert not [t for t in texts(viewer, "markdown") if "so far" in t]
         assert "host" not in viewer.query_params
     # The speaker's own link, opened in a new tab (a restarted worker's new session): the room.
@@ -198,3 +198,25 @@ def test_the_default_store_is_a_file_in_the_apps_data_directory(monkeypatch, tmp
     monkeypatch.delenv("ATTENTION_EXPLORER_DATA_DIR")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     assert room_store.store_url() == f"sqlite://{tmp_path}/xdg/attention-explorer/rooms.db"
+
+
+def test_a_code_typed_in_the_sidebar_joins_as_a_link_does():
+    speaker, code, _ = start_room()
+    viewer = tab()
+    run(viewer.sidebar.text_input(key="room.typed").input(f" {code[:4].lower()}-{code[4:]} "))
+    assert viewer.session_state[CODE_KEY] == code
+    assert viewer.query_params["room"] == code
+    answer(viewer, "sdpa.winner", 1)
+    assert count_line(speaker) == "**1 answer so far**"
+    other = tab()
+    run(other.sidebar.text_input(key="room.typed").input("ZZZZ-ZZZZ"))
+    assert any("There is no such room" in w for w in texts(other, "warning"))
+
+
+def test_the_speakers_screen_says_so_when_the_room_closed_elsewhere():
+    speaker, code, secret = start_room()
+    other_tab = tab({"room": code, "host": secret})
+    run(next(b for b in other_tab.sidebar.button if b.label == "Close the room").click())
+    run(speaker)
+    assert any("This room has closed" in w for w in texts(speaker, "warning"))
+    assert CODE_KEY not in speaker.session_state

@@ -35,7 +35,7 @@ def test_codes_are_eight_unambiguous_characters_and_differ_every_time(store):
 def test_a_code_is_read_as_a_person_types_it(store):
     host = rooms.start_room(store, T0)
     typed = rooms.shown_code(host.code).lower().replace("-", " - ")
-    assert rooms.join_room(store, typed, "10.0.0.1", T0) == host.code
+    assert join(store, typed) == host.code
     assert rooms.shown_code("BCDF2345") == "BCDF-2345"
 
 
@@ -46,20 +46,40 @@ def test_a_code_is_read_as_a_person_types_it(store):
 def test_a_crafted_or_unknown_code_gets_no_such_room(store, crafted):
     rooms.start_room(store, T0)
     with pytest.raises(RoomError, match="There is no such room"):
-        rooms.join_room(store, crafted, "10.0.0.1", T0)
+        join(store, crafted)
 
 
-def test_guessing_is_stopped_after_too_many_wrong_codes_even_a_right_one(store):
+def test_guessing_is_stopped_per_session_even_with_the_right_code(store):
     host = rooms.start_room(store, T0)
-    for guess in range(rooms.MAX_MISSES):
+    for guess in range(rooms.SESSION_MISSES):
         with pytest.raises(RoomError, match="no such room"):
-            rooms.join_room(store, f"BCDF{guess:04d}".replace("0", "2"), "10.0.0.9", T0 + guess)
+            join(store, wrong_code(guess), session="s1", now=T0 + guess)
     with pytest.raises(RoomError, match="Too many wrong room codes"):
-        rooms.join_room(store, host.code, "10.0.0.9", T0 + 30)
-    # Others are not held back by one address's guesses; the guesser is, for the window.
-    assert rooms.join_room(store, host.code, "10.0.0.10", T0 + 30) == host.code
-    later = T0 + rooms.MAX_MISSES + rooms.MISS_WINDOW
-    assert rooms.join_room(store, host.code, "10.0.0.9", later) == host.code
+        join(store, host.code, session="s1", now=T0 + 30)
+    # Another session at the same address is not held back by one guesser's typos...
+    assert join(store, host.code, session="s2", now=T0 + 30) == host.code
+    # ...and the guesser may try again once the window has passed.
+    later = T0 + rooms.SESSION_MISSES + rooms.MISS_WINDOW
+    assert join(store, host.code, session="s1", now=later) == host.code
+
+
+def test_guessing_from_one_address_in_new_sessions_is_stopped_too(store):
+    host = rooms.start_room(store, T0)
+    for guess in range(rooms.ADDRESS_MISSES):
+        with pytest.raises(RoomError, match="no such room"):
+            join(store, wrong_code(guess), session=f"fresh-{guess}", address="10.0.0.9")
+    with pytest.raises(RoomError, match="Too many wrong room codes"):
+        join(store, host.code, session="fresh-last", address="10.0.0.9")
+    assert join(store, host.code, session="fresh-last", address="10.0.0.10") == host.code
+
+
+def join(store, raw: str, *, session: str = "s", address: str = "10.0.0.1", now: float = T0):
+    return rooms.join_room(store, raw, session=session, address=address, now=now)
+
+
+def wrong_code(index: int) -> str:
+    digits = "".join(rooms.CODE_ALPHABET[int(d)] for d in f"{index:04d}")
+    return "BCDF" + digits
 
 
 def test_only_the_secret_reveals_resets_and_closes(store):
@@ -84,7 +104,7 @@ def test_only_the_secret_reveals_resets_and_closes(store):
     assert store.tally(host.code, Q) == Tally({}, False)
     rooms.close_room(store, host.code, host.secret, T0)
     with pytest.raises(RoomError, match="no such room"):
-        rooms.join_room(store, host.code, "10.0.0.1", T0)
+        join(store, host.code)
 
 
 def test_the_store_keeps_a_hash_of_the_secret_never_the_secret(store):

@@ -33,6 +33,7 @@ BUTTONS = {
     "again": ("Predict again", ":material/replay:"),
     "reveal": ("Reveal the answer", ":material/visibility:"),
     "hide": ("Hide the answer", ":material/visibility_off:"),
+    "ask": ("Ask the room again", ":material/replay:"),
 }
 
 
@@ -242,14 +243,17 @@ def _room_question(question: Question) -> str:
 def _room_count(question: Question, room: Room) -> None:
     """The speaker's view of one question in the room, read from the store every second: the
     number of answers, then, once revealed, the answer and the room's spread."""
-    key = _room_question(question)
+    key, store = _room_question(question), room_widget.store()
     try:
-        tally = room_widget.store().tally(room.code, key)
+        tally, here = store.tally(room.code, key), store.room_host(room.code, room_store.now())
     except Exception:  # the store is another program: its failure must not break the page
         st.warning(
             "The room's store does not answer right now; retrying.", icon=":material/sync_problem:"
         )
         return
+    if here is None:  # closed in another tab, or idle for 12 hours
+        room_widget.gone()
+        st.rerun()
     if not tally.revealed:
         st.markdown(f"**{_answers(tally.answers)} so far**")
         if question.pending:
@@ -262,7 +266,7 @@ def _room_count(question: Question, room: Room) -> None:
     room_widget.show_answers(
         question.options, tally, question.correct, key=f"quiz.{question.id}.room"
     )
-    _button(question, "again", _speaker_acts, (rooms.ask_again, room, key))
+    _button(question, "ask", _speaker_acts, (rooms.ask_again, room, key))
 
 
 def _speaker_acts(act, room: Room, key: str) -> None:

@@ -38,7 +38,7 @@ from ui.widgets.theme import BAR_COLOR, font_size
 
 ROOM_PARAM, HOST_PARAM = "room", "host"
 CODE_KEY, SECRET_KEY, NOTICE_KEY, SEEN_KEY = "room.code", "room.secret", "room.notice", "room.seen"
-VIEWER_KEY, STARTED_KEY = "room.viewer", "room.started"
+VIEWER_KEY, STARTED_KEY, TYPED_KEY = "room.viewer", "room.started", "room.typed"
 # How often the speaker's count and the audience's waiting answers look at the store (s): the
 # speaker sees an answer within about a second; fifty phones cost 25 small reads a second.
 SPEAKER_REFRESH_S, AUDIENCE_REFRESH_S = 1.0, 2.0
@@ -101,17 +101,20 @@ def _address() -> str:
 def follow_link() -> None:
     """Join the room a link names, once per link: the URL keeps the room from page to page."""
     seen = (st.query_params.get(ROOM_PARAM), st.query_params.get(HOST_PARAM))
-    if seen != st.session_state.get(SEEN_KEY) and seen[0] is not None:
+    if seen[0] is not None and seen != st.session_state.get(SEEN_KEY):
         st.session_state[SEEN_KEY] = seen
-        _join(*seen)
-    elif seen[0] is None:
-        st.session_state[SEEN_KEY] = seen
+        room = current()
+        # The room this session is in, written into its own URL: nothing to look up.
+        if room is None or (rooms.normalised_code(seen[0]), seen[1]) != (room.code, room.secret):
+            _join(*seen)
     _keep_in_link()
 
 
 def _join(raw: str, secret: str | None) -> None:
     try:
-        code = rooms.join_room(store(), raw[:40], _address(), room_store.now())
+        code = rooms.join_room(
+            store(), raw[:40], session=viewer(), address=_address(), now=room_store.now()
+        )
     except RoomError as error:
         _leave()
         st.session_state[NOTICE_KEY] = str(error)
@@ -176,6 +179,22 @@ def sidebar() -> None:
             st.button("Leave the room", icon=":material/logout:", on_click=_leave)
         elif is_presenting():
             start_button("room.start")
+        else:
+            st.text_input(
+                "Join a talk's room",
+                key=TYPED_KEY,
+                max_chars=12,
+                placeholder="the code on the slide",
+                on_change=_join_typed,
+                help="Your predictions then go to the speaker, without your name.",
+            )
+
+
+def _join_typed() -> None:
+    typed = st.session_state.pop(TYPED_KEY, "")
+    if typed.strip():
+        _join(typed, None)
+        _keep_in_link()
 
 
 def start_button(key: str) -> None:
