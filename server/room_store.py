@@ -19,13 +19,15 @@ options) are `server.rooms`'.
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlparse
+
+if TYPE_CHECKING:
+    import sqlite3
 
 STORE_ENV_VAR = "ATTENTION_EXPLORER_ROOM_STORE"
 DATA_DIR_ENV_VAR = "ATTENTION_EXPLORER_DATA_DIR"
@@ -108,6 +110,8 @@ class SQLiteStore:
     def _connection(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
         if db is None:
+            import sqlite3  # a page without a room never loads it
+
             # isolation_level=None: transactions are the explicit BEGIN IMMEDIATE below, so a
             # write takes the lock before it reads what it depends on.
             db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)

@@ -26,6 +26,7 @@ from server import room_store, rooms
 from server.room_store import RoomStore, Tally
 from server.rooms import RoomError
 from ui.widgets import describe, render
+from ui.widgets.byte_cache import MB, bounded_by_bytes
 from ui.widgets.describe import ChartTable
 from ui.widgets.state import (
     LINK_EXTRAS_KEY,
@@ -62,8 +63,9 @@ class Room:
         return self.secret is not None
 
 
-@st.cache_resource(show_spinner=False)
+@bounded_by_bytes(MB, name="room store", lane=None, size=lambda _: 1024, max_entries=4)
 def _opened(url: str) -> RoomStore:
+    # Dropped (a cache cleared), it is opened again: the store keeps nothing the process needs.
     return room_store.open_store(url)
 
 
@@ -265,7 +267,7 @@ def _link(room: Room, *, speaker: bool) -> str:
     return f"{page}?{urlencode(params)}"
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@bounded_by_bytes(MB, name="room QR codes", lane=None, size=len, max_entries=64)
 def qr_svg(link: str) -> str:
     """The QR code of `link` as SVG, drawn here (segno; no network), dark on white whatever the
     theme, as scanners expect."""
