@@ -316,7 +316,7 @@ def _room_prediction(question: Question, number: int, room: Room) -> None:
         )
         outcome = st.session_state.get(f"{base}.outcome", room_store.ANSWERED)
         if outcome != room_store.ANSWERED:
-            st.warning(rooms.OUTCOMES[outcome], icon=":material/block:")
+            st.warning(rooms.OUTCOMES.get(outcome, outcome), icon=":material/block:")
         _button(
             question,
             "again",
@@ -348,8 +348,8 @@ def _lock_in_room(question: Question, choice_key: str, room: Room) -> None:
             room_widget.store(), room.code, key, room_widget.viewer(), chosen,
             options=len(question.options), multiple=question.multiple, now=room_store.now(),
         )  # fmt: skip
-    except RoomError:
-        outcome = room_store.GONE
+    except RoomError as error:  # not an answer the question has: said as it is
+        outcome = str(error)
     st.session_state[f"{base}.outcome"] = outcome
     st.session_state[f"{base}.sent"] = key if outcome == room_store.ANSWERED else None
 
