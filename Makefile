@@ -23,10 +23,12 @@ dev: $(VENV)/.app-installed
 		--server.runOnSave true
 
 # A lecture hall: WORKERS Streamlit processes behind HAProxy, sticky by cookie (server/serve.py).
+# ADDRESS=0.0.0.0 lets the audience's phones reach it on the hall's network (a talk's room).
 WORKERS ?= 2
+ADDRESS ?= 127.0.0.1
 serve: $(VENV)/.app-installed
 	@scripts/ensure-apt-package haproxy haproxy "make serve"
-	$(BIN)/python server/serve.py --workers $(WORKERS) --port $(PORT)
+	$(BIN)/python server/serve.py --workers $(WORKERS) --port $(PORT) --address $(ADDRESS)
 
 # System packages come first: on a machine that cannot install them, stop before any pip install.
 test: system-packages $(VENV)/.dev-installed
