@@ -291,7 +291,8 @@ def test_the_page_checks_its_own_tokens_against_transformers_when_asked(page, na
 def test_on_a_local_run_the_sidebar_opens_a_folder_typed_there(folders, monkeypatch):
     monkeypatch.setenv(chosen.MODELS_ENV_VAR, "")
     at = open_model_page("pages/decoder_llm.py", {}, 240)
-    assert not at.sidebar.text_input  # a shared server takes no typed path
+    # A shared server takes no typed path (the sidebar's one text box joins a talk's room).
+    assert [t.key for t in at.sidebar.text_input] == ["room.typed"]
     monkeypatch.setenv(chosen.LOCAL_ENV_VAR, "1")
     at.run()
     at.sidebar.text_input(key="models.typed_source").input(str(folders["qwen2"])).run()
