@@ -243,17 +243,11 @@ def _room_question(question: Question) -> str:
 def _room_count(question: Question, room: Room) -> None:
     """The speaker's view of one question in the room, read from the store every second: the
     number of answers, then, once revealed, the answer and the room's spread."""
-    key, store = _room_question(question), room_widget.store()
-    try:
-        tally, here = store.tally(room.code, key), store.room_host(room.code, room_store.now())
-    except Exception:  # the store is another program: its failure must not break the page
-        st.warning(
-            "The room's store does not answer right now; retrying.", icon=":material/sync_problem:"
-        )
+    key = _room_question(question)
+    read = room_widget.read_question(room, key)
+    if read is None:
         return
-    if here is None:  # closed in another tab, or idle for 12 hours
-        room_widget.gone()
-        st.rerun()
+    tally, _ = read
     if not tally.revealed:
         st.markdown(f"**{_answers(tally.answers)} so far**")
         if question.pending:
@@ -285,18 +279,11 @@ def _room_prediction(question: Question, number: int, room: Room) -> None:
     """An audience member's question in the room: predict and lock in as anywhere (the answer
     goes to the room), then wait for the speaker's reveal, read from the store every 2 s."""
     base = f"quiz.{question.id}"
-    key, store, viewer = _room_question(question), room_widget.store(), room_widget.viewer()
-    try:
-        tally, mine = store.tally(room.code, key), store.viewer_choice(room.code, key, viewer)
-        here = store.room_host(room.code, room_store.now()) is not None
-    except Exception:  # as above
-        st.warning(
-            "The room's store does not answer right now; retrying.", icon=":material/sync_problem:"
-        )
+    key = _room_question(question)
+    read = room_widget.read_question(room, key, room_widget.viewer())
+    if read is None:
         return
-    if not here:
-        room_widget.gone()
-        st.rerun()
+    tally, mine = read
     locked = st.session_state.get(f"{base}.locked")
     sent = st.session_state.get(f"{base}.sent") == key
     if locked is not None and sent and mine is None and not tally.revealed:

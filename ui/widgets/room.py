@@ -159,6 +159,28 @@ def _close(room: Room) -> None:
     _leave()
 
 
+def read_question(
+    room: Room, key: str, viewer: str | None = None
+) -> tuple[Tally, str | None] | None:
+    """A question's tally in the room and `viewer`'s own answer, read at each refresh; None when
+    the store does not answer (said on the page). A room that is gone (closed elsewhere, idle
+    for 12 hours) is left, and the page runs again without it."""
+    try:
+        rooms_store = store()
+        tally = rooms_store.tally(room.code, key)
+        mine = rooms_store.viewer_choice(room.code, key, viewer) if viewer else None
+        here = rooms_store.room_host(room.code, room_store.now()) is not None
+    except Exception:  # the store is another program: its failure must not break the page
+        st.warning(
+            "The room's store does not answer right now; retrying.", icon=":material/sync_problem:"
+        )
+        return None
+    if not here:
+        gone()
+        st.rerun()
+    return tally, mine
+
+
 def gone(error_message: str = rooms.OUTCOMES[room_store.GONE]) -> None:
     """The room closed under this viewer: leave it and say so."""
     _leave()
