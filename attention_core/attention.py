@@ -37,6 +37,7 @@ __all__ = [
     "dot_product_attention",
     "init_additive_params",
     "scaled_dot_product_attention",
+    "soft_cap",
 ]
 
 
@@ -53,6 +54,8 @@ class AttentionSteps:
                                          and output are all zero
     scale         float                  the factor used (1/sqrt(d_k) by default, 1.0 unscaled,
                                          1/temperature for cosine)
+    softcap       float or None          c when scaled = c·tanh(scores·scale / c) (Gemma 2's
+                                         logit soft-capping), None when scaled = scores·scale
 
     Arrays are NumPy arrays or torch tensors, whichever the inputs were.
     Compared by identity (arrays have no single truth value); pickles, so it can be cached.
@@ -65,6 +68,7 @@ class AttentionSteps:
     output: Any
     fully_masked: Any
     scale: float
+    softcap: float | None = None
 
 
 def _check_qkv(q: object, k: object, v: object) -> tuple[Any, Any, Any, Any]:
@@ -122,6 +126,16 @@ def _shared_matmul(a: Any, b: Any) -> Any:
     return (stacked @ b[..., 0, :, :]).reshape(*a.shape[:-1], b.shape[-1])
 
 
+def soft_cap(x: Any, cap: float) -> Any:
+    """c·tanh(x / c): x where |x| ≪ c, bent smoothly to stay within (-c, c).
+
+    Gemma 2 caps its attention scores (c = 50) and its final logits (c = 30) this way, so no
+    score can grow large enough to put all of a row's weight on one key.
+    """
+    # A torch tensor brings its own tanh: NumPy's would take it off its device and its graph.
+    return cap * (x / cap).tanh() if hasattr(x, "tanh") else cap * np.tanh(x / cap)
+
+
 def _finish(
     xp: Any,
     scores: Any,
@@ -131,6 +145,7 @@ def _finish(
     mask: object,
     *,
     checked: bool = True,
+    softcap: float | None = None,
 ) -> AttentionSteps:
     """Mask, softmax and weighted sum: the part every scoring function shares."""
     if checked and not bool(xp.all(xp.isfinite(scaled))):
@@ -157,16 +172,25 @@ def _finish(
     weights = _stable_softmax(masked, axis=-1)
     # Each output row is a convex combination of value rows (or zero if nothing is visible).
     output = _shared_matmul(weights, v)  # (..., q_pos, d_v)
-    return AttentionSteps(scores, scaled, masked, weights, output, fully_masked, float(scale))
+    return AttentionSteps(
+        scores, scaled, masked, weights, output, fully_masked, float(scale), softcap
+    )
 
 
 def scaled_dot_product_attention(
-    q: object, k: object, v: object, *, mask: object = None, scale: float | None = None
+    q: object,
+    k: object,
+    v: object,
+    *,
+    mask: object = None,
+    scale: float | None = None,
+    softcap: float | None = None,
 ) -> AttentionSteps:
     """Scaled dot-product attention, as in "Attention Is All You Need" and torch's SDPA.
 
     scores  = Q Kᵀ                              (..., q_pos, k_pos)
     scaled  = scores · scale,  scale = 1/√d_k by default
+              (with a softcap c: c·tanh(scores · scale / c), Gemma 2's soft-capping)
     masked  = scaled where mask else -inf
     weights = softmax(masked, over keys)
     output  = weights V                          (..., q_pos, d_v)
@@ -178,11 +202,21 @@ def scaled_dot_product_attention(
     """
     xp, q, k, v = _check_dot_product(q, k, v)
     _score_shape(q, k)
-    return _scaled_dot_product(xp, q, k, v, mask, _scale(scale, q.shape[-1]))
+    if softcap is not None:
+        softcap = validation.check_real(softcap, "softcap", positive=True)
+    return _scaled_dot_product(xp, q, k, v, mask, _scale(scale, q.shape[-1]), softcap=softcap)
 
 
 def _scaled_dot_product(
-    xp: Any, q: Any, k: Any, v: Any, mask: Any, scale: float, *, checked: bool = True
+    xp: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    mask: Any,
+    scale: float,
+    *,
+    checked: bool = True,
+    softcap: float | None = None,
 ) -> AttentionSteps:
     """The formula of `scaled_dot_product_attention`, on q, k, v already checked.
 
@@ -196,7 +230,9 @@ def _scaled_dot_product(
         # With unit-variance entries q·k has variance d_k; 1/√d_k brings it back to 1 so the
         # softmax does not saturate into a one-hot with vanishing gradients.
         scaled = scores * scale
-    return _finish(xp, scores, scaled, scale, v, mask, checked=checked)
+        if softcap is not None:
+            scaled = soft_cap(scaled, softcap)
+    return _finish(xp, scores, scaled, scale, v, mask, checked=checked, softcap=softcap)
 
 
 def dot_product_attention(

@@ -250,6 +250,7 @@ def decode_step(
     v_new: object,
     *,
     scale: float | None = None,
+    softcap: float | None = None,
     attend: object = None,
     checked: bool = True,
 ) -> DecodeStep:
@@ -258,6 +259,7 @@ def decode_step(
     q_new `(..., new, d_k)`, k_new `(..., new, d_k)`, v_new `(..., new, d_v)`; usually new = 1.
     New query i sits at position p = cache.length + i and attends to cached keys 0..p:
         output_i = softmax(q_i Kᵀ_{0..p} · scale) V_{0..p}
+    (with ``softcap`` c the scores pass through c·tanh(· / c) before the softmax, as Gemma 2's).
     which is row p of causal self-attention over the whole sequence (the cache makes the
     causal mask's bottom-right alignment explicit). ``attend`` `(cache.length + new,)` boolean
     (True = may be attended to) also hides keys from every new query, like a padding mask.
@@ -290,12 +292,12 @@ def decode_step(
         mask = attend if mask is None else mask & attend  # (new, k_pos)
     if checked:
         attention = scaled_dot_product_attention(
-            q_new, cache.keys, cache.values, mask=mask, scale=scale
+            q_new, cache.keys, cache.values, mask=mask, scale=scale, softcap=softcap
         )
     else:
         scale = 1.0 / math.sqrt(q_new.shape[-1]) if scale is None else float(scale)
         attention = _scaled_dot_product(
-            np, q_new, cache.keys, cache.values, mask, scale, checked=False
+            np, q_new, cache.keys, cache.values, mask, scale, checked=False, softcap=softcap
         )
     return DecodeStep(position, cache, attention)
 

@@ -94,15 +94,20 @@ def padding_mask(valid_keys: object, q_len: int, k_len: int | None = None) -> np
     return np.broadcast_to(valid, (q, k)).copy()
 
 
-def sliding_window_mask(q_len: int, window: int, k_len: int | None = None) -> np.ndarray:
+def sliding_window_mask(
+    q_len: int, window: int, k_len: int | None = None, *, first_query: int = 0
+) -> np.ndarray:
     """Causal sliding window: query i may attend to keys i-window+1 .. i (the last `window` keys).
 
     mask[i, j] = (i - window < j <= i),  shape `(q_len, k_len)`, aligned like `causal_mask`.
     window=1 lets each token see only itself; window >= k_len equals `causal_mask`.
+    ``first_query`` is the position of query 0 (a decoder's new queries after its cached
+    keys: query i sits at first_query + i).
     """
     q, k = _grid(q_len, k_len)
     w = check_int(window, "window", minimum=1)
-    offset = np.arange(q)[:, None] - np.arange(k)[None, :]  # i - j, (q_pos, k_pos)
+    start = check_int(first_query, "first_query", minimum=0)
+    offset = (start + np.arange(q))[:, None] - np.arange(k)[None, :]  # i - j, (q_pos, k_pos)
     return (offset >= 0) & (offset < w)
 
 

@@ -42,7 +42,7 @@ from . import points
 from .bert import BertModel, BertTrace, run_bert_ids
 from .decoder import DecoderModel
 from .forward import run_decoder
-from .llama.forward import _linear
+from .llama.forward import head_logits
 from .loading import widen
 from .trace import DecoderTrace
 
@@ -129,7 +129,9 @@ def decoder_lens(model: DecoderModel, parts: ResidualParts) -> LogitLens:
     """The logit lens at `parts.position`: every stage through the model's final norm and its
     head."""
     head = model.weights.unembedding
-    return logit_lens(parts.residuals, model.final_norm, lambda normed: _linear(normed, head))
+    return logit_lens(
+        parts.residuals, model.final_norm, lambda normed: head_logits(model, normed, head, None)
+    )
 
 
 def decoder_attribution(

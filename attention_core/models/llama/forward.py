@@ -23,7 +23,7 @@ Grouped-query attention (GQA) is a broadcast, not a copy: queries are shaped
 heads the same keys and values, exactly what ``transformers``' ``repeat_kv`` builds.
 
 The products read the weights as stored (``weights.py``): a bfloat16 matrix is widened to
-float32 a block of rows at a time just before its product (``_linear``).
+float32 a block of rows at a time just before its product (``linear``).
 """
 
 from __future__ import annotations
@@ -32,20 +32,30 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
+from attention_core.attention import soft_cap
 from attention_core.decoding import KVCache, check_attend, decode_step
+from attention_core.masks import sliding_window_mask
 from attention_core.positional import llama3_frequencies, rotary_tables, rotate_half_pairs
 from attention_core.validation import AttentionInputError, check_token_ids
 
 from .. import passes, points
 from ..decoder import MAX_CONTEXT_TOKENS, MAX_SCORED_TOKENS
-from ..layers import rms_norm, silu
+from ..layers import gelu_tanh, rms_norm, silu
 from .config import LlamaConfig
 from .files import widen
 from .model import LlamaModel
 from .steps import LlamaCache, LlamaLayerSteps, LlamaTrace
 from .weights import LlamaLayerWeights
 
-__all__ = ["MAX_CONTEXT_TOKENS", "MAX_SCORED_TOKENS", "read_text", "rope_tables", "run_llama"]
+__all__ = [
+    "MAX_CONTEXT_TOKENS",
+    "MAX_SCORED_TOKENS",
+    "head_logits",
+    "linear",
+    "read_text",
+    "rope_tables",
+    "run_llama",
+]
 
 
 def run_llama(
@@ -107,11 +117,12 @@ def run_llama(
         )
     weights = model.weights
     rows = ids.shape[0] if stream is None else stream.size // stream.shape[-1]
-    embeddings, rope, scratch = _start(model, ids, past, rows)
+    embeddings, ropes, scratch = _start(model, ids, past, rows)
     layers, caches = passes.skipped(first, cache)
     embeddings, hidden = passes.first_stream(edits, first, embeddings, stream, layers)
+    attends = _layer_attends(model.config, attend, past, ids.shape[0])
     for steps, layer_cache in _layer_by_layer(
-        model, hidden, rope, scratch, cache=cache, attend=attend, edits=edits, first=first
+        model, hidden, ropes, scratch, cache=cache, attends=attends, edits=edits, first=first
     ):
         layers.append(passes.kept(steps, keep))
         caches.append(layer_cache)
@@ -121,7 +132,7 @@ def run_llama(
     logits = passes.read_logits(
         final,
         weights.unembedding,
-        lambda x, w: _linear(x, w, scratch),
+        lambda x, w: head_logits(model, x, w, scratch),
         all_logits=all_logits,
         tokens=tokens,
     )
@@ -153,8 +164,9 @@ def read_text(
     ids, _, attend, _ = _checked_inputs(model, input_ids, None, attend, None, None)
     first = passes.checked_text(ids.shape[0], first, model.text_limit)
     weights = model.weights
-    hidden, rope, scratch = _start(model, ids, 0)
-    layers = _layer_by_layer(model, hidden, rope, scratch, attend=attend, kv_codec=kv_codec)
+    hidden, ropes, scratch = _start(model, ids, 0)
+    attends = _layer_attends(model.config, attend, 0, ids.shape[0])
+    layers = _layer_by_layer(model, hidden, ropes, scratch, attends=attends, kv_codec=kv_codec)
     hidden, shares = passes.first_key_shares(layers, hidden, first)
     final = rms_norm(hidden, weights.final_norm, model.config.rms_norm_eps)
     return ids, final, shares
@@ -192,29 +204,65 @@ def _checked_inputs(model, input_ids, cache, attend, head_mask, edits):
 
 
 def _start(model: LlamaModel, ids: np.ndarray, past: int, rows: int | None = None):
-    """The embeddings `(n, d_model)` float32, RoPE's (cos, sin) for positions past .. past+n-1,
-    and the buffer every widened weight block is written into (None for float32 weights) for
-    products of ``rows`` rows (n by default)."""
+    """The embeddings `(n, d_model)` float32, each layer's RoPE (cos, sin) for positions
+    past .. past+n-1 (None for a NoPE layer), and the buffer every widened weight block is
+    written into (None for float32 weights) for products of ``rows`` rows (n by default)."""
     config, weights = model.config, model.weights
     n = ids.shape[0]
     embeddings = widen(weights.embed[ids])  # (n, d_model) float32
-    # RoPE's cos/sin depend only on the positions: one table for every layer's q and k.
-    rope = rope_tables(config, past, n, like=embeddings)
-    return embeddings, rope, _widening_buffer(model, n if rows is None else rows)
+    if config.embed_scale is not None:
+        # Gemma's embeddings are small and shared with the head: √d_model brings them up to the
+        # scale of what the layers add.
+        embeddings *= np.float32(config.embed_scale)
+    # RoPE's cos/sin depend only on the positions and the base: one table per base.
+    tables = {
+        base: rope_tables(config, past, n, like=embeddings, base=base)
+        for base in {config.rope_base(i) for i in range(config.num_hidden_layers)} - {None}
+    }
+    ropes = tuple(
+        tables.get(config.rope_base(i)) for i in range(config.num_hidden_layers)
+    )
+    return embeddings, ropes, _widening_buffer(model, n if rows is None else rows)
 
 
-def rope_tables(config: LlamaConfig, past: int, n: int, *, like: np.ndarray):
+def rope_tables(
+    config: LlamaConfig, past: int, n: int, *, like: np.ndarray, base: float | None = None
+):
     """RoPE's (cos, sin) `(n, d_head)` for positions past .. past+n-1, as this model turns q
-    and k (Llama 3.1's scaled frequencies where its config has them), in `like`'s dtype."""
+    and k (Llama 3.1's scaled frequencies where its config has them), in `like`'s dtype.
+    ``base``: a layer's own RoPE base (``config.rope_base(layer)``; rope_theta by default)."""
+    base = config.rope_theta if base is None else base
     positions = np.arange(past, past + n, dtype=np.float64)
     frequencies = (
         None
         if config.rope_llama3 is None
-        else llama3_frequencies(config.head_dim, config.rope_theta, *config.rope_llama3)
+        else llama3_frequencies(config.head_dim, base, *config.rope_llama3)
     )
-    return rotary_tables(
-        positions, config.head_dim, config.rope_theta, like=like, frequencies=frequencies
-    )
+    return rotary_tables(positions, config.head_dim, base, like=like, frequencies=frequencies)
+
+
+def _layer_attends(
+    config: LlamaConfig, attend: np.ndarray | None, past: int, n: int
+) -> tuple[np.ndarray | None, ...]:
+    """Each layer's ``attend``: the caller's, and for a local layer its window too, `(n, past +
+    n)` (one mask per window size, shared by the layers that slide it)."""
+    windows = {config.window(i) for i in range(config.num_hidden_layers)} - {None}
+    masks = {}
+    for window in windows:
+        # The window reaches back from each new query's own position, past its cached keys.
+        local = sliding_window_mask(n, window, past + n, first_query=past)
+        masks[window] = local if attend is None else local & attend
+    return tuple(masks.get(config.window(i), attend) for i in range(config.num_hidden_layers))
+
+
+def head_logits(
+    model: LlamaModel, final: np.ndarray, unembedding: np.ndarray, scratch: np.ndarray | None
+) -> np.ndarray:
+    """The logits final Wᵀ of the stream after the final norm, soft-capped where the family
+    caps them (Gemma 2's c·tanh(x/c))."""
+    logits = linear(final, unembedding, scratch)
+    cap = getattr(model.config, "final_softcap", None)  # GPT-2's config has no caps to name
+    return logits if cap is None else soft_cap(logits, np.float32(cap))
 
 
 def _widening_buffer(model: LlamaModel, n: int) -> np.ndarray | None:
@@ -237,11 +285,11 @@ def _widening_buffer(model: LlamaModel, n: int) -> np.ndarray | None:
 def _layer_by_layer(
     model: LlamaModel,
     hidden: np.ndarray,
-    rope: tuple[np.ndarray, np.ndarray],
+    ropes: tuple[tuple[np.ndarray, np.ndarray] | None, ...],
     scratch: np.ndarray | None,
     *,
     cache: LlamaCache | None = None,
-    attend: np.ndarray | None = None,
+    attends: tuple[np.ndarray | None, ...],
     edits: Mapping[str, points.Edit] | None = None,
     kv_codec: object = None,
     first: int = 0,
@@ -252,8 +300,8 @@ def _layer_by_layer(
     generator drops its own)."""
     for index, layer in enumerate(model.weights.layers[first:], start=first):
         steps, layer_cache = _decoder_layer(
-            model, index, layer, hidden, None if cache is None else cache.layers[index], rope,
-            attend, edits, scratch, kv_codec,
+            model, index, layer, hidden, None if cache is None else cache.layers[index],
+            ropes[index], attends[index], edits, scratch, kv_codec,
         )  # fmt: skip
         hidden = steps.hidden
         yield steps, layer_cache
@@ -266,7 +314,7 @@ def _decoder_layer(
     layer: LlamaLayerWeights,
     hidden: np.ndarray,
     cache: KVCache | None,
-    rope: tuple[np.ndarray, np.ndarray],
+    rope: tuple[np.ndarray, np.ndarray] | None,
     attend: np.ndarray | None,
     edits: Mapping[str, points.Edit] | None,
     scratch: np.ndarray | None,
@@ -274,21 +322,29 @@ def _decoder_layer(
 ) -> tuple[LlamaLayerSteps, KVCache]:
     """One decoder layer on `hidden` `(n, d_model)` (or `(batch, n, d_model)`: every array
     below gains the leading axis): its steps, and its cache grown by n. The layer's points go
-    through ``edits`` (None: none, and not one lookup)."""
+    through ``edits`` (None: none, and not one lookup). ``rope`` None: a NoPE layer."""
     config = model.config
     h_heads, kv_heads, dh = config.num_attention_heads, config.num_key_value_heads, config.head_dim
     group, eps, n = config.group_size, config.rms_norm_eps, hidden.shape[-2]
     batch = hidden.shape[:-2]  # () for one sequence
-    x = rms_norm(hidden, layer.attn_norm, eps)
-    qkv = _linear(x, layer.w_qkv, scratch)  # (n, (H + 2·KV)·d_head): q, k, v side by side
+    x = hidden if layer.attn_norm is None else rms_norm(hidden, layer.attn_norm, eps)
+    qkv = linear(x, layer.w_qkv, scratch)  # (n, (H + 2·KV)·d_head): q, k, v side by side
     if layer.b_qkv is not None:  # Qwen2: q, k and v are affine, o is not
         qkv += layer.b_qkv
     qkv = np.moveaxis(qkv.reshape(*batch, n, h_heads + 2 * kv_heads, dh), -2, -3)
     q = qkv[..., :h_heads, :, :]  # (head, n, d_head)
     k = qkv[..., h_heads : h_heads + kv_heads, :, :]  # (kv_head, n, d_head)
     v = qkv[..., h_heads + kv_heads :, :, :]  # (kv_head, n, d_head)
-    # RoPE turns each (i, i + d/2) pair by an angle ∝ position, so q·k sees only the offset.
-    qk_rot = rotate_half_pairs(qkv[..., : h_heads + kv_heads, :, :], *rope)  # q and k at once
+    qk = qkv[..., : h_heads + kv_heads, :, :]  # q and k, turned by RoPE at once
+    q_normed = k_normed = None
+    if config.qk_norm is not None:
+        # QK-norm fixes the length of q and k, so no score can grow without bound as training
+        # pushes the projections' weights up: the softmax cannot saturate by accident.
+        q_normed, k_normed = _qk_norm(config, layer, q, k)
+        qk = np.concatenate([q_normed, k_normed], axis=-3)
+    # RoPE turns each (i, i + d/2) pair by an angle ∝ position, so q·k sees only the offset;
+    # a NoPE layer turns nothing and sees positions only through the causal mask.
+    qk_rot = qk if rope is None else rotate_half_pairs(qk, *rope)
     q_rot, k_rot = qk_rot[..., :h_heads, :, :], qk_rot[..., h_heads:, :, :]
     cached_k, cached_v = (k_rot, v) if kv_codec is None else kv_codec(index, k_rot, v)
     # GQA: the `group` query heads of a KV head broadcast against its one key/value set.
@@ -297,6 +353,8 @@ def _decoder_layer(
         q_rot.reshape(*batch, kv_heads, group, n, dh),
         cached_k[..., None, :, :],
         cached_v[..., None, :, :],
+        scale=config.scale,
+        softcap=config.attn_softcap,
         attend=attend,
         checked=False,  # ids and cache were checked by the caller; these arrays are our own
     )
@@ -305,24 +363,46 @@ def _decoder_layer(
     # The steps keep an edited copy only: unedited, the heads are attention.output.
     edited_heads = None if head_outputs is computed_heads else head_outputs
     concat = np.moveaxis(head_outputs, -3, -2).reshape(*batch, n, h_heads * dh)
-    attn_output = _linear(concat, layer.w_o, scratch)  # (n, d_model)
+    attn_output = linear(concat, layer.w_o, scratch)  # (n, d_model)
+    if layer.post_attn_norm is not None:
+        # Gemma and OLMo 2 normalise what a block writes, so no block can swamp the stream.
+        attn_output = rms_norm(attn_output, layer.post_attn_norm, eps)
     attn_output = points.edit_at(edits, points.attn_out, index, attn_output)
-    # Pre-norm residuals: each block reads a normalised copy and adds its result back.
+    # Residuals: each block reads a (normalised) copy of the stream and adds its result back.
     residual = hidden + attn_output
-    y = rms_norm(residual, layer.ffn_norm, eps)
-    # SwiGLU: the SiLU-gated branch decides, element by element, how much of `up` passes.
-    gate_up = _linear(y, layer.w_gate_up, scratch)  # (n, 2·d_ff): gate, up side by side
+    y = residual if layer.ffn_norm is None else rms_norm(residual, layer.ffn_norm, eps)
+    # A gated MLP: the activated gate decides, element by element, how much of `up` passes.
+    gate_up = linear(y, layer.w_gate_up, scratch)  # (n, 2·d_ff): gate, up side by side
     gate, up = gate_up[..., : config.intermediate_size], gate_up[..., config.intermediate_size :]
-    gated = silu(gate)
+    gated = gelu_tanh(gate) if config.activation == "gelu_tanh" else silu(gate)
     gated *= up
-    ffn_output = _linear(gated, layer.w_down, scratch)  # (n, d_model)
+    ffn_output = linear(gated, layer.w_down, scratch)  # (n, d_model)
+    if layer.post_ffn_norm is not None:
+        ffn_output = rms_norm(ffn_output, layer.post_ffn_norm, eps)
     ffn_output, output = passes.layer_output(edits, index, residual, ffn_output)
     steps = LlamaLayerSteps(
         input=hidden, attn_norm=x, q=q, k=k, v=v, q_rot=q_rot, k_rot=k_rot,
         attention=step.attention, attn_output=attn_output, ffn_output=ffn_output, hidden=output,
-        edited_heads=edited_heads,
+        edited_heads=edited_heads, q_normed=q_normed, k_normed=k_normed,
     )  # fmt: skip
     return steps, step.cache
+
+
+def _qk_norm(
+    config: LlamaConfig, layer: LlamaLayerWeights, q: np.ndarray, k: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """q `(head, n, d_head)` and k `(kv_head, n, d_head)` RMS-normalised: each head's vector
+    on its own (Qwen3, Gemma 3), or all heads' together as the projection wrote them (OLMo 2)."""
+    eps = config.rms_norm_eps
+    if config.qk_norm == "head":
+        return rms_norm(q, layer.q_norm, eps), rms_norm(k, layer.k_norm, eps)
+
+    def whole(x: np.ndarray, gain: np.ndarray) -> np.ndarray:
+        flat = np.moveaxis(x, -3, -2).reshape(*x.shape[:-3], x.shape[-2], -1)  # (n, heads·d)
+        normed = rms_norm(flat, gain, eps).reshape(*x.shape[:-3], x.shape[-2], *x.shape[-3::2])
+        return np.moveaxis(normed, -2, -3)
+
+    return whole(q, layer.q_norm), whole(k, layer.k_norm)
 
 
 def _check_cache(cache: object, config: LlamaConfig) -> None:
@@ -347,7 +427,7 @@ def _check_cache(cache: object, config: LlamaConfig) -> None:
         )
 
 
-def _linear(x: np.ndarray, w: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
+def linear(x: np.ndarray, w: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
     """y = x Wᵀ `(n, out)` in float32, W stored `(out, in)`.
 
     A bfloat16 (or float16) W is widened a block of rows at a time into ``scratch`` (a float32
@@ -358,7 +438,7 @@ def _linear(x: np.ndarray, w: np.ndarray, scratch: np.ndarray | None = None) -> 
     if w.dtype == np.float32:
         return x @ w.T
     if x.ndim != 2:  # a batch of sequences: one product over all their rows
-        return _linear(x.reshape(-1, x.shape[-1]), w, scratch).reshape(*x.shape[:-1], -1)
+        return linear(x.reshape(-1, x.shape[-1]), w, scratch).reshape(*x.shape[:-1], -1)
     if scratch is None:  # 512 rows at a time, as a prompt's pass does (`_start`)
         scratch = np.empty(min(w.shape[0], 512) * w.shape[1], dtype=np.float32)
     rows = max(1, min(w.shape[0], scratch.size // w.shape[1]))

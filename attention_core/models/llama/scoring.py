@@ -18,7 +18,7 @@ from attention_core.validation import AttentionInputError, check_int
 from ..checkpoint import check_logits
 from ..decoder import DecoderModel
 from ..forward import read_decoder_text
-from .forward import _linear
+from .forward import head_logits
 
 __all__ = [
     "NextTokenComparison",
@@ -135,7 +135,9 @@ def compare_next_tokens(
     kl, agrees = np.empty((len(others), n)), np.empty((len(others), n), dtype=bool)
     for start in range(0, n, rows):
         chunk = slice(start, min(start + rows, n))
-        logits = _linear(np.concatenate([stream[chunk] for stream in streams]), head, scratch)
+        logits = head_logits(
+            model, np.concatenate([stream[chunk] for stream in streams]), head, scratch
+        )
         check_logits(logits)
         logits_p, *logits_q = np.split(logits, len(streams))  # each (rows, vocab)
         scored = slice(chunk.start, min(chunk.stop, n - 1))  # the last position has no next

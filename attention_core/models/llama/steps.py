@@ -50,7 +50,8 @@ class LlamaLayerSteps:
     attn_norm       `(n, d_model)`            RMSNorm(input)
     q               `(head, n, d_head)`       queries before RoPE
     k, v            `(kv_head, n, d_head)`    new keys (before RoPE) and values
-    q_rot, k_rot    same shapes, after RoPE
+    q_normed, k_normed   same shapes, after QK-norm (Qwen3, Gemma 3, OLMo 2), or None
+    q_rot, k_rot    same shapes, after RoPE (a NoPE layer's: the same as before it)
     attention       ``AttentionSteps`` shaped `(kv_head, group, n, k_pos)`: scores, scaled,
                     masked, weights, output `(kv_head, group, n, d_head)`
     attn_output     `(n, d_model)`            concat(heads) W_oᵀ
@@ -76,6 +77,8 @@ class LlamaLayerSteps:
     ffn_output: np.ndarray
     hidden: np.ndarray
     edited_heads: np.ndarray | None = None
+    q_normed: np.ndarray | None = None
+    k_normed: np.ndarray | None = None
 
     def _heads(self, x: np.ndarray) -> np.ndarray:
         # (..., kv_head, group, n, k) -> (..., head, n, k): head h = kv_head·group + g, as in
@@ -89,7 +92,8 @@ class LlamaLayerSteps:
 
     @property
     def scores(self) -> np.ndarray:
-        """`(head, n, k_pos)` scaled scores q·k/√d_head before the mask."""
+        """`(head, n, k_pos)` scaled scores q·k/√d_head before the mask (after the soft cap,
+        where the family caps them)."""
         return self._heads(self.attention.scaled)
 
     @property
