@@ -282,7 +282,7 @@ def test_attend_errors():
 
 def test_steps_fields_frozen_and_picklable():
     assert [f.name for f in fields(AttentionSteps)] == [
-        "scores", "scaled", "masked", "weights", "output", "fully_masked", "scale",
+        "scores", "scaled", "masked", "weights", "output", "fully_masked", "scale", "softcap",
     ]  # fmt: skip
     steps = scaled_dot_product_attention(Q, K, V, mask=causal_mask(3))
     with pytest.raises(FrozenInstanceError):
@@ -521,3 +521,39 @@ def test_bounded_scorings_check_the_mask_too(scoring):
     weights = run(allowed).weights
     np.testing.assert_array_equal(weights[~allowed], 0.0)
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0)
+
+
+def test_soft_capped_scores_are_c_tanh_of_the_scaled_scores_as_gemma_2_computes_them():
+    """Gemma 2's eager attention in torch, written out: (q kᵀ · scale / c).tanh() · c, masked,
+    softmax, @ v. Scores here reach ±9, far past the cap c = 2."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.normal(0, 2.0, (2, 5, 4)) for _ in range(3))
+    cap, scale = 2.0, 0.3
+    steps = scaled_dot_product_attention(q, k, v, mask=causal_mask(5), scale=scale, softcap=cap)
+    tq, tk, tv = (torch.tensor(x) for x in (q, k, v))
+    raw = tq @ tk.transpose(-1, -2) * scale
+    capped = torch.tanh(raw / cap) * cap
+    masked = capped.masked_fill(~torch.tensor(causal_mask(5)), float("-inf"))
+    expected = torch.softmax(masked, dim=-1) @ tv
+    assert float(raw.abs().max()) > 3 * cap  # the cap bends these scores
+    np.testing.assert_allclose(steps.scaled, capped.numpy(), atol=1e-12)
+    np.testing.assert_allclose(steps.output, expected.numpy(), atol=1e-12)
+    np.testing.assert_allclose(steps.scores * steps.scale, raw.numpy(), atol=1e-12)
+    assert steps.softcap == cap and np.abs(steps.scaled).max() < cap
+    # On torch tensors the same formula stays on the tensors.
+    on_torch = scaled_dot_product_attention(tq, tk, tv, scale=scale, softcap=cap)
+    assert isinstance(on_torch.scaled, torch.Tensor)
+    np.testing.assert_allclose(on_torch.scaled.numpy(), capped.numpy(), atol=1e-12)
+
+
+def test_a_soft_cap_far_above_the_scores_changes_almost_nothing_and_a_bad_cap_is_refused():
+    rng = np.random.default_rng(8)
+    q, k, v = (rng.normal(0, 0.5, (3, 4)) for _ in range(3))
+    plain = scaled_dot_product_attention(q, k, v)
+    loose = scaled_dot_product_attention(q, k, v, softcap=1e4)
+    assert plain.softcap is None
+    np.testing.assert_allclose(loose.weights, plain.weights, atol=1e-8)
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(AttentionInputError, match="softcap"):
+            scaled_dot_product_attention(q, k, v, softcap=bad)

@@ -59,9 +59,9 @@ USERS = ("What is a KV cache?", "  the cat\nsat  ", "")
 
 
 def tokenizer_with(template: str, **special: str):
-    from tests.test_decoder_families import _tokenizer
+    from tests.tiny_decoders import word_tokenizer
 
-    tokenizer = _tokenizer()
+    tokenizer = word_tokenizer()
     tokenizer.chat_template = template
     for name, text in special.items():
         setattr(tokenizer, name, text)

@@ -35,23 +35,10 @@ from attention_core.models.llama import (
 )
 from attention_core.models.loading import ModelFileError
 from attention_core.validation import AttentionInputError
+from tests.tiny_decoders import PROMPTS, VOCAB_SIZE, word_tokenizer
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-
-WORDS = (
-    "the a cat dog sat on mat rug and then ran far away home quickly slowly big small red blue "
-    "green bird sang song of morning night sun moon rose over hill river flows to sea under "
-    "bridge old man woman child read book wrote letter friend was is will be happy sad"
-).split()
-VOCAB_SIZE = 160
-PROMPTS = (
-    "the cat sat on the mat",
-    "a big red dog ran far away and then ran home quickly",
-    "the old man read a book under the bridge while the river flows to the sea and the sun "
-    "rose over the green hill",
-    "bird",
-)
 
 CASES = {
     "llama_untied": dict(
@@ -86,21 +73,6 @@ SAVED = [(case, "float32") for case in CASES] + [
     ("llama_untied", "float16"),
     ("qwen2_untied", "bfloat16"),
 ]
-
-
-def _tokenizer():
-    """A WordLevel tokenizer over WORDS, padded with filler tokens to VOCAB_SIZE, wrapped as
-    transformers' PreTrainedTokenizerFast (which saves the tokenizer.json our loader reads)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-
-    tokens = ["<unk>", "<eos>", *WORDS]
-    tokens += [f"filler{i}" for i in range(VOCAB_SIZE - len(tokens))]
-    tok = Tokenizer(models.WordLevel({t: i for i, t in enumerate(tokens)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.decoder = decoders.WordPiece()  # joins words with spaces
-    return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="<unk>", eos_token="<eos>"
-    )
 
 
 def _hf_model(case: str):
@@ -141,7 +113,7 @@ def _hf_model(case: str):
 def saved(tmp_path_factory):
     """{(case, dtype): (folder, transformers' float32 model on the saved numbers)}."""
     made = {}
-    tokenizer = _tokenizer()
+    tokenizer = word_tokenizer()
     for case, dtype in SAVED:
         folder = tmp_path_factory.mktemp(f"{case}_{dtype}")
         model = _hf_model(case)
@@ -238,7 +210,8 @@ def _copy_with_config(folder: Path, tmp_path: Path, change: dict, garbage: bool 
 def test_a_model_type_we_do_not_run_is_refused_by_name(saved, tmp_path):
     folder, _ = saved["qwen2_tied", "float32"]
     copy = _copy_with_config(folder, tmp_path, {"model_type": "phi3"})
-    with pytest.raises(ModelFileError, match=r"'phi3' model; .* 'llama' and 'qwen2' and 'mistral'"):
+    families = r"'llama', 'qwen2', 'mistral', 'qwen3', 'smollm3', 'olmo2', 'gemma2', 'gemma3_text'"
+    with pytest.raises(ModelFileError, match=rf"'phi3' model; .* {families} models only"):
         load_llama(copy)
 
 
@@ -369,7 +342,7 @@ def test_a_prompt_gets_the_bos_its_tokenizer_adds_as_transformers_tokenizer_does
 
     from attention_core.models.llama.prompt import tokenize_prompt
 
-    wrapped = _tokenizer()
+    wrapped = word_tokenizer()
     tok = wrapped.backend_tokenizer
     tok.post_processor = processors.TemplateProcessing(
         single="<eos> $A", special_tokens=[("<eos>", 1)]

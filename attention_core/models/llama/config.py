@@ -220,8 +220,7 @@ def _family_pieces(config: dict[str, Any], family: str) -> dict[str, Any]:
             )
     if family == "smollm3":
         uses_rope = config.get("no_rope_layers") or [
-            int((i + 1) % int(config.get("no_rope_layer_interval", 4)) != 0)
-            for i in range(layers)
+            int((i + 1) % int(config.get("no_rope_layer_interval", 4)) != 0) for i in range(layers)
         ]
         theta = float(_rope_theta(config))
         pieces["rope_bases"] = tuple(theta if use else None for use in uses_rope)
@@ -345,8 +344,10 @@ def _refuse_what_the_forward_does_not_run(config: dict[str, Any], family: str, s
                 "qwen2 family's q, k and v biases are the only ones it adds)."
             )
     if family in GEMMA:
-        supported_activation(config, "hidden_activation", ("gelu_pytorch_tanh",),
-                             source=source, code="our Gemma code", what="GELU's tanh form")  # fmt: skip
+        supported_activation(
+            config, "hidden_activation", ("gelu_pytorch_tanh",), source=source,
+            code="our Gemma code", what="GELU's tanh form",
+        )  # fmt: skip
     else:
         supported_activation(
             config, "hidden_act", ("silu",), source=source, code="our decoder code", what="SwiGLU"

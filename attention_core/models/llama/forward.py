@@ -219,9 +219,7 @@ def _start(model: LlamaModel, ids: np.ndarray, past: int, rows: int | None = Non
         base: rope_tables(config, past, n, like=embeddings, base=base)
         for base in {config.rope_base(i) for i in range(config.num_hidden_layers)} - {None}
     }
-    ropes = tuple(
-        tables.get(config.rope_base(i)) for i in range(config.num_hidden_layers)
-    )
+    ropes = tuple(tables.get(config.rope_base(i)) for i in range(config.num_hidden_layers))
     return embeddings, ropes, _widening_buffer(model, n if rows is None else rows)
 
 
