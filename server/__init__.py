@@ -12,8 +12,15 @@ here imports `ui/` or `pages/` (the router hands the warm-up the page list and t
               thread that trims every TRIM_EVERY_SECONDS
     lane      two lanes of model runs, one run at a time in each, and the GIL's switch interval
     process_load
-              a model read in a child process, its arrays back in one read; `LoadedOnce`;
-              the child that stays with the model in shared memory and makes its long runs
+              a model read in a child process, or read there and kept by the child
+    frames    a value and its arrays as one frame, read back with one call into one buffer
+    shared_memory
+              a frame in a memfd that the server and the model's child both map
+    kept_process
+              calls into the child that keeps a model: its long runs made there
+    child     what the server and its child agree on: a function's name, a child's end
+    loaded_once
+              `LoadedOnce`: one value per process, loaded in a thread of its own
     idle      `IdleRelease`: let a model go after some minutes without a viewer
     sessions  the one module that touches Streamlit's private internals: dropping the stored
               sessions of tabs that closed too long ago (tests/test_app.py pins that layout)

@@ -117,7 +117,7 @@ def trim_freed_memory_forever(holding: Callable[[], dict] | None = None) -> None
 
     With REPORT_ENV_VAR set, each round then adds `report_memory(holding())` to that file.
     """
-    # Here, not at the top: the model's kept process (server.process_load) trims with this
+    # Here, not at the top: the model's kept process (server.kept_process) trims with this
     # module and has no Streamlit to import.
     from server.sessions import forget_expired_sessions
 
@@ -156,7 +156,7 @@ def report_memory(path: Path, holding: dict) -> None:
 
 # This process's resident memory by kind, as /proc/<pid>/status names it: `anon` (heaps, arrays,
 # Python's objects), `file` (libraries and mapped model files, which the system can drop and
-# read again) and `shmem` (the model's shared memory, server.process_load).
+# read again) and `shmem` (the model's shared memory, server.shared_memory).
 RESIDENT_PARTS = {"RssAnon": "anon", "RssFile": "file", "RssShmem": "shmem"}
 
 

@@ -34,8 +34,8 @@ from typing import Any, Protocol
 
 from server.idle import IdleRelease
 from server.lane import wait_until_quiet
+from server.loaded_once import LoadedOnce
 from server.memory import release_freed_memory, reuse_freed_memory, stop_reusing_freed_memory
-from server.process_load import LoadedOnce
 
 # Nobody asked for the default views: they wait until no viewer's model run has been going or in
 # line for this long, so in a busy room the viewers compute as they would without them.

@@ -27,7 +27,7 @@ def status_mb(pid: int, *fields: str) -> dict[str, float]:
 
 def memory_mb(pid: int) -> float:
     """What a server holds: its resident memory, and what its children (the model's kept
-    process, server.process_load) hold on their own. The pages they share with it (the model's
+    process, server.kept_process) hold on their own. The pages they share with it (the model's
     memfd, the libraries) are counted once, in its resident memory, as a container's limit
     counts them."""
     return rss_mb(pid) + children_mb(pid)

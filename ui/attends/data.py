@@ -29,8 +29,8 @@ from attention_core.models.score_reading import (
 )
 from attention_core.models.score_sources import HeadSplit, head_name
 from attention_core.training.formation import PREVIOUS_TOKEN_HEAD
+from server.kept_process import run_where_kept
 from server.lane import LONG_RUNS
-from server.process_load import run_where_kept
 from ui.models import minilm, page_model, smollm, toy
 from ui.widgets.byte_cache import MB, bounded_by_bytes
 

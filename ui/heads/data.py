@@ -27,8 +27,8 @@ from attention_core.models.forward import run_decoder
 from attention_core.models.hiding import decoder_hiding_effects, encoder_hiding_effects
 from attention_core.probing import attention_rollout
 from attention_core.token_attribution import rank_correlation
+from server.kept_process import run_where_kept
 from server.lane import LONG_RUNS
-from server.process_load import run_where_kept
 from ui.models import minilm, page_model, smollm
 from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
 

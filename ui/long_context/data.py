@@ -11,8 +11,8 @@ import numpy as np
 from attention_core.models.decoder import DecoderModel
 from attention_core.models.llama import TextScore
 from attention_core.models.long_context import VARIANTS, context_pass, perplexity
+from server.kept_process import run_where_kept
 from server.lane import LONG_RUNS
-from server.process_load import run_where_kept
 from ui.long_context.inputs import MAX_SINKS
 from ui.models import smollm
 from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of

@@ -28,8 +28,8 @@ from attention_core.kv_cache import (
 )
 from attention_core.models.decoder import DecoderModel
 from attention_core.models.kv_experiments import KVExperiment, kv_experiment
+from server.kept_process import run_where_kept
 from server.lane import LONG_RUNS
-from server.process_load import run_where_kept
 from ui.long_context import data
 from ui.long_context.figures import SMOOTHING, running_mean
 from ui.models import page_model, smollm

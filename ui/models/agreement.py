@@ -22,8 +22,9 @@ from attention_core import AttentionInputError
 from attention_core.models import BertModel, run_bert_ids
 from attention_core.models.fidelity import Agreement, agreement
 from attention_core.models.forward import run_decoder
+from server.kept_process import run_where_kept
 from server.lane import LONG_RUNS
-from server.process_load import load_in_a_process, run_where_kept
+from server.process_load import load_in_a_process
 from ui.models import chosen, smollm
 from ui.widgets.byte_cache import bounded_by_bytes
 from ui.widgets.state import PageState

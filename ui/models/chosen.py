@@ -35,8 +35,9 @@ from attention_core import AttentionInputError
 from attention_core.models import BertModel, families
 from attention_core.models.loading import read_config
 from server.hub import hub_reachable
+from server.kept_process import keep_with
 from server.model_host import ChosenModelHost
-from server.process_load import keep_with, load_and_keep
+from server.process_load import load_and_keep
 from ui.widgets.byte_cache import bounded_by_bytes
 from ui.widgets.state import PageState
 

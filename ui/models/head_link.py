@@ -26,7 +26,7 @@ from attention_core.lessons.presets import MAX_EXAMPLE_TOKENS, Example
 from attention_core.models import BertModel, GPT2Model
 from attention_core.models.decoder import DecoderModel
 from attention_core.models.forward import run_decoder
-from server.process_load import run_where_kept
+from server.kept_process import run_where_kept
 from ui.models import minilm, page_model, toy
 from ui.pages import PAGES
 from ui.widgets import layout

@@ -40,8 +40,9 @@ from attention_core.models.llama.files import (
 )
 from attention_core.models.loading import ModelNotFoundError
 from server.hub import hub_reachable
+from server.kept_process import keep_with
 from server.model_host import ModelHost
-from server.process_load import keep_with, load_and_keep
+from server.process_load import load_and_keep
 from ui.models import chosen
 from ui.widgets import layout
 from ui.widgets.state import PageState

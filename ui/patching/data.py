@@ -19,8 +19,8 @@ import numpy as np
 
 from attention_core.models import patching
 from attention_core.models.decoder import DecoderModel
+from server.kept_process import run_where_kept
 from server.lane import LONG_RUNS
-from server.process_load import run_where_kept
 from ui.models import smollm
 from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
 
