@@ -120,6 +120,18 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "Mistral", "decoder", ("mistral",), "Mistral, no short window", _llama_count, _load_llama
     ),
+    Family("Qwen3", "decoder", ("qwen3",), "Qwen3-0.6B", _llama_count, _load_llama),
+    Family("SmolLM3", "decoder", ("smollm3",), "SmolLM3", _llama_count, _load_llama),
+    Family("OLMo 2", "decoder", ("olmo2",), "OLMo 2", _llama_count, _load_llama),
+    Family("Gemma 2", "decoder", ("gemma2",), "Gemma 2", _llama_count, _load_llama),
+    Family(
+        "Gemma 3",
+        "decoder",
+        ("gemma3_text", "gemma3"),
+        "Gemma 3 270M, a Gemma 3's text part",
+        _llama_count,
+        _load_llama,
+    ),
     Family("GPT-2", "decoder", ("gpt2",), "GPT-2, DistilGPT2", _gpt2_count, _load_gpt2),
     Family("BERT", "encoder", ("bert",), "BERT, MiniLM", _bert_count, _load_bert),
 )
