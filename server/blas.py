@@ -2,10 +2,9 @@
 
 NumPy's wheels bring OpenBLAS, which splits a large product over every core. Two forward passes
 side by side (the two lanes of server.lane) then ask for four threads on two cores, and each
-waits for the other's: two 256-token passes took 2.75-2.90 s together where one takes 0.89 s
-alone (OpenBLAS 0.3 in NumPy 2.4, this machine). With one core each they took 1.19-1.55 s. A
-pass alone is faster on both cores (1.08 s on one), also beside a page script's Python (3.6-3.9
-against 4.3-4.5 s). So the lanes set the count from how many of them run: `share_cores(runs)`.
+waits for the other's threads, so two passes finish sooner on one core each; a pass alone, even
+beside a page script's Python, is faster on every core. So the lanes set the count from how many
+of them run: `share_cores(runs)`.
 
 The count is the library's, for every thread of the process (OpenBLAS's "local" count turned
 out to be the same number here). Where NumPy's BLAS is not OpenBLAS, this is a no-op.

@@ -23,10 +23,11 @@ decoder does not wait behind another viewer's seconds-long experiment.
     lane.waiting          how many threads are in line now
     the cores             while both lanes run, NumPy's products use one core each, and
                           every core again once one lane is left (server.blas): two passes
-                          splitting each product over both cores side by side took 1.8x as
-                          long as with one core each
+                          that each split their products over both cores wait for each
+                          other's threads
     switch_threads_often()
-                          the GIL's switch interval from 5 ms to 1 ms, once per process
+                          the GIL's switch interval shortened to SWITCH_INTERVAL_S, once per
+                          process
     wait_until_quiet(s, wanted)
                           until neither lane has run nor had a run in line for s seconds:
                           for work nobody waits for (a page's default view, prepared ahead)
@@ -156,7 +157,7 @@ def _share_cores() -> None:
 # A model run gives up the GIL for each large NumPy call and waits to take it back, this long
 # or more, behind the sessions drawing pages: a forward pass is thousands of such calls, so a
 # short interval finishes a busy server's passes sooner without costing the room its page runs
-# (bench/README.md, "Why the constants in the code are what they are").
+# (chosen with bench/bench_busy_first_visit.py).
 SWITCH_INTERVAL_S = 0.0002
 
 

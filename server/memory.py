@@ -24,9 +24,9 @@ def release_freed_memory() -> None:
     """Hand freed memory back to the operating system: the loader's temporaries, or a whole
     model and its steps once a server lets them go.
 
-    Unpacking and stacking the matrices frees ~150 MB of same-sized pieces that glibc keeps on
-    its heap, scattered between the kept weights, so the process would stay that much larger
-    (bench/README.md). malloc_trim(0) returns those free pages.
+    Unpacking and stacking a model's matrices frees many same-sized pieces that glibc keeps on
+    its heap, scattered between the kept weights, so the process would stay larger by all of
+    them. malloc_trim(0) returns those free pages.
     Other C libraries (musl, macOS) have no malloc_trim, and there is nothing to do here.
     """
     try:
@@ -51,15 +51,15 @@ def reuse_freed_memory(keep_mb: int = 16) -> bool:
     """Let glibc take arrays up to 32 MiB from its heap, and keep a free heap top under ``keep_mb``.
 
     By default glibc maps a large array on its own and hands its pages back as soon as it is
-    freed; the next forward pass takes them again, one zeroed 4 KiB page fault at a time
-    (~14 000 faults a 128-token prefill). From the heap, the pages freed in its middle stay for
-    the next pass until the trim thread returns them (`trim_freed_memory_forever`).
+    freed; the next forward pass takes them again, one zeroed 4 KiB page fault at a time. From
+    the heap, the pages freed in its middle stay for the next pass until the trim thread
+    returns them (`trim_freed_memory_forever`).
 
     The free top of each heap is another matter: glibc keeps it while it stays under
     ``keep_mb`` and hands all of it back once it grows past, and a server has a heap per busy
     thread. Kept large, a forward pass's steps would stay for the next one, a little faster,
     but a room would hold hundreds of MB of freed memory at its peak; the room's memory is the
-    line that binds (bench/README.md, "Why the constants in the code are what they are").
+    line that binds (``keep_mb`` chosen with bench/bench_memory.py).
     Process-wide, so the app calls it where the decoder's model loads. Returns False where the
     C library is not glibc (nothing is changed there).
     """
