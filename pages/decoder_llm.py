@@ -5,7 +5,18 @@ import streamlit as st
 from attention_core import AttentionInputError
 from attention_core.cost import decoding_score_counts
 from attention_core.models.decoder import MAX_CONTEXT_TOKENS, DecoderModel
-from ui.decoder import about, branching, choosing, figures, generation, inputs, trace, what_if
+from attention_core.models.families import family_of_model
+from ui.decoder import (
+    about,
+    branching,
+    choices,
+    choosing,
+    figures,
+    generation,
+    inputs,
+    trace,
+    what_if,
+)
 from ui.models import agreement, minilm, page_model, smollm
 from ui.widgets import heatmaps, render, small_screens
 from ui.widgets.layout import page_intro, plain, what_to_try
@@ -145,7 +156,9 @@ layer_col, head_col = st.columns(2)
 layer = layer_col.select_slider("Layer", list(range(1, num_layers + 1)), key=layer_key) - 1
 head = head_col.select_slider("Head", list(range(1, num_heads + 1)), key=head_key) - 1
 drawn = render.digested(shown.digest, shown)  # the trace, keyed by its digest
-head_fig = render.cached(figures.head_figure, drawn, layer, head)
+head_steps = choices.head_steps(model, shown, layer, head)
+window = None if head_steps is None else head_steps.window
+head_fig = render.cached(figures.head_figure, drawn, layer, head, window)
 one_col, about_col = st.columns(2, vertical_alignment="center")
 with one_col:
     render.show(head_fig, filename=f"decoder-l{layer + 1}-h{head + 1}")
@@ -154,6 +167,10 @@ render.show(
     render.cached(figures.layer_grid_figure, drawn, layer, head),
     filename=f"decoder-l{layer + 1}-heads",
 )
+
+if choices.has_choices(model):
+    st.header(f":material/tune: {family_of_model(model).name}'s attention choices")
+    choices.section(model, shown, layer, head)
 
 st.header(":material/content_cut: What if? The next token without a token or a head")
 st.markdown(
@@ -190,8 +207,17 @@ sink_text.caption(
 
 if positions == "rope":
     st.header(":material/rotate_right: RoPE inside the model")
-    if len(state.ids) > 1:
-        render.show(render.cached(figures.rope_figure, drawn, layer, head), filename="decoder-rope")
+    if head_steps.rope_base is None:
+        st.info(
+            f"Layer {layer + 1} uses no rotation (NoPE): its q and k reach the scores as they "
+            "were projected, so there is no RoPE to show here. Choose a layer the table above "
+            "gives a RoPE base.",
+            icon=":material/block:",
+        )
+    elif len(state.ids) > 1:
+        steps_key = render.digested(f"{shown.digest}-l{layer}-h{head}", head_steps)
+        render.show(render.cached(figures.rope_figure, steps_key, layer, head),
+                    filename="decoder-rope")  # fmt: skip
         st.caption(
             "The last token's query against each earlier key. Without the rotation the scores "
             "ignore distance; with it the same vectors score differently by how far back a key is."

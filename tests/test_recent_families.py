@@ -360,3 +360,56 @@ def test_a_gemma_3_checkpoint_with_a_vision_tower_runs_its_text_part(tmp_path):
     with torch.no_grad():
         expected = whole(input_ids=torch.tensor(ids)[None], use_cache=False).logits[0].numpy()
     np.testing.assert_allclose(run_llama(ours, ids, all_logits=True).logits, expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", list(RECENT))
+def test_the_stream_splits_by_writer_through_the_post_norms_and_the_parts_sum_to_the_logit(
+    saved, case
+):
+    """Each head's write through the norm after attention (its scale held), each MLP's: they
+    add up to the stream, and their logit parts to the head's logit before any cap, as
+    transformers' lm_head gives it."""
+    from attention_core.models.readouts import decoder_attribution, decoder_parts
+
+    folder, hf = saved[case, "float32"]
+    ours = _ours(folder)
+    ids = _long_ids(ours)
+    trace = run_llama(ours, ids)
+    parts = decoder_parts(ours, trace, len(ids) - 1)
+    total = parts.embedding + parts.heads.sum(axis=(0, 1)) + parts.mlps.sum(axis=0)
+    np.testing.assert_allclose(total, parts.residuals[-1], atol=1e-4)
+    taken = {}
+    handle = hf.lm_head.register_forward_hook(lambda m, a, out: taken.update(logits=out[0, -1]))
+    try:
+        with torch.no_grad():
+            hf(torch.tensor(ids)[None], use_cache=False)
+    finally:
+        handle.remove()
+    token = int(trace.next_token_logits.argmax())
+    attribution = decoder_attribution(ours, parts, token)
+    assert attribution.total == pytest.approx(attribution.logit, abs=1e-4)
+    assert attribution.logit == pytest.approx(float(taken["logits"][token]), abs=1e-4)
+
+
+@pytest.mark.parametrize("case", list(RECENT))
+def test_head_choices_retrace_the_pass_for_every_layer_and_head(saved, case):
+    """The decoder page's step-by-step view of one head's last query, from the pass's q and k,
+    ends at the pass's own weights; its QK-norm and rotation steps are the pass's."""
+    from attention_core.models.llama.choices import head_choices
+
+    folder, _ = saved[case, "float32"]
+    ours = _ours(folder)
+    trace = run_llama(ours, _long_ids(ours))
+    config = ours.config
+    for layer, steps in enumerate(trace.layers):
+        for head in range(config.num_attention_heads):
+            shown = head_choices(ours, layer, head, steps.q, steps.k)
+            kv = head // config.group_size
+            np.testing.assert_allclose(shown.weights, steps.weights[head, -1], atol=1e-6)
+            np.testing.assert_allclose(shown.q_rot, steps.q_rot[head, -1], atol=1e-6)
+            np.testing.assert_allclose(shown.k_rot, steps.k_rot[kv], atol=1e-6)
+            if config.qk_norm:
+                np.testing.assert_allclose(shown.k_normed, steps.k_normed[kv], atol=1e-6)
+            np.testing.assert_allclose(shown.scaled, steps.scores[head, -1], atol=1e-5)
+            assert shown.window == config.window(layer)
+            assert shown.rope_base == config.rope_base(layer)

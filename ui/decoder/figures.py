@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from attention_core.masks import causal_mask, sliding_window_mask
+from attention_core.models.llama.choices import HeadChoices
 from ui.decoder.trace import PageTrace, labels
 from ui.widgets import heatmaps, lines
 
@@ -24,16 +26,19 @@ def _kv_head(trace: PageTrace, head: int) -> str:
     return f" (KV head {head // trace.group_size + 1})" if trace.group_size > 1 else ""
 
 
-def head_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
-    """One head's weights `(n, n)`: the causal triangle, the future masked grey."""
+def head_figure(trace: PageTrace, layer: int, head: int, window: int | None = None) -> go.Figure:
+    """One head's weights `(n, n)`: the causal triangle, the future masked grey (and, in a
+    local layer, every key more than ``window`` - 1 tokens back)."""
     n = trace.weights.shape[-1]
     names = labels(trace.tokens)
+    blocked = ~causal_mask(n) if window is None else ~sliding_window_mask(n, window)
+    local = "" if window is None else f" · local: the last {window} tokens"
     return heatmaps.heatmap(
         trace.weights[layer, head],
         row_labels=names,
         col_labels=names,
-        blocked=np.triu(np.ones((n, n), dtype=bool), k=1),  # the future: masked
-        title=f"Layer {layer + 1}, head {head + 1}{_kv_head(trace, head)}",
+        blocked=blocked,
+        title=f"Layer {layer + 1}, head {head + 1}{_kv_head(trace, head)}{local}",
         annotate=n <= 12,
     )
 
@@ -73,21 +78,20 @@ def sink_figure(trace: PageTrace) -> go.Figure:
     )
 
 
-def rope_figure(trace: PageTrace, layer: int, head: int) -> go.Figure:
-    """The last token's q·k/√d with every earlier key, by offset, with and without RoPE."""
-    kv = head // trace.group_size
-    d = trace.q.shape[-1]
-    q, q_rot = trace.q[layer, head, -1], trace.q_rot[layer, head, -1]
-    k, k_rot = trace.k[layer, kv], trace.k_rot[layer, kv]
+def rope_figure(shown: HeadChoices, layer: int, head: int) -> go.Figure:
+    """The last token's q·k · scale with every earlier key, by offset, with and without RoPE
+    (after QK-norm where the family has it, before any soft cap)."""
+    q = shown.q if shown.q_normed is None else shown.q_normed
+    k = shown.k if shown.k_normed is None else shown.k_normed
     offsets = np.arange(k.shape[0])[::-1]  # key j sits n-1-j tokens back
     return lines.line_plot(
         offsets,
         {
-            "with RoPE (what the model computes)": k_rot @ q_rot / np.sqrt(d),
-            "without RoPE (same q and k, unrotated)": k @ q / np.sqrt(d),
+            "with RoPE (what the model computes)": shown.raw,
+            "without RoPE (same q and k, unrotated)": k @ q * shown.scale,
         },
         x_title="offset: how many tokens back the key is",
-        y_title="q·k / √d",
+        y_title="q·k · scale",
         title=f"Layer {layer + 1}, head {head + 1}: the last token's scores",
         dashed=("without RoPE (same q and k, unrotated)",),
         markers=True,

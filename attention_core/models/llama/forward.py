@@ -52,6 +52,7 @@ __all__ = [
     "MAX_SCORED_TOKENS",
     "head_logits",
     "linear",
+    "qk_norm",
     "read_text",
     "rope_tables",
     "run_llama",
@@ -338,7 +339,7 @@ def _decoder_layer(
     if config.qk_norm is not None:
         # QK-norm fixes the length of q and k, so no score can grow without bound as training
         # pushes the projections' weights up: the softmax cannot saturate by accident.
-        q_normed, k_normed = _qk_norm(config, layer, q, k)
+        q_normed, k_normed = qk_norm(config, layer, q, k)
         qk = np.concatenate([q_normed, k_normed], axis=-3)
     # RoPE turns each (i, i + d/2) pair by an angle ∝ position, so q·k sees only the offset;
     # a NoPE layer turns nothing and sees positions only through the causal mask.
@@ -386,7 +387,7 @@ def _decoder_layer(
     return steps, step.cache
 
 
-def _qk_norm(
+def qk_norm(
     config: LlamaConfig, layer: LlamaLayerWeights, q: np.ndarray, k: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """q `(head, n, d_head)` and k `(kv_head, n, d_head)` RMS-normalised: each head's vector
