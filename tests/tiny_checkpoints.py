@@ -2,7 +2,8 @@
 transformers' files) in a folder as ``save_pretrained`` leaves it: what a teacher's own model
 looks like to the app, in a few kilobytes.
 
-    write_tiny(family, folder)   "llama", "qwen2", "gpt2" or "bert": config.json,
+    write_tiny(family, folder)   "llama", "qwen2", "gpt2", "bert" or one of
+                                 ``tiny_decoders.RECENT`` ("qwen3" …): config.json,
                                  model.safetensors and tokenizer.json in ``folder``; also
                                  "gpt2-other": a GPT-2 as transformers initialises one from a
                                  config none of our tests chose its numbers for (three layers
@@ -44,11 +45,16 @@ def write_tiny(family: str, folder: Path) -> Path:
         return write_tiny_gpt2(folder)
     if family == "gpt2-other":
         return _other_gpt2(folder)
-    from tests.test_decoder_families import _hf_model, _tokenizer
+    from tests.tiny_decoders import RECENT, save_decoder, word_tokenizer
+
+    if family in RECENT:
+        save_decoder(family, folder)
+        return folder
+    from tests.test_decoder_families import _hf_model
 
     case = {"llama": "llama_untied", "qwen2": "qwen2_tied"}[family]
     _hf_model(case).save_pretrained(folder)
-    _tokenizer().save_pretrained(folder)
+    word_tokenizer().save_pretrained(folder)
     return folder
 
 

@@ -5,6 +5,7 @@
     gelu_tanh   GELU's tanh approximation, GPT-2's "gelu_new"
     layer_norm  LayerNorm(x) = (x - mean) / sqrt(var + eps) · γ + β over the last axis
     rms_norm    RMSNorm(x) = x / sqrt(mean(x²) + eps) · γ over the last axis (Llama, Qwen2)
+    rms         sqrt(mean(x²) + eps), what RMSNorm divides by
     silu        SiLU(x) = x · σ(x), the gate of a SwiGLU MLP
 
 A norm takes its learned γ (and β) as arrays, so each family keeps its weights in its own
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["erf", "gelu", "gelu_tanh", "layer_norm", "rms_norm", "silu"]
+__all__ = ["erf", "gelu", "gelu_tanh", "layer_norm", "rms", "rms_norm", "silu"]
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -105,10 +106,15 @@ def rms_norm(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
 
     Unlike LayerNorm there is no mean to subtract and no bias: only the scale is fixed.
     """
-    mean_square = np.mean(np.square(x), axis=-1, keepdims=True)
-    normed = x / np.sqrt(mean_square + x.dtype.type(eps))
+    normed = x / rms(x, eps)
     normed *= gain  # in place: one (n, d_model) temporary fewer, and a layer runs two norms
     return normed
+
+
+def rms(x: np.ndarray, eps: float) -> np.ndarray:
+    """sqrt(mean(x²) + eps) over the last axis, kept `(..., 1)`: what RMSNorm divides by. Held
+    fixed, it makes the norm linear, so what several writers add up to can be split by writer."""
+    return np.sqrt(np.mean(np.square(x), axis=-1, keepdims=True) + x.dtype.type(eps))
 
 
 def silu(x: np.ndarray) -> np.ndarray:

@@ -42,6 +42,7 @@ from . import points
 from .bert import BertModel, BertTrace, run_bert_ids
 from .decoder import DecoderModel
 from .forward import run_decoder
+from .layers import rms
 from .llama.forward import head_logits
 from .loading import widen
 from .trace import DecoderTrace
@@ -103,10 +104,14 @@ def decoder_parts(model: DecoderModel, trace: DecoderTrace, position: int) -> Re
     layers = range(len(trace.layers))
     heads = np.stack(
         [
-            head_writes(
-                trace.point(points.heads(layer))[:, position : position + 1],
-                widen(model.weights.layers[layer].w_o),
-            )[:, 0]
+            _post_normed(
+                model,
+                layer,
+                head_writes(
+                    trace.point(points.heads(layer))[:, position : position + 1],
+                    widen(model.weights.layers[layer].w_o),
+                )[:, 0],
+            )
             for layer in layers
         ]
     )  # (layer, head, d_model)
@@ -123,6 +128,16 @@ def decoder_parts(model: DecoderModel, trace: DecoderTrace, position: int) -> Re
         residuals=residuals.astype(np.float64),
         biases=None if b_o[0] is None else np.stack(b_o).astype(np.float64),
     )
+
+
+def _post_normed(model: DecoderModel, layer: int, writes: np.ndarray) -> np.ndarray:
+    """The heads' writes `(head, d_model)` as the stream receives them: through the norm a
+    family applies after attention (Gemma, OLMo 2), its scale held at what their sum gives, so
+    the writes still add up to the layer's attn_out."""
+    gain = getattr(model.weights.layers[layer], "post_attn_norm", None)
+    if gain is None:
+        return writes
+    return writes * (gain / rms(writes.sum(axis=0), model.config.rms_norm_eps))
 
 
 def decoder_lens(model: DecoderModel, parts: ResidualParts) -> LogitLens:

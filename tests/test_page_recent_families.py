@@ -1,0 +1,146 @@
+"""Today's small-LLM families on every real-model page: tiny Qwen3, SmolLM3, OLMo 2, Gemma 2 and
+Gemma 3 checkpoints (``tests.tiny_decoders``) listed in ATTENTION_EXPLORER_MODELS, opened by a
+link's ``?model=``, against transformers on the same files.
+
+    decoder page     the next-token probabilities are transformers'; each attention choice is
+                     shown where it acts (QK-norm, windows, soft caps, NoPE), the config table
+                     is the config's
+    heads page       the lens's last stage is the model's own probability; the chosen head's
+                     pattern is transformers'; the attribution sums to the logit
+    patching page    each prompt's logit difference is transformers'
+    long context     the full pass's perplexity is transformers'
+    attends page     a sentence saying why the view does not apply to a family it cannot split
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attention_core.lessons.passages import ALICE
+from harness.app_pages import open_model_page
+from tests.plotly_json import plotly_array
+from tests.tiny_checkpoints import write_tiny
+from tests.tiny_decoders import RECENT
+from ui.models import chosen
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.slow
+PROMPT = "the cat sat on the mat and the dog"
+FAMILIES = list(RECENT)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("recent")
+    return {family: write_tiny(family, root / f"tiny-{family}") for family in FAMILIES}
+
+
+@pytest.fixture(autouse=True)
+def listed(folders, monkeypatch):
+    monkeypatch.setenv(chosen.MODELS_ENV_VAR, ",".join(str(p) for p in folders.values()))
+    yield
+    chosen.HOST.forget()
+
+
+def causal_lm(folder: Path):
+    return transformers.AutoModelForCausalLM.from_pretrained(
+        folder, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
+
+
+def encode(folder: Path, text: str) -> list[int]:
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"))
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def table(at, column: str):
+    return next(frame.value for frame in at.dataframe if column in frame.value.columns)
+
+
+def chart(at, key: str) -> dict:
+    for element in at.main.get("plotly_chart"):
+        if element.proto.id.endswith(key):
+            return json.loads(element.proto.spec)
+    raise AssertionError(f"no chart {key}")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_decoder_page_holds_transformers_next_token_probabilities(folders, family):
+    at = open_model_page("pages/decoder_llm.py", {"model": f"tiny-{family}", "prompt": PROMPT},
+                         240)  # fmt: skip
+    assert not at.error, [e.value for e in at.error]
+    hf = causal_lm(folders[family])
+    ids = encode(folders[family], PROMPT)
+    with torch.no_grad():
+        p = torch.softmax(hf(torch.tensor([ids])).logits[0, -1].double(), -1).numpy()
+    shown = table(at, "probability")
+    best = np.argsort(-p)[: len(shown)]
+    assert shown["id"].tolist() == best.tolist()
+    np.testing.assert_allclose(shown["probability"], np.round(p[best], 4), atol=1e-4)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_heads_page_lens_ends_at_the_models_own_probability(folders, family):
+    at = open_model_page("pages/what_heads_do.py", {"model": f"tiny-{family}", "prompt": PROMPT},
+                         240)  # fmt: skip
+    assert not at.error, [e.value for e in at.error]
+    hf = causal_lm(folders[family])
+    ids = encode(folders[family], PROMPT)
+    with torch.no_grad():
+        out = hf(torch.tensor([ids]), output_attentions=True)
+    p = torch.softmax(out.logits[0, -1].double(), -1)
+    lens = plotly_array(chart(at, "heads.lens")["data"][0]["y"])
+    assert lens[-1] == pytest.approx(float(p.max()), abs=1e-4)
+    layers = len(out.attentions)
+    heads = out.attentions[0].shape[1]
+    # The chosen head: the page's defaults, past a tiny model's end, become its last head.
+    pattern = plotly_array(chart(at, "heads.pattern")["data"][0]["z"]).astype(np.float64)
+    expected = out.attentions[layers - 1][0, heads - 1].numpy()
+    np.testing.assert_allclose(np.nan_to_num(pattern), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_patching_page_shows_transformers_logit_differences(folders, family):
+    clean, corrupt = "the cat sat on the mat", "the dog sat on the mat"
+    at = open_model_page("pages/carries_the_answer.py", {"model": f"tiny-{family}", "clean": clean,
+                         "corrupt": corrupt, "answer": " the", "wrong": " a"}, 240)  # fmt: skip
+    assert not at.error, [e.value for e in at.error]
+    folder = folders[family]
+    hf = causal_lm(folder)
+    answer, wrong = (encode(folder, word)[0] for word in (" the", " a"))
+    lds = []
+    for text in (clean, corrupt):
+        with torch.no_grad():
+            logits = hf(torch.tensor([encode(folder, text)])).logits[0, -1]
+        lds.append(float(logits[answer] - logits[wrong]))
+    shown = table(at, "prompt")
+    ld_column = next(c for c in shown.columns if c.startswith("LD"))
+    np.testing.assert_allclose(shown[ld_column], np.round(lds, 3), atol=1e-3)
+
+
+@pytest.mark.parametrize("family", ["gemma3_text", "smollm3"])
+def test_the_long_context_page_shows_transformers_perplexity(folders, family):
+    """The full pass's perplexity over the tokens predicted from a query at the window or
+    later, as the caption counts them, is transformers'."""
+    at = open_model_page("pages/long_context.py", {"model": f"tiny-{family}"}, 240)
+    assert not at.error, [e.value for e in at.error]
+    (said,) = [c.value for c in at.caption if "tokens predicted from a query" in c.value]
+    count, start, total = (int(x) for x in re.findall(
+        r"Over the (\d+) tokens predicted from a query at position (\d+) or later \(of (\d+)",
+        said)[0])  # fmt: skip
+    assert count == total - 1 - start
+    ids = encode(folders[family], ALICE)[:total]
+    assert len(ids) == total
+    with torch.no_grad():
+        logits = causal_lm(folders[family])(torch.tensor([ids])).logits[0].double()
+    losses = torch.nn.functional.cross_entropy(logits[:-1], torch.tensor(ids[1:]), reduction="none")
+    expected = float(torch.exp(losses[start:].mean()))
+    (full,) = [m.value for m in at.metric if m.label == "Perplexity, full attention"]
+    assert float(full) == pytest.approx(expected, abs=0.006)
