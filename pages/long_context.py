@@ -68,6 +68,8 @@ st.caption(
     f"later (of {len(ids)} tokens), where the window has started to drop the beginning. Lower is "
     "better: the exponent of the mean loss, the number of equally likely tokens it amounts to."
 )
+if note := inputs.local_layers_note(loaded.name, model, window):
+    st.info(note, icon=":material/view_week:")
 setting = f"W{window}-S{sinks}"
 drawn = render.digested(passes.digest, passes)  # the three passes, keyed by their digest
 render.show(render.cached(figures.loss_figure, drawn),

@@ -144,3 +144,15 @@ def test_the_long_context_page_shows_transformers_perplexity(folders, family):
     expected = float(torch.exp(losses[start:].mean()))
     (full,) = [m.value for m in at.metric if m.label == "Perplexity, full attention"]
     assert float(full) == pytest.approx(expected, abs=0.006)
+
+
+def test_the_long_context_page_says_how_much_a_local_global_models_own_windows_hide(folders):
+    at = open_model_page("pages/long_context.py", {"model": "tiny-gemma3_text", "window": "8"}, 240)
+    (said,) = [i.value for i in at.info if "window of its own" in i.value]
+    assert "2 of its 3 layers are local, each query there seeing only its last 3 tokens" in said
+    assert "W = 8 changes only what its 1 global layer reads" in said
+    plain = open_model_page("pages/long_context.py", {"model": "tiny-qwen3"}, 240)
+    # Qwen3's tiny model slides a window in layer 2 (use_sliding_window): it is said too.
+    assert any("1 of its 2 layers are local" in i.value for i in plain.info)
+    nope = open_model_page("pages/long_context.py", {"model": "tiny-smollm3"}, 240)
+    assert not any("window of its own" in i.value for i in nope.info)

@@ -57,3 +57,28 @@ def fitted(view: PageState, n: int) -> tuple[int, int, list[str]]:
 def show_notes(notes: list[str]) -> None:
     for note in notes:
         st.warning(note, icon=":material/tune:")
+
+
+def local_layers_note(name: str, model: DecoderModel, window: int) -> str:
+    """What the model's own local layers already hide (Gemma's sliding-window layers), and how
+    the page's window adds to them; "" for a model whose layers all read the whole text."""
+    config = model.config
+    windows = getattr(config, "windows", ())  # GPT-2's layers have none
+    local = [layer for layer, own in enumerate(windows) if own is not None]
+    if not local:
+        return ""
+    own = windows[local[0]]
+    layers = config.num_hidden_layers
+    global_ = layers - len(local)
+    effect = (
+        f"so the window W = {window} changes only what its {global_} global "
+        f"layer{'s' if global_ != 1 else ''} read{'' if global_ != 1 else 's'}"
+        if window >= own
+        else f"and W = {window} narrows them further, in every layer"
+    )
+    return (
+        f"{name} already reads through a window of its own: {len(local)} of its {layers} "
+        f"layers are local, each query there seeing only its last {own} tokens, even in the "
+        f"full pass; {effect}. Its cache for those layers need never hold more than {own} "
+        "positions."
+    )
