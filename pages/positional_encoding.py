@@ -258,7 +258,7 @@ else:
 
 # -- 5. the families, and 6. beyond the training length ---------------------------------------
 
-st.header("Four ways to give attention positions", divider="gray")
+st.header("Five ways to give attention positions, one of them none", divider="gray")
 st.markdown(
     "Give every position the **same** content vector c and look at the query·key scores: "
     "whatever varies comes from position alone. If a score depends only on the offset between "

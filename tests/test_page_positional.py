@@ -169,6 +169,13 @@ def test_rope_is_toeplitz_and_the_added_encodings_are_not():
     assert metric(at, "Sinusoidal (added): largest spread") > 0.1
     assert metric(at, "Learned table (added): largest spread") > 0.1
     assert metric(at, "ALiBi (score bias): largest spread") == 0.0
+    # NoPE: one score for every key a query sees, c·c/√d with the page's content vector c.
+    nope = plotly_array(figure(at, "NoPE (no positions)")["data"][0]["z"]).astype(np.float64)
+    c = np.random.default_rng(0).normal(0.0, 1.0, size=8)
+    visible = np.tril(np.ones((16, 16), dtype=bool))
+    np.testing.assert_allclose(nope[visible], c @ c / math.sqrt(8), rtol=1e-6)
+    assert np.all(np.isnan(nope[~visible]))
+    assert metric(at, "NoPE (no positions): largest spread") == 0.0
     # The RoPE score by offset: one line for every pair of positions at that offset.
     lines = figure(at, "RoPE score by offset")["data"]
     np.testing.assert_allclose(plotly_array(lines[1]["y"]), plotly_array(lines[2]["y"]), atol=1e-12)

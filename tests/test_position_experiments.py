@@ -278,8 +278,8 @@ def test_added_encodings_are_not_toeplitz_but_alibi_is():
     assert np.isneginf(alibi[2, 5])
     with pytest.raises(AttentionInputError, match="head must be below"):
         same_content_scores("alibi", n, d, num_heads=4, head=4)
-    with pytest.raises(AttentionInputError, match="rotary"):
-        same_content_scores("nope", n, d)
+    with pytest.raises(AttentionInputError, match="rotary, alibi, nope"):
+        same_content_scores("yarn", n, d)
 
 
 def test_unseen_angles_by_hand():
@@ -304,3 +304,15 @@ def test_unseen_angle_share_matches_a_brute_force_count():
                 unseen += 1
         assert share[p] == pytest.approx(unseen / len(omegas)), p
     assert share[:length].max() == 0
+
+
+def test_nope_scores_are_one_number_on_the_causal_triangle_and_nothing_past_it():
+    """With the same content everywhere and no positions, every key a query may see scores
+    c·c/√d: the matrix is constant below the diagonal, -inf above (the causal mask)."""
+    n, d, seed = 6, 8, 3
+    scores = same_content_scores("nope", n, d, seed=seed)
+    c = np.random.default_rng(seed).normal(0.0, 1.0, size=d)
+    visible = np.tril(np.ones((n, n), dtype=bool))
+    np.testing.assert_allclose(scores[visible], c @ c / math.sqrt(d))
+    assert np.all(np.isneginf(scores[~visible]))
+    assert toeplitz_deviation(scores) == 0.0

@@ -58,7 +58,7 @@ __all__ = [
 LEARNED_STD = math.sqrt(0.5)
 
 SENTENCE_ENCODINGS = ("none", "sinusoidal", "learned")
-POSITION_FAMILIES = ("sinusoidal", "learned", "rotary", "alibi")
+POSITION_FAMILIES = ("sinusoidal", "learned", "rotary", "alibi", "nope")
 PERMUTATIONS = ("reverse", "rotate", "swap first two")
 
 
@@ -436,8 +436,11 @@ def same_content_scores(
       learned     (c + P[m]) · (c + P[n]) / √d,  P = learned_encoding(.., std=LEARNED_STD)
       rotary      rot(c, m) · rot(c, n) / √d     (RoPE, `rope_scores`)
       alibi       c · c / √d + m_head · (n - m), causal (-inf for n > m)
-    c ~ N(0, 1) from `seed`. Rotary and ALiBi give a Toeplitz matrix (a function of n - m);
-    the added encodings do not, because c·PE[n] depends on the absolute position n.
+      nope        c · c / √d, causal (-inf for n > m): no positions at all (SmolLM3's NoPE
+                  layers), only the mask tells a query how many keys came before it
+    c ~ N(0, 1) from `seed`. Rotary, ALiBi and NoPE give a Toeplitz matrix (a function of
+    n - m; NoPE's is constant); the added encodings do not, because c·PE[n] depends on the
+    absolute position n.
     """
     n = check_int(num_positions, "num_positions", minimum=1)
     d = check_int(d_model, "d_model", minimum=1)
@@ -459,6 +462,9 @@ def same_content_scores(
         bias = causal_alibi(heads, n)[h]
         # ALiBi leaves q and k alone: the content score is the same for every pair.
         return (content @ content.T) * scale + bias
+    if family == "nope":
+        # Nothing marks a position: every key a query may see scores the same.
+        return (content @ content.T) * scale + mask_to_additive(causal_mask(n))
     raise AttentionInputError(
         f"Unknown position family {family!r}: choose one of {', '.join(POSITION_FAMILIES)}."
     )

@@ -1,6 +1,7 @@
-"""The families section: same-content scores of the four ways to give attention positions
+"""The families section: same-content scores of the five ways to give attention positions
 (sinusoidal and learned tables added to the input, RoPE rotating q and k, ALiBi biasing the
-score), a tab for each of learned, RoPE and ALiBi, and, nested, beyond the training length.
+score, NoPE giving none), a tab for each of learned, RoPE, ALiBi and NoPE, and, nested, beyond
+the training length.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def alibi_grid(num_heads: int, num_positions: int) -> go.Figure:
 
 @st.fragment
 def compare_families(view: PageState, n: int, d_model: int, seed: int, base: float) -> None:
-    """Same-content scores of the four families, their tabs, and (nested) the extrapolation."""
+    """Same-content scores of the five families, their tabs, and (nested) the extrapolation."""
     a, b, c = st.columns(3)
     compare_n = a.slider(
         "Positions to compare", 4, 64, key=view.int_key("compare_n", 16, lo=4, hi=64)
@@ -90,13 +91,15 @@ def compare_families(view: PageState, n: int, d_model: int, seed: int, base: flo
         "Sinusoidal and learned: (c + P[m])·(c + P[n]) contains c·P[n], which depends on where "
         "the key is, not only on n − m. Rotary: rotating q by m·θ and k by n·θ leaves an angle "
         "(m − n)·θ between them. ALiBi: c·c plus m_h·(n − m), with the later keys masked (−∞) "
-        "as in a causal model. All scores are divided by √d_model."
+        "as in a causal model. NoPE: c·c for every key a query may see, nothing past it. All "
+        "scores are divided by √d_model."
     )
-    learned_tab, rope_tab, alibi_tab = st.tabs(
+    learned_tab, rope_tab, alibi_tab, nope_tab = st.tabs(
         [
             ":material/grid_on: Learned",
             ":material/rotate_right: Rotary (RoPE)",
             ":material/trending_down: ALiBi",
+            ":material/block: None (NoPE)",
         ]
     )
     with learned_tab:
@@ -128,6 +131,16 @@ def compare_families(view: PageState, n: int, d_model: int, seed: int, base: flo
             column_config={"slope m": st.column_config.NumberColumn(format="%.8g")},
         )
         show(alibi_grid, heads, compare_n, filename=f"alibi-bias-{heads}-heads")
+    with nope_tab:
+        st.markdown(
+            "A decoder can leave positions out of some layers altogether: SmolLM3 rotates q and k "
+            "in three layers of every four and in the fourth does nothing (NoPE). With the same "
+            "content everywhere its scores are one number, yet the causal mask still tells "
+            "query m that it sees m + 1 keys, so a softmax average over them changes with m: "
+            "order leaks in through the mask. A NoPE layer matches a word however far back it "
+            "is, with no rotation to wear the match down over distance; the RoPE layers around "
+            "it keep the sense of nearness."
+        )
     # Nested: the training length reruns only its own section; the ALiBi head reruns both.
     extrapolation.beyond_training_length(view, d_model, seed, base, heads, head)
     write_url_after_fragment(view)

@@ -25,6 +25,7 @@ FAMILY_TITLES = {
     "learned": "Learned table (added)",
     "rotary": "Rotary (RoPE)",
     "alibi": "ALiBi (score bias)",
+    "nope": "NoPE (no positions)",
 }
 
 
