@@ -17,7 +17,7 @@ from ui.decoder import (
     trace,
     what_if,
 )
-from ui.models import agreement, minilm, page_model, smollm
+from ui.models import agreement, attention_table, minilm, page_model, smollm
 from ui.widgets import heatmaps, render, small_screens
 from ui.widgets.layout import page_intro, plain, what_to_try
 from ui.widgets.state import PageState
@@ -171,6 +171,13 @@ render.show(
 if choices.has_choices(model):
     st.header(f":material/tune: {family_of_model(model).name}'s attention choices")
     choices.section(model, shown, layer, head)
+st.subheader("What each decoder here changes in attention")
+small_screens.table(attention_table.table(name, cfg), hide_index=True)
+st.caption(
+    "Read from each model's configuration: this one first, then every other decoder this server "
+    "lists (a GGUF file's once it is loaded). A query : KV ratio above 1 is grouped-query "
+    "attention; a local layer reads only its last tokens; NoPE layers rotate nothing."
+)
 
 st.header(":material/content_cut: What if? The next token without a token or a head")
 st.markdown(

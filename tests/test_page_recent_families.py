@@ -23,7 +23,7 @@ import pytest
 
 from attention_core.lessons.passages import ALICE
 from harness.app_pages import open_model_page
-from tests.plotly_json import plotly_array
+from tests.plotly_json import figures, plotly_array
 from tests.tiny_checkpoints import write_tiny
 from tests.tiny_decoders import RECENT
 from ui.models import chosen
@@ -156,3 +156,112 @@ def test_the_long_context_page_says_how_much_a_local_global_models_own_windows_h
     assert any("1 of its 2 layers are local" in i.value for i in plain.info)
     nope = open_model_page("pages/long_context.py", {"model": "tiny-smollm3"}, 240)
     assert not any("window of its own" in i.value for i in nope.info)
+
+
+def title_of(spec: dict) -> str:
+    """A figure's title as one line (long titles wrap with <br>)."""
+    return (spec["layout"].get("title") or {}).get("text", "").replace("<br>", " ")
+
+
+def figure_titled(at, start: str) -> dict:
+    for spec in figures(at):
+        if title_of(spec).startswith(start):
+            return spec
+    raise AssertionError(f"no figure titled {start!r}")
+
+
+def test_the_decoder_pages_table_reads_each_familys_attention_as_transformers_config_does(folders):
+    at = open_model_page("pages/decoder_llm.py", {"model": "tiny-gemma3_text", "prompt": PROMPT},
+                         240)  # fmt: skip
+    rows = table(at, "NoPE layers").set_index("model")
+    assert rows.index[0] == "tiny-gemma3_text"  # the loaded model first
+    assert set(rows.index) == {f"tiny-{family}" for family in FAMILIES}
+    for family in FAMILIES:
+        hf = transformers.AutoConfig.from_pretrained(folders[family])
+        shown = rows.loc[f"tiny-{family}"]
+        assert shown["query : KV heads"] == f"{hf.num_attention_heads} : {hf.num_key_value_heads}"
+        types = list(getattr(hf, "layer_types", None) or ["full_attention"] * hf.num_hidden_layers)
+        if family == "smollm3" and not hf.use_sliding_window:
+            types = ["full_attention"] * hf.num_hidden_layers
+        local = types.count("sliding_attention")
+        expected_layers = (
+            f"{local} local (last {hf.sliding_window}) · {len(types) - local} global"
+            if local
+            else f"all {len(types)} global"
+        )
+        assert shown["layers"] == expected_layers, family
+        caps = [f"scores {c:g}" for c in [getattr(hf, "attn_logit_softcapping", None)] if c]
+        caps += [f"logits {c:g}" for c in [getattr(hf, "final_logit_softcapping", None)] if c]
+        assert shown["soft caps"] == (", ".join(caps) or "—"), family
+        nope = [str(i + 1) for i, use in enumerate(getattr(hf, "no_rope_layers", None) or [])
+                if not use]  # fmt: skip
+        assert shown["NoPE layers"] == (", ".join(nope) or "—"), family
+        scalar = getattr(hf, "query_pre_attn_scalar", None)
+        assert shown["query scale"] == (
+            f"1/√{scalar} (config)" if scalar else f"1/√{hf.head_dim}"
+        ), family
+        has_qk_norm = family in ("qwen3", "gemma3_text", "olmo2")
+        assert (shown["QK-norm"] != "—") == has_qk_norm, family
+
+
+def test_gemma2s_cap_window_and_scale_are_shown_where_they_act(folders):
+    """Layer 1 of tiny Gemma 2 is local (window 3) and caps its scores at 2: the pattern greys
+    out the keys past the window, and the cap's points lie on 2·tanh(x/2) with a softmax over
+    them equal to transformers' weights for that head's last query."""
+    at = open_model_page("pages/decoder_llm.py", {"model": "tiny-gemma2", "prompt": PROMPT,
+                         "layer": "1", "head": "2"}, 240)  # fmt: skip
+    assert not at.error
+    hf = causal_lm(folders["gemma2"])
+    ids = encode(folders["gemma2"], PROMPT)
+    with torch.no_grad():
+        weights = hf(torch.tensor([ids]), output_attentions=True).attentions[0][0, 1].numpy()
+    pattern = plotly_array(figure_titled(at, "Layer 1, head 2")["data"][0]["z"]).astype(float)
+    n = len(ids)
+    offset = np.arange(n)[:, None] - np.arange(n)[None, :]
+    np.testing.assert_array_equal(np.isnan(pattern), (offset < 0) | (offset >= 3))
+    np.testing.assert_allclose(np.nan_to_num(pattern), weights, atol=1e-5)
+    cap = figure_titled(at, "Layer 1, head 2: the last token's scores, capped")
+    points = next(trace for trace in cap["data"] if trace["name"] == "this query's keys")
+    raw, capped = plotly_array(points["x"]), plotly_array(points["y"])
+    np.testing.assert_allclose(capped, 2.0 * np.tanh(raw / 2.0), atol=1e-6)
+    assert np.abs(raw).max() > 2.0
+    seen = capped[-3:]
+    np.testing.assert_allclose(np.exp(seen) / np.exp(seen).sum(), weights[-1, -3:], atol=1e-5)
+    assert any("multiplied by **0.2041** (1/√24" in m.value for m in at.markdown)
+    assert any("capped the same way, at ±3" in c.value for c in at.caption)
+
+
+def test_qk_norm_view_is_transformers_q_norm_output(folders):
+    at = open_model_page("pages/decoder_llm.py", {"model": "tiny-qwen3", "prompt": PROMPT,
+                         "layer": "2", "head": "3"}, 240)  # fmt: skip
+    assert not at.error
+    hf = causal_lm(folders["qwen3"])
+    ids = encode(folders["qwen3"], PROMPT)
+    taken = {}
+    handle = hf.model.layers[1].self_attn.q_norm.register_forward_hook(
+        lambda m, a, out: taken.update(q=out[0, -1, 2].numpy())
+    )
+    try:
+        with torch.no_grad():
+            hf(torch.tensor([ids]))
+    finally:
+        handle.remove()
+    spec = figure_titled(at, "Layer 2, head 3: the last token's query, step by step")
+    series = {trace["name"]: plotly_array(trace["y"]) for trace in spec["data"]}
+    np.testing.assert_allclose(series["after QK-norm"], taken["q"], atol=1e-5)
+    assert "after RoPE" in series
+
+
+def test_a_nope_layer_says_it_has_no_rotation_and_the_rope_view_skips_it(folders):
+    at = open_model_page("pages/decoder_llm.py", {"model": "tiny-smollm3", "prompt": PROMPT,
+                         "layer": "2"}, 240)  # fmt: skip
+    assert any("Layer 2 uses no rotation (NoPE)" in i.value for i in at.info)
+    assert not any(title_of(s).endswith("the last token's scores") for s in figures(at))
+    rope = open_model_page("pages/decoder_llm.py", {"model": "tiny-smollm3", "prompt": PROMPT,
+                           "layer": "1"}, 240)  # fmt: skip
+    assert not any("uses no rotation" in i.value for i in rope.info)
+    assert any(
+        (s["layout"].get("title") or {}).get("text", "")
+        == "Layer 1, head 1: the last token's scores"
+        for s in figures(rope)
+    )

@@ -1,6 +1,7 @@
 """The models a viewer may choose on a real-model page: the shipped one, and those the server's
 operator lists, each opened by our own code (attention_core.models.families).
 
+    config_of(source)           a listed checkpoint's config.json, read without loading it
     listed()                    the operator's models, ``ATTENTION_EXPLORER_MODELS`` (or the same
                                 key in Streamlit's secrets): folders, GGUF files and Hub ids,
                                 each named by ``families.checkpoint_name``; on a local run
@@ -108,25 +109,37 @@ def listed() -> dict[str, str]:
     return models
 
 
-@bounded_by_bytes(1_000_000, name="models.kinds", lane=None)
-def kind_of(source: str) -> str:
-    """ "decoder", "encoder", or "" when it cannot be told before loading (a Hub id not yet in
-    the cache, a folder without a config): from the config alone."""
+@bounded_by_bytes(1_000_000, name="models.configs", lane=None)
+def config_of(source: str) -> dict | None:
+    """A listed checkpoint's config.json, read without loading it (a folder's, or a Hub id's
+    already in this machine's cache), or None: a GGUF file, or nothing there to read."""
     kind = families.checkpoint_kind(source)
     if kind == "gguf":
-        return "decoder"
+        return None
     try:
         if kind == "hub":
             from huggingface_hub import try_to_load_from_cache
 
             config = try_to_load_from_cache(source, "config.json")
             if not isinstance(config, str):
-                return ""
+                return None
             path = Path(config)
         else:
             path = Path(source).expanduser() / "config.json"
-        return families.family_of(read_config(path)).kind
+        return read_config(path)
     except (AttentionInputError, ImportError, OSError):
+        return None
+
+
+def kind_of(source: str) -> str:
+    """ "decoder", "encoder", or "" when it cannot be told before loading (a Hub id not yet in
+    the cache, a folder without a config): from the config alone."""
+    if families.checkpoint_kind(source) == "gguf":
+        return "decoder"
+    config = config_of(source)
+    try:
+        return "" if config is None else families.family_of(config).kind
+    except AttentionInputError:
         return ""
 
 
