@@ -265,3 +265,35 @@ def test_a_nope_layer_says_it_has_no_rotation_and_the_rope_view_skips_it(folders
         == "Layer 1, head 1: the last token's scores"
         for s in figures(rope)
     )
+
+
+@pytest.mark.parametrize("layer", ["1", "2"])
+def test_the_attends_page_splits_smollm3s_rope_and_nope_layers_exactly(folders, layer):
+    at = open_model_page("pages/why_a_head_attends.py", {"model": "tiny-smollm3", "prompt": PROMPT,
+                         "layer": layer, "head": "2"}, 240)  # fmt: skip
+    assert not at.error and not at.exception
+    hf = causal_lm(folders["smollm3"])
+    ids = encode(folders["smollm3"], PROMPT)
+    with torch.no_grad():
+        row = hf(torch.tensor([ids]), output_attentions=True).attentions[int(layer) - 1][0, 1, -1]
+    key = 1 + int(np.argmax(row.numpy()[1:]))
+    (said,) = [m.value for m in at.markdown if m.value.startswith(f"Layer {layer}, head 2 gives")]
+    assert f"(token {key + 1}) a weight of **{float(row[key]):.3f}**" in said
+    (line,) = [m.value for m in at.markdown if "The model's own score" in m.value]
+    score, summed = (float(x) for x in re.findall(r"\*\*(-?[\d.]+)\*\*", line))
+    assert summed == pytest.approx(score, abs=1e-4)
+    nope = [m.value for m in at.markdown if "uses **no positions at all** (NoPE)" in m.value]
+    assert bool(nope) == (layer == "2")
+
+
+@pytest.mark.parametrize(
+    ("family", "piece"),
+    [("qwen3", "QK-norm"), ("olmo2", "a norm after each block"), ("gemma2", "a soft cap")],
+)
+def test_the_attends_page_says_why_it_cannot_split_a_family(folders, family, piece):
+    at = open_model_page("pages/why_a_head_attends.py", {"model": f"tiny-{family}",
+                         "prompt": PROMPT}, 240)  # fmt: skip
+    assert not at.error and not at.exception
+    (why,) = [i.value for i in at.info if "no longer splits" in i.value]
+    assert piece in why
+    assert not any("The model's own score" in m.value for m in at.markdown)

@@ -49,6 +49,7 @@ __all__ = [
     "mlp_name",
     "split_score",
     "stream_sources",
+    "unsplittable",
 ]
 
 # The name of the part no source carries: the norm's β through W, and the projection's bias.
@@ -166,6 +167,30 @@ class HeadSplit:
         return self.scale * np.einsum("id,bjd->ibj", self.queries.total, self.keys.parts)
 
 
+def unsplittable(model: object) -> str:
+    """Why ``model``'s scores cannot be split into its stream's sources here, in a sentence
+    ("" when they can): the split holds one norm's scale between the stream and the head, and
+    some families put more than that, or a cap, in the way."""
+    if not isinstance(model, LlamaModel):
+        return ""
+    config = model.config
+    pieces = []
+    if config.qk_norm:
+        pieces.append("a second norm on q and k (QK-norm)")
+    if config.norms != "pre":
+        pieces.append("a norm after each block, over what all its writers wrote together")
+    if config.attn_softcap:
+        pieces.append("a soft cap on the scores")
+    if not pieces:
+        return ""
+    return (
+        f"This model's attention has {' and '.join(pieces)}: each is a non-linear step between "
+        "the stream's parts and the score, so the score no longer splits into one term per "
+        "pair of parts. The split runs on Llama, Qwen2, Mistral, SmolLM3 and GPT-2 "
+        "checkpoints; the decoder page shows this model's own attention choices step by step."
+    )
+
+
 def stream_sources(model: LlamaModel | GPT2Model, trace: DecoderTrace, layer: int) -> Sources:
     """The sources of resid.{layer} in ``trace`` (a fresh prompt's pass): `Sources`."""
     n_layers = len(trace.layers)
@@ -201,6 +226,9 @@ def head_split(
 ) -> HeadSplit:
     """Head ``head`` of layer ``layer``'s queries and keys split by the sources of the stream
     it read, in ``trace`` (a fresh prompt's pass): `HeadSplit`."""
+    why = unsplittable(model)
+    if why:
+        raise AttentionInputError(why)
     sources = stream_sources(model, trace, layer)
     steps = trace.layers[layer]
     _check_below(head, "the head", steps.weights.shape[0])
@@ -213,7 +241,7 @@ def head_split(
         sources.parts, scales, norm.gamma, norm.beta, centred=norm.centred
     )
     w_q, b_q, w_k, b_k = _head_projections(model, layer, head)
-    rotation = _rotation(model, stream.shape[0])
+    rotation = _rotation(model, stream.shape[0], layer)
     return HeadSplit(
         names=(*sources.names, CONSTANT),
         queries=score_parts.head_parts(normed, constant, w_q, b_q, rotation),
@@ -366,14 +394,20 @@ def _head_projections(model: LlamaModel | GPT2Model, layer: int, head: int):
             widen(weights.w_qkv[k_rows]), None if b is None else b[k_rows])  # fmt: skip
 
 
-def _rotation(model: LlamaModel | GPT2Model, n: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """RoPE's (cos, sin) `(n, d_head)` for positions 0 .. n-1, as the pass built them."""
+def _rotation(
+    model: LlamaModel | GPT2Model, n: int, layer: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """RoPE's (cos, sin) `(n, d_head)` for positions 0 .. n-1, as the pass built them for
+    ``layer`` (None: GPT-2, or a NoPE layer, which rotates nothing)."""
     if isinstance(model, GPT2Model):
         return None
-    return rope_tables(model.config, 0, n, like=np.zeros(1, np.float32))
+    base = model.config.rope_base(layer)
+    if base is None:
+        return None
+    return rope_tables(model.config, 0, n, like=np.zeros(1, np.float32), base=base)
 
 
 def _scale(model: LlamaModel | GPT2Model, layer: int) -> float:
     if isinstance(model, GPT2Model):
         return model.config.attention_scale(layer)
-    return model.config.head_dim**-0.5
+    return model.config.scale

@@ -88,6 +88,14 @@ def frequencies(
         render.show(render.cached(figures.rotation_figure, drawn, labels),
                     filename="attends-rotation", key="attends.rotation")  # fmt: skip
         return
+    if reading.positional is None:
+        st.markdown(
+            f"{head} sits in a layer that uses **no positions at all** (NoPE): neither a "
+            "rotation nor a position embedding. Its scores see where a key sits only through "
+            "the causal mask, so there is no position part to split off: every part above is "
+            "content, and a token far back is matched as readily as a near one."
+        )
+        return
     terms = reading.positional[:, :, key]
     st.markdown(
         "This model has no rotation: where each token sits comes in with the position "

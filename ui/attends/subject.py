@@ -19,7 +19,7 @@ import streamlit as st
 from attention_core import AttentionInputError
 from attention_core.lessons.presets import MAX_EXAMPLE_TOKENS
 from attention_core.models.score_reading import HeadReading
-from attention_core.models.score_sources import head_name
+from attention_core.models.score_sources import head_name, unsplittable
 from attention_core.training.formation import PREVIOUS_TOKEN_HEAD
 from ui.attends import data, inputs
 from ui.models import head_link, minilm, page_model, toy
@@ -95,6 +95,11 @@ def subject(view: PageState, kind: str) -> Subject:
         loaded = page_model.named_decoder(kind)
         model = page_model.decoder_or_stop(view, loaded)
         norm = page_model.final_norm_kind(loaded)
+        if why := unsplittable(model):
+            page_model.show_model_line(loaded, model)
+            st.info(why, icon=":material/call_split:")
+            view.sync_url()
+            st.stop()
     page_model.show_model_line(loaded, model)
     return Subject(kind, loaded, model, norm, inputs.shape(model))
 
