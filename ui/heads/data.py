@@ -80,7 +80,9 @@ def prompt_readout(model: DecoderModel, ids: tuple[int, ...], position: int) -> 
 @smollm.let_go_with_model
 @bounded_by_bytes(16 * MB, name="heads.prompt")  # ~7 MB an entry
 def _prompt_readout(ids, position, model_id, _model: DecoderModel) -> PromptReadout:
-    trace = run_decoder(_model, np.asarray(ids), all_logits=True, keep=READ_STEPS)
+    # No logits from the pass: the lens's last stage is the model's own at `position`, and a
+    # 262k vocabulary (Gemma 3) would hold a megabyte of them per token.
+    trace = run_decoder(_model, np.asarray(ids), keep=READ_STEPS)
     parts = readouts.decoder_parts(_model, trace, position)
     lens = readouts.decoder_lens(_model, parts)
     return PromptReadout(
@@ -89,8 +91,7 @@ def _prompt_readout(ids, position, model_id, _model: DecoderModel) -> PromptRead
         position=position,
         weights=trace.attention_weights,
         values=np.stack([layer.v for layer in trace.layers]),
-        # Copies: views would keep the pass's (n, vocab) logits alive.
-        next_logits=trace.logits[position].copy(),
+        next_logits=lens.logits[-1],
         parts=parts,
         lens=lens,
         top_tokens=lens.top(TOP_TOKENS),
