@@ -6,7 +6,9 @@ Without ``--model``, it builds a checkpoint of SmolLM2-360M's shape (32 layers, 
 with random weights, saved in float32 by transformers' ``save_pretrained`` beside SmolLM2's
 tokenizer, into artifacts/bench-models/ (once: 1.4 GB). ``--shape qwen2`` builds Qwen2.5-0.5B's
 shape instead (24 layers, d_model 896, 14 query heads over 2 KV heads, biases on q, k, v:
-494 M). Prints JSON:
+494 M); ``--shape gemma3-270m`` Gemma 3 270M's (18 layers, 5 local of every 6 with a window of
+512, QK-norm, d_model 640, 4 query heads over 1 KV head of 256, vocabulary 262,144: 268 M).
+Prints JSON:
 
   load_s               ours (open_checkpoint, as the app loads a listed model) and transformers'
   prefill_ms           one pass over --context tokens: ours keeping every step (as the pages
@@ -14,7 +16,8 @@ shape instead (24 layers, d_model 896, 14 query heads over 2 KV heads, biases on
   decode_step_ms       one cached step after the prefill: ours (run_llama with the prefill's
                        cache) vs transformers' per-token generate time, (generate 1 + N - generate
                        1) / N, greedy
-  ratios_median        ours / transformers (issue 49's target: at most 1.0 for both)
+  ratios_median        ours / transformers (at most 1.0 for both)
+  peak_rss_mb          this process's peak resident memory (both models loaded)
 
 Runs are interleaved (ours, theirs, ours, ...) so background load hits both alike. Usage:
     flock /work/bench.lock .venv/bin/python bench/bench_own_model.py [--shape qwen2] [--repeats 5]
@@ -26,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -36,11 +40,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.timing import summary, timed
 
 ROOT = Path(__file__).resolve().parents[1]
+# Each shape: transformers' config and model classes, and the config's numbers.
 SHAPES = {
-    "smollm2": dict(family="llama", hidden_size=960, num_hidden_layers=32, num_attention_heads=15,
-                    num_key_value_heads=5, intermediate_size=2560, rope_theta=100000.0),
-    "qwen2": dict(family="qwen2", hidden_size=896, num_hidden_layers=24, num_attention_heads=14,
-                  num_key_value_heads=2, intermediate_size=4864, rope_theta=1000000.0),
+    "smollm2": ("LlamaConfig", "LlamaForCausalLM", dict(
+        hidden_size=960, num_hidden_layers=32, num_attention_heads=15, num_key_value_heads=5,
+        intermediate_size=2560, rope_theta=100000.0)),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(
+        hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
+        intermediate_size=4864, rope_theta=1000000.0)),
+    # Gemma 3 270M: a 262k vocabulary, 18 layers of which every sixth is global, windows of 512.
+    "gemma3-270m": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
+        vocab_size=262_144, hidden_size=640, num_hidden_layers=18, num_attention_heads=4,
+        num_key_value_heads=1, head_dim=256, intermediate_size=2048, sliding_window=512,
+        query_pre_attn_scalar=256, rms_norm_eps=1e-6, max_position_embeddings=32_768,
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+            "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0},
+        })),
 }  # fmt: skip
 
 
@@ -56,14 +72,15 @@ def build(shape: str) -> Path:
         folder / "model.safetensors.index.json"
     ).is_file():
         return folder
-    spec = dict(SHAPES[shape])
-    family = spec.pop("family")
-    config_class = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config}[family]
-    config = config_class(vocab_size=49152, max_position_embeddings=8192, tie_word_embeddings=True,
-                          rms_norm_eps=1e-5, **spec)  # fmt: skip
+    config_name, model_name, spec = SHAPES[shape]
+    settings = {"vocab_size": 49152, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
+                "tie_word_embeddings": True, **spec}  # fmt: skip
+    if "rope_theta" in settings:
+        settings["rope_parameters"] = {"rope_type": "default",
+                                       "rope_theta": settings.pop("rope_theta")}  # fmt: skip
+    config = getattr(transformers, config_name)(**settings)
     torch.manual_seed(0)
-    model_class = {"llama": transformers.LlamaForCausalLM, "qwen2": transformers.Qwen2ForCausalLM}
-    model = model_class[family](config).eval()
+    model = getattr(transformers, model_name)(config).eval()
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     gguf = llama_files.package_gguf_path()
@@ -150,6 +167,7 @@ def main() -> None:
         for name in ("prefill", "step")
     }  # fmt: skip
     results["machine"]["load_average_after"] = os.getloadavg()
+    results["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     print(json.dumps(results, indent=2))
 
 
