@@ -297,3 +297,28 @@ def test_the_attends_page_says_why_it_cannot_split_a_family(folders, family, pie
     (why,) = [i.value for i in at.info if "no longer splits" in i.value]
     assert piece in why
     assert not any("The model's own score" in m.value for m in at.markdown)
+
+
+@pytest.mark.parametrize("family", ["gemma2", "olmo2"])
+def test_the_heads_pages_attribution_adds_up_through_the_post_norms_to_the_uncapped_logit(
+    folders, family
+):
+    at = open_model_page("pages/what_heads_do.py", {"model": f"tiny-{family}", "prompt": PROMPT},
+                         240)  # fmt: skip
+    hf = causal_lm(folders[family])
+    ids = encode(folders[family], PROMPT)
+    taken = {}
+    handle = hf.lm_head.register_forward_hook(lambda m, a, out: taken.update(z=out[0, -1]))
+    try:
+        with torch.no_grad():
+            hf(torch.tensor([ids]))
+    finally:
+        handle.remove()
+    (said,) = [c.value for c in at.caption if "the logit itself" in c.value]
+    together, logit = (float(x) for x in re.findall(r"together ([+-][\d.]+), the logit itself "
+                                                    r"([+-][\d.]+)", said)[0])  # fmt: skip
+    assert together == pytest.approx(logit, abs=2e-4)
+    assert logit == pytest.approx(float(taken["z"].max()), abs=2e-4)
+    notes = [c.value for c in at.caption if "passes the norm after" in c.value]
+    assert len(notes) == 1
+    assert ("before the cap" in notes[0]) == (family == "gemma2")

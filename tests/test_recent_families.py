@@ -413,3 +413,16 @@ def test_head_choices_retrace_the_pass_for_every_layer_and_head(saved, case):
             np.testing.assert_allclose(shown.scaled, steps.scores[head, -1], atol=1e-5)
             assert shown.window == config.window(layer)
             assert shown.rope_base == config.rope_base(layer)
+
+
+def test_smollm3s_windows_slide_only_when_asked_and_then_in_its_nope_layers():
+    """As transformers' SmolLM3Config builds layer_types: sliding where a layer has no RoPE,
+    and only with use_sliding_window."""
+    base = {"model_type": "smollm3", "vocab_size": 100, "hidden_size": 32,
+            "intermediate_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+            "no_rope_layers": [1, 1, 1, 0], "sliding_window": 8}  # fmt: skip
+    assert LlamaConfig.from_dict(base).windows == ()
+    windowed = LlamaConfig.from_dict({**base, "use_sliding_window": True})
+    expected = transformers.SmolLM3Config(**{**base, "use_sliding_window": True}).layer_types
+    assert windowed.windows == tuple(8 if t == "sliding_attention" else None for t in expected)
+    assert windowed.windows == (None, None, None, 8)

@@ -74,7 +74,20 @@ MODULES = (
     "score_parts",
     "models.score_sources",
     "models.score_reading",
+    "models.layers",
+    "models.llama.forward",
+    "models.llama.config",
+    "models.llama.choices",
 )
+# Modules mutated only inside these functions: the pieces today's families add to the forward
+# (the rest is the Llama pass every real-model test runs against transformers) and RMSNorm.
+FUNCTIONS = {
+    "models.layers": ("rms", "rms_norm"),
+    "models.llama.forward": ("_start", "_layer_attends", "head_logits", "qk_norm",
+                             "qk_norm.whole"),
+    "models.llama.config": ("_family_pieces", "_layer_types", "_gemma3_rope_bases",
+                            "LlamaConfig.scale", "LlamaConfig.window", "LlamaConfig.rope_base"),
+}  # fmt: skip
 # The tests that exercise the formulas; a module's own tests/test_<module>.py runs first.
 TEST_FILES = (
     "test_softmax.py",
@@ -144,6 +157,12 @@ OWN_TESTS = {
         "test_score_sources.py::test_the_attention_only_models_split_is_transformer_lenss_pieces",
         "test_score_sources.py::test_an_encoders_split_carries_each_part_through_every_post_norm",
     ),
+    # The pieces of today's small LLMs against their tiny transformers models, and the norm's
+    # held scale through the readouts.
+    "models.layers": ("test_layers.py", "test_recent_families.py"),
+    "models.llama.forward": ("test_recent_families.py", "test_decoder_families.py"),
+    "models.llama.config": ("test_recent_families.py", "test_decoder_families.py"),
+    "models.llama.choices": ("test_recent_families.py::test_head_choices_retrace_the_pass_for_every_layer_and_head",),
     "models.score_reading": (
         "test_score_sources.py::test_a_heads_reading_is_its_split_boiled_down",
         "test_score_sources.py::test_a_pattern_where_no_query_attends_is_read_at_its_sharpest_query",
@@ -783,6 +802,8 @@ def main() -> int:
     for module in options.modules:
         found, tree, lines = find_mutants(module)
         trees[module] = (tree, lines)
+        if module in FUNCTIONS and not options.only:
+            found = [m for m in found if m.function in FUNCTIONS[module]]
         mutants += found
     if options.only:
         wanted = {name.strip() for name in options.only.split(",")}

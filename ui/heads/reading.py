@@ -66,6 +66,8 @@ def section(
                               f"Each writer's share of {what}"),
                 filename="heads-attribution", key="heads.attribution")  # fmt: skip
     st.caption(tables.attribution_sentence(split, what, model.final_norm.kind))
+    if note := tables.family_sentence(model.config):
+        st.caption(note)
     small_screens.table(tables.top_writers(split), hide_index=True, key="heads.top_writers")
     chosen_head(view, decoder, ids, at, (token.id, vs_id), keys)
     write_url_after_fragment(view)

@@ -85,6 +85,24 @@ def attribution_sentence(split: LogitAttribution, what: str, norm: str = "RMSNor
     )
 
 
+def family_sentence(config: object) -> str:
+    """What the split holds besides the final norm's scale, in the families that put more norms
+    or a cap between the writers and the logit ("" for the rest)."""
+    said = []
+    if getattr(config, "norms", "pre") != "pre":
+        said.append(
+            "Each head's write passes the norm after its layer's attention with that norm's "
+            "scale held too (its value over all the heads together), so the heads still add up."
+        )
+    if getattr(config, "final_softcap", None):
+        said.append(
+            f"This split is of the logit z before the cap: the model's own logit is "
+            f"{config.final_softcap:g}·tanh(z/{config.final_softcap:g}), which no sum of "
+            "parts makes."
+        )
+    return " ".join(said)
+
+
 def top_writers(split: LogitAttribution) -> pd.DataFrame:
     """The writers that add the most (positive first, then the most negative)."""
     layers, heads = split.heads.shape

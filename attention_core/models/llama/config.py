@@ -254,6 +254,9 @@ def _layer_types(config: dict[str, Any], family: str, layers: int) -> list[str]:
                         or config.get("_sliding_window_pattern") or 6)  # fmt: skip
             types = ["sliding_attention" if (i + 1) % every else "full_attention"
                      for i in range(layers)]  # fmt: skip
+        elif family == "smollm3" and config.get("no_rope_layers"):  # its NoPE layers slide
+            types = ["full_attention" if use else "sliding_attention"
+                     for use in config["no_rope_layers"]]  # fmt: skip
         elif config.get("use_sliding_window") and config.get("sliding_window") is not None:
             first = int(config.get("max_window_layers", 0)) if family == "qwen3" else 0
             types = ["sliding_attention" if i >= first else "full_attention"
