@@ -315,10 +315,32 @@ def test_the_heads_pages_attribution_adds_up_through_the_post_norms_to_the_uncap
     finally:
         handle.remove()
     (said,) = [c.value for c in at.caption if "the logit itself" in c.value]
-    together, logit = (float(x) for x in re.findall(r"together ([+-][\d.]+), the logit itself "
-                                                    r"([+-][\d.]+)", said)[0])  # fmt: skip
+    together, logit = (float(x) for x in re.findall(r"together ([+-][\d.]*\d), the logit itself "
+                                                    r"([+-][\d.]*\d)", said)[0])  # fmt: skip
     assert together == pytest.approx(logit, abs=2e-4)
     assert logit == pytest.approx(float(taken["z"].max()), abs=2e-4)
     notes = [c.value for c in at.caption if "passes the norm after" in c.value]
     assert len(notes) == 1
     assert ("before the cap" in notes[0]) == (family == "gemma2")
+
+
+def test_a_small_16_bit_checkpoint_is_held_in_float32_within_the_operators_budget(
+    tmp_path, monkeypatch
+):
+    """Gemma 3 is published in bfloat16: a listed one small enough is held in float32 (its
+    decode step skips the widening), and a budget too small for it keeps it 16-bit."""
+    from tests.tiny_decoders import save_decoder
+
+    folder = tmp_path / "tiny-gemma3-bf16"
+    save_decoder("gemma3_text", folder, "bfloat16")
+    monkeypatch.setenv(chosen.MODELS_ENV_VAR, str(folder))
+    assert chosen.held_as(str(folder)) == "float32"
+    at = open_model_page("pages/decoder_llm.py", {"model": "tiny-gemma3-bf16"}, 240)
+    (line,) = [c.value for c in at.caption if "tiny\\-gemma3\\-bf16 from a folder" in c.value]
+    assert "held as float32" in line and "saved as bfloat16" in line
+    chosen.HOST.forget()
+    monkeypatch.setenv(chosen.FLOAT32_MB_ENV_VAR, "0.01")
+    assert chosen.held_as(str(folder)) is None
+    at = open_model_page("pages/decoder_llm.py", {"model": "tiny-gemma3-bf16"}, 240)
+    (line,) = [c.value for c in at.caption if "tiny\\-gemma3\\-bf16 from a folder" in c.value]
+    assert "held as bfloat16" in line

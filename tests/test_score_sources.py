@@ -37,7 +37,7 @@ LAYERS = 3
 
 
 def _qwen2(folder: Path):
-    from tests.test_decoder_families import VOCAB_SIZE, _tokenizer
+    from tests.tiny_decoders import VOCAB_SIZE, word_tokenizer
 
     config = transformers.Qwen2Config(
         vocab_size=VOCAB_SIZE, hidden_size=32, intermediate_size=48, num_hidden_layers=LAYERS,
@@ -54,7 +54,7 @@ def _qwen2(folder: Path):
             else:
                 param.normal_(0.0, 0.3)
     model.eval().save_pretrained(folder)
-    _tokenizer().save_pretrained(folder)
+    word_tokenizer().save_pretrained(folder)
     return model
 
 

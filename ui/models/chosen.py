@@ -2,6 +2,7 @@
 operator lists, each opened by our own code (attention_core.models.families).
 
     config_of(source)           a listed checkpoint's config.json, read without loading it
+    held_as(source)             "float32" for a 16-bit checkpoint small enough to hold so
     listed()                    the operator's models, ``ATTENTION_EXPLORER_MODELS`` (or the same
                                 key in Streamlit's secrets): folders, GGUF files and Hub ids,
                                 each named by ``families.checkpoint_name``; on a local run
@@ -48,6 +49,11 @@ DEFAULT_MAX_PARAMS = 600_000_000
 # "1" (``make run`` sets it): one person's own machine, whose sidebar also opens a folder or a
 # Hub id typed there. A shared server never reads a path or fetches an id a stranger names.
 LOCAL_ENV_VAR = "ATTENTION_EXPLORER_LOCAL"
+# A 16-bit checkpoint whose weights fit in this many MB as float32 is held in float32: its
+# products then skip the widening that doubles a Gemma 3 270M's decode step
+# (bench/bench_own_model.py). A larger one stays 16-bit, at half the memory.
+FLOAT32_MB_ENV_VAR = "ATTENTION_EXPLORER_FLOAT32_MB"
+DEFAULT_FLOAT32_MB = 1200
 IDLE_ENV_VAR = "ATTENTION_EXPLORER_CHOSEN_IDLE_MINUTES"
 DEFAULT_IDLE_MINUTES = 10.0
 TYPED_KEY = "models.typed"
@@ -202,11 +208,26 @@ def origin_of(source: str) -> str:
     return f"{what} this server lists ({name})" if not local_run() else f"{what} ({name})"
 
 
+def held_as(source: str) -> str | None:
+    """ "float32" for a checkpoint whose float32 weights fit in the operator's budget
+    (``ATTENTION_EXPLORER_FLOAT32_MB``), counted from its config; None: as the file stores
+    them (a GGUF file, a config not yet read, a larger model)."""
+    config = config_of(source)
+    if config is None:
+        return None
+    try:
+        count = families.family_of(config).count(config, source)
+        budget = float(os.environ.get(FLOAT32_MB_ENV_VAR, DEFAULT_FLOAT32_MB))
+    except (AttentionInputError, ValueError):
+        return None
+    return "float32" if 4 * count <= budget * 1e6 else None
+
+
 def _read(source: str, progress: Callable[[int, int], None]) -> ChosenLoad:
     name, origin = families.checkpoint_name(source), origin_of(source)
     allow_download = families.checkpoint_kind(source) == "hub" and hub_reachable()
     options = {"source": source, "max_parameters": max_parameters(),
-               "allow_download": allow_download}  # fmt: skip
+               "allow_download": allow_download, "weights_dtype": held_as(source)}  # fmt: skip
     try:
         start = time.perf_counter()
         model, kept = load_and_keep(LOADER, options, progress)
