@@ -426,3 +426,30 @@ def test_smollm3s_windows_slide_only_when_asked_and_then_in_its_nope_layers():
     expected = transformers.SmolLM3Config(**{**base, "use_sliding_window": True}).layer_types
     assert windowed.windows == tuple(8 if t == "sliding_attention" else None for t in expected)
     assert windowed.windows == (None, None, None, 8)
+
+
+def test_gemma_3_caps_what_transformers_gemma_3_caps(tmp_path):
+    """Gemma 3's config has both soft caps, but its attention reads neither: only the final
+    logits are capped. With both set, ours still equals transformers' logits."""
+    spec = RECENT["gemma3_text"][2]
+    config = transformers.Gemma3TextConfig(
+        vocab_size=160, max_position_embeddings=256, bos_token_id=None, eos_token_id=1,
+        pad_token_id=0, attn_logit_softcapping=0.5, final_logit_softcapping=2.5,
+        attn_implementation="eager", **spec,
+    )  # fmt: skip
+    torch.manual_seed(11)
+    hf = transformers.Gemma3ForCausalLM(config)
+    with torch.no_grad():
+        for param in hf.parameters():
+            param.normal_(0.0, 0.3)
+    hf.eval().save_pretrained(tmp_path)
+    from tests.tiny_decoders import word_tokenizer
+
+    word_tokenizer().save_pretrained(tmp_path)
+    ours = _ours(tmp_path)
+    assert ours.config.attn_softcap is None and ours.config.final_softcap == 2.5
+    ids = _long_ids(ours)
+    with torch.no_grad():
+        expected = hf(torch.tensor(ids)[None], use_cache=False).logits[0].numpy()
+    np.testing.assert_allclose(run_llama(ours, ids, all_logits=True).logits, expected, atol=1e-4)
+    assert np.abs(expected).max() < 2.5

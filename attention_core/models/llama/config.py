@@ -231,7 +231,11 @@ def _family_pieces(config: dict[str, Any], family: str) -> dict[str, Any]:
             query_scale=float(config.get("query_pre_attn_scalar", 256)) ** -0.5,
             embed_scale=float(config["hidden_size"]) ** 0.5,
             activation="gelu_tanh",
-            attn_softcap=_optional_float(config.get("attn_logit_softcapping")),
+            # Gemma 3's attention never reads attn_logit_softcapping (transformers' own code
+            # passes it no cap): its scores are capped only by Gemma 2.
+            attn_softcap=_optional_float(config.get("attn_logit_softcapping"))
+            if family == "gemma2"
+            else None,
             final_softcap=_optional_float(config.get("final_logit_softcapping")),
         )
     return pieces
