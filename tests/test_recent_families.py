@@ -406,10 +406,15 @@ def test_head_choices_retrace_the_pass_for_every_layer_and_head(saved, case):
             shown = head_choices(ours, layer, head, steps.q, steps.k)
             kv = head // config.group_size
             np.testing.assert_allclose(shown.weights, steps.weights[head, -1], atol=1e-6)
+            np.testing.assert_array_equal(shown.q, steps.q[head, -1])
+            np.testing.assert_array_equal(shown.k, steps.k[kv])
+            raw = steps.attention.scores[kv, head % config.group_size, -1] * config.scale
+            np.testing.assert_allclose(shown.raw, raw, atol=1e-5)
             np.testing.assert_allclose(shown.q_rot, steps.q_rot[head, -1], atol=1e-6)
             np.testing.assert_allclose(shown.k_rot, steps.k_rot[kv], atol=1e-6)
             if config.qk_norm:
                 np.testing.assert_allclose(shown.k_normed, steps.k_normed[kv], atol=1e-6)
+                np.testing.assert_allclose(shown.q_normed, steps.q_normed[head, -1], atol=1e-6)
             np.testing.assert_allclose(shown.scaled, steps.scores[head, -1], atol=1e-5)
             assert shown.window == config.window(layer)
             assert shown.rope_base == config.rope_base(layer)
@@ -453,3 +458,72 @@ def test_gemma_3_caps_what_transformers_gemma_3_caps(tmp_path):
         expected = hf(torch.tensor(ids)[None], use_cache=False).logits[0].numpy()
     np.testing.assert_allclose(run_llama(ours, ids, all_logits=True).logits, expected, atol=1e-4)
     assert np.abs(expected).max() < 2.5
+
+
+def test_head_choices_refuse_a_layer_or_head_past_the_model(saved):
+    from attention_core.models.llama.choices import head_choices
+    from attention_core.validation import AttentionInputError
+
+    folder, _ = saved["qwen3", "float32"]
+    ours = _ours(folder)
+    steps = run_llama(ours, _long_ids(ours)).layers[0]
+    layers, heads = ours.config.num_hidden_layers, ours.config.num_attention_heads
+    for layer, head in ((layers, 0), (0, heads), (-1, 0), (0, -1)):
+        with pytest.raises(AttentionInputError, match="past this model"):
+            head_choices(ours, layer, head, steps.q, steps.k)
+
+
+@pytest.mark.parametrize("case", ["olmo2", "qwen3", "gemma3_text"])
+def test_a_batch_of_streams_runs_each_as_its_own_pass(saved, case):
+    """Activation patching runs a batch of streams through one pass (``start``): QK-norm over
+    the projection or per head, and every other piece, keep the batch axis apart."""
+    folder, _ = saved[case, "float32"]
+    ours = _ours(folder)
+    ids = _long_ids(ours)[:9]
+    rng = np.random.default_rng(5)
+    streams = rng.normal(0.0, 1.0, (3, len(ids), ours.config.hidden_size)).astype(np.float32)
+    batched = run_llama(ours, ids, start=(1, streams), all_logits=True).logits
+    for i, stream in enumerate(streams):
+        alone = run_llama(ours, ids, start=(1, stream), all_logits=True).logits
+        np.testing.assert_allclose(batched[i], alone, atol=1e-5)
+    assert np.abs(batched[0] - batched[1]).max() > 1e-2
+
+
+def test_smollm3s_nope_layers_default_to_every_fourth_as_transformers_builds_them():
+    base = {"model_type": "smollm3", "vocab_size": 100, "hidden_size": 32,
+            "intermediate_size": 64, "num_hidden_layers": 9, "num_attention_heads": 4}  # fmt: skip
+    for interval in (None, 3):
+        config = dict(base) if interval is None else {**base, "no_rope_layer_interval": interval}
+        expected = transformers.SmolLM3Config(**config).no_rope_layers
+        ours = LlamaConfig.from_dict(config)
+        assert [base is not None for base in ours.rope_bases] == [bool(x) for x in expected]
+    assert LlamaConfig.from_dict(base).rope_bases[3] is None
+
+
+def test_configs_without_layer_types_get_the_layers_transformers_builds():
+    """A config.json that leaves layer_types, the window pattern, the query scale or the local
+    RoPE base to the defaults: each read as transformers' config class fills it in."""
+    shape = {"vocab_size": 100, "hidden_size": 32, "intermediate_size": 64,
+             "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+             "num_hidden_layers": 8}  # fmt: skip
+    cases = [
+        ("qwen3", "Qwen3Config", {"use_sliding_window": True, "sliding_window": 5,
+                                  "max_window_layers": 3}),
+        ("qwen3", "Qwen3Config", {"use_sliding_window": False, "sliding_window": 5}),
+        ("qwen3", "Qwen3Config", {"use_sliding_window": True, "sliding_window": 5,
+                                  "num_hidden_layers": 30}),
+        ("smollm3", "SmolLM3Config", {"use_sliding_window": True, "sliding_window": 5}),
+        ("gemma3_text", "Gemma3TextConfig", {"sliding_window": 5}),
+        ("gemma2", "Gemma2Config", {"sliding_window": 5}),
+    ]  # fmt: skip
+    for family, config_class, extra in cases:
+        made = getattr(transformers, config_class)(**{**shape, **extra})
+        window = made.sliding_window
+        expected = tuple(window if t == "sliding_attention" else None for t in made.layer_types)
+        ours = LlamaConfig.from_dict({"model_type": family, **shape, **extra})
+        assert (ours.windows or (None,) * made.num_hidden_layers) == expected, (family, extra)
+        if family.startswith("gemma"):
+            assert ours.scale == pytest.approx(made.query_pre_attn_scalar**-0.5)
+        if family == "gemma3_text":
+            local = made.rope_parameters["sliding_attention"]["rope_theta"]
+            assert ours.rope_bases[0] == local == 10_000.0

@@ -162,7 +162,10 @@ OWN_TESTS = {
     "models.layers": ("test_layers.py", "test_recent_families.py"),
     "models.llama.forward": ("test_recent_families.py", "test_decoder_families.py"),
     "models.llama.config": ("test_recent_families.py", "test_decoder_families.py"),
-    "models.llama.choices": ("test_recent_families.py::test_head_choices_retrace_the_pass_for_every_layer_and_head",),
+    "models.llama.choices": (
+        "test_recent_families.py::test_head_choices_retrace_the_pass_for_every_layer_and_head",
+        "test_recent_families.py::test_head_choices_refuse_a_layer_or_head_past_the_model",
+    ),
     "models.score_reading": (
         "test_score_sources.py::test_a_heads_reading_is_its_split_boiled_down",
         "test_score_sources.py::test_a_pattern_where_no_query_attends_is_read_at_its_sharpest_query",

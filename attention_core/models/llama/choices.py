@@ -81,9 +81,10 @@ def head_choices(
     window = config.window(layer)
     mask = None if window is None else sliding_window_mask(1, window, n, first_query=n - 1)
     # Only the weights are shown here: the values are zeros of width 1.
+    values = np.zeros((n, 1), q.dtype)  # pragma: no mutate
     steps = scaled_dot_product_attention(
-        turned_q[head, -1:], turned_k[kv], np.zeros((n, 1), q.dtype), mask=mask,
-        scale=config.scale, softcap=config.attn_softcap,
+        turned_q[head, -1:], turned_k[kv], values, mask=mask, scale=config.scale,
+        softcap=config.attn_softcap,
     )  # fmt: skip
     return HeadChoices(
         q=q[head, -1],

@@ -219,11 +219,8 @@ def _family_pieces(config: dict[str, Any], family: str) -> dict[str, Any]:
                 local if t == "sliding_attention" else global_ for t in types
             )
     if family == "smollm3":
-        uses_rope = config.get("no_rope_layers") or [
-            int((i + 1) % int(config.get("no_rope_layer_interval", 4)) != 0) for i in range(layers)
-        ]
         theta = float(_rope_theta(config))
-        pieces["rope_bases"] = tuple(theta if use else None for use in uses_rope)
+        pieces["rope_bases"] = tuple(theta if use else None for use in _uses_rope(config, layers))
     if family in GEMMA:
         pieces.update(
             norms="sandwich",
@@ -251,18 +248,20 @@ def _layer_types(config: dict[str, Any], family: str, layers: int) -> list[str]:
     types = config.get("layer_types")
     if types is None:
         if family == "gemma2":  # local, global, local, global ...
-            types = ["sliding_attention" if (i + 1) % 2 else "full_attention"
+            # (i ± 1) % 2 alike: every other layer, from the first.
+            types = ["sliding_attention" if (i + 1) % 2 else "full_attention"  # pragma: no mutate
                      for i in range(layers)]  # fmt: skip
         elif family == "gemma3_text":  # five local layers, then a global one
             every = int(config.get("sliding_window_pattern")
                         or config.get("_sliding_window_pattern") or 6)  # fmt: skip
             types = ["sliding_attention" if (i + 1) % every else "full_attention"
                      for i in range(layers)]  # fmt: skip
-        elif family == "smollm3" and config.get("no_rope_layers"):  # its NoPE layers slide
+        elif family == "smollm3":  # its NoPE layers slide, when it slides at all
             types = ["full_attention" if use else "sliding_attention"
-                     for use in config["no_rope_layers"]]  # fmt: skip
+                     for use in _uses_rope(config, layers)]  # fmt: skip
         elif config.get("use_sliding_window") and config.get("sliding_window") is not None:
-            first = int(config.get("max_window_layers", 0)) if family == "qwen3" else 0
+            # Qwen3 slides from layer max_window_layers on (28 unless the config says).
+            first = int(config.get("max_window_layers", 28))
             types = ["sliding_attention" if i >= first else "full_attention"
                      for i in range(layers)]  # fmt: skip
         else:
@@ -272,6 +271,13 @@ def _layer_types(config: dict[str, Any], family: str, layers: int) -> list[str]:
     if len(types) != layers:
         raise ValueError(f"layer_types lists {len(types)} layers for {layers}")
     return list(types)
+
+
+def _uses_rope(config: dict[str, Any], layers: int) -> list[int]:
+    """SmolLM3's ``no_rope_layers``: 1 for a layer that rotates, 0 for a NoPE one (every
+    ``no_rope_layer_interval``-th, 4 unless the config says, when it lists none)."""
+    every = int(config.get("no_rope_layer_interval", 4))
+    return config.get("no_rope_layers") or [int((i + 1) % every != 0) for i in range(layers)]
 
 
 def _gemma3_rope_bases(config: dict[str, Any]) -> tuple[float, float]:

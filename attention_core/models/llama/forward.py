@@ -221,7 +221,9 @@ def _start(model: LlamaModel, ids: np.ndarray, past: int, rows: int | None = Non
         for base in {config.rope_base(i) for i in range(config.num_hidden_layers)} - {None}
     }
     ropes = tuple(tables.get(config.rope_base(i)) for i in range(config.num_hidden_layers))
-    return embeddings, ropes, _widening_buffer(model, n if rows is None else rows)
+    # The buffer's size sets only how many rows a product widens at once, never a number.
+    rows = n if rows is None else rows  # pragma: no mutate
+    return embeddings, ropes, _widening_buffer(model, rows)
 
 
 def rope_tables(
@@ -397,7 +399,8 @@ def qk_norm(
         return rms_norm(q, layer.q_norm, eps), rms_norm(k, layer.k_norm, eps)
 
     def whole(x: np.ndarray, gain: np.ndarray) -> np.ndarray:
-        flat = np.moveaxis(x, -3, -2).reshape(*x.shape[:-3], x.shape[-2], -1)  # (n, heads·d)
+        # NumPy reads any negative size as "the rest": -1 and its mutants are one reshape.
+        flat = np.moveaxis(x, -3, -2).reshape(*x.shape[:-3], x.shape[-2], -1)  # pragma: no mutate
         normed = rms_norm(flat, gain, eps).reshape(*x.shape[:-3], x.shape[-2], *x.shape[-3::2])
         return np.moveaxis(normed, -2, -3)
 
