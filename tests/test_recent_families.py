@@ -509,7 +509,8 @@ def test_configs_without_layer_types_get_the_layers_transformers_builds():
     cases = [
         ("qwen3", "Qwen3Config", {"use_sliding_window": True, "sliding_window": 5,
                                   "max_window_layers": 3}),
-        ("qwen3", "Qwen3Config", {"use_sliding_window": False, "sliding_window": 5}),
+        ("qwen3", "Qwen3Config", {"use_sliding_window": False, "sliding_window": 5,
+                                  "num_hidden_layers": 30}),
         ("qwen3", "Qwen3Config", {"use_sliding_window": True, "sliding_window": 5,
                                   "num_hidden_layers": 30}),
         ("smollm3", "SmolLM3Config", {"use_sliding_window": True, "sliding_window": 5}),
