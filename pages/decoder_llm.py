@@ -171,13 +171,7 @@ render.show(
 if choices.has_choices(model):
     st.header(f":material/tune: {family_of_model(model).name}'s attention choices")
     choices.section(model, shown, layer, head)
-st.subheader("What each decoder here changes in attention")
-small_screens.table(attention_table.table(name, cfg), hide_index=True)
-st.caption(
-    "Read from each model's configuration: this one first, then every other decoder this server "
-    "lists (a GGUF file's once it is loaded). A query : KV ratio above 1 is grouped-query "
-    "attention; a local layer reads only its last tokens; NoPE layers rotate nothing."
-)
+attention_table.show(name, cfg)
 
 st.header(":material/content_cut: What if? The next token without a token or a head")
 st.markdown(
@@ -215,12 +209,7 @@ sink_text.caption(
 if positions == "rope":
     st.header(":material/rotate_right: RoPE inside the model")
     if head_steps.rope_base is None:
-        st.info(
-            f"Layer {layer + 1} uses no rotation (NoPE): its q and k reach the scores as they "
-            "were projected, so there is no RoPE to show here. Choose a layer the table above "
-            "gives a RoPE base.",
-            icon=":material/block:",
-        )
+        choices.no_rotation(layer)
     elif len(state.ids) > 1:
         steps_key = render.digested(f"{shown.digest}-l{layer}-h{head}", head_steps)
         render.show(render.cached(figures.rope_figure, steps_key, layer, head),

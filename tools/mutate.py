@@ -415,7 +415,8 @@ EQUIVALENT: dict[str, str] = dict(
         ),
         (
             "models.score_sources.py::_rotation::rope_tables(model.config, 0, n, like=np.zeros(1, "
-            "np.float32)) -> rope_tables(model.config, 1, n, like=np.zeros(1, np.float32))",
+            "np.float32), base=base) -> rope_tables(model.config, 1, n, like=np.zeros(1, "
+            "np.float32), base=base)",
             "RoPE makes q·k depend on the offset alone: every part of q and k turned one position "
             "further gives the same terms",
         ),

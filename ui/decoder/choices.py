@@ -6,6 +6,7 @@ and global layers, the soft cap, NoPE layers), and a table of every layer's sett
                                             page's trace, None for a model without them (GPT-2)
     section(model, trace, layer, head)      the section: a sentence per choice, its figure
     layers_table(config)                    layer, attention (local W or global), RoPE base
+    no_rotation(layer)                      what the RoPE view says of a NoPE layer
 """
 
 from __future__ import annotations
@@ -158,3 +159,12 @@ def section(model: LlamaModel, trace: PageTrace, layer: int, head: int) -> None:
             f"The logits are capped the same way, at ±{config.final_softcap:g}, before the "
             "softmax that gives the next-token probabilities above."
         )
+
+
+def no_rotation(layer: int) -> None:
+    st.info(
+        f"Layer {layer + 1} uses no rotation (NoPE): its q and k reach the scores as they were "
+        "projected, so there is no RoPE to show here. Choose a layer the table above gives a "
+        "RoPE base.",
+        icon=":material/block:",
+    )

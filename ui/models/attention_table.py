@@ -3,19 +3,22 @@ configuration: the shipped model and every decoder the operator lists.
 
     row(name, config)          one model's row: family, query : KV heads, RoPE, layers, QK-norm,
                                soft caps, NoPE layers, query scale, norms
-    table(loaded_name, model)  the rows of the loaded model and of every listed decoder whose
+    table(loaded_name, config) the rows of the loaded model and of every listed decoder whose
                                config can be read without loading it (a GGUF file's cannot)
+    show(loaded_name, config)  the table under its title, with what to read in it
 """
 
 from __future__ import annotations
 
 import pandas as pd
+import streamlit as st
 
 from attention_core import AttentionInputError
 from attention_core.models import families
 from attention_core.models.gpt2.config import GPT2Config
 from attention_core.models.llama import LlamaConfig
 from ui.models import chosen
+from ui.widgets import small_screens
 
 NONE = "—"
 
@@ -113,3 +116,14 @@ def table(loaded_name: str, config: object) -> pd.DataFrame:
         if parsed is not None:
             rows.append(row(name, parsed))
     return pd.DataFrame(rows)
+
+
+def show(loaded_name: str, config: object) -> None:
+    st.subheader("What each decoder here changes in attention")
+    small_screens.table(table(loaded_name, config), hide_index=True)
+    st.caption(
+        "Read from each model's configuration: this one first, then every other decoder this "
+        "server lists (a GGUF file's once it is loaded). A query : KV ratio above 1 is "
+        "grouped-query attention; a local layer reads only its last tokens; NoPE layers rotate "
+        "nothing."
+    )

@@ -1,7 +1,8 @@
 """A llama-style decoder run by our own NumPy attention code: SmolLM2-135M-Instruct (the app's
-model), and any Llama or Qwen2 checkpoint in a Hugging Face directory (one forward pass: Qwen2
-is llama with biases on q, k and v; ``config.model_type`` names the family). A module per job,
-in the order a pass needs them:
+model), and any Llama, Qwen2, Mistral, Qwen3, SmolLM3, OLMo 2, Gemma 2 or Gemma 3 checkpoint in
+a Hugging Face directory (one forward pass: each family is llama with a few pieces switched on in
+its ``LlamaConfig``; ``config.model_type`` names the family). A module per job, in the order a
+pass needs them:
 
     files       find and read the checkpoint: a GGUF file or a Hugging Face directory
     config      the architecture numbers (``LlamaConfig``), what is refused, ``parameter_count``
@@ -12,6 +13,8 @@ in the order a pass needs them:
     forward     the forward pass, its formula in the docstring: ``run_llama``, ``read_text``
     scoring     a text's losses and next-token distributions compared; attention sinks
     generation  choosing the next token, and generating text a cached step at a time
+    choices     one head's last query through its layer's choices (QK-norm, rotation or none,
+                scale, soft cap, window), for the decoder page
 
 The shared pieces (RMSNorm, SiLU) are in ``attention_core.models.layers``. Importing this
 package needs NumPy only.

@@ -1,21 +1,35 @@
-"""The forward pass of a llama-style decoder (SmolLM2-135M-Instruct, Llama, Qwen2), our own
-NumPy code.
+"""The forward pass of a llama-style decoder (SmolLM2-135M-Instruct, Llama, Qwen2, Qwen3,
+SmolLM3, OLMo 2, Gemma 2 and 3), our own NumPy code.
 
-Hugging Face ``LlamaForCausalLM``'s forward pass in eval mode (``Qwen2ForCausalLM``'s is the
-same with biases b_q, b_k, b_v; for llama they are absent), for `n` new tokens at
-positions p .. p+n-1 after a cache holding positions 0 .. p-1 (p = 0 for a fresh prompt):
+Hugging Face ``LlamaForCausalLM``'s forward pass in eval mode, for `n` new tokens at positions
+p .. p+n-1 after a cache holding positions 0 .. p-1 (p = 0 for a fresh prompt), with the
+pieces the other families switch on (``LlamaConfig``) in brackets:
 
-    h_0 = E[ids]                                                           (n, d_model)
+    h_0 = E[ids]                             [× √d_model: Gemma]            (n, d_model)
     for each layer:
-        x   = RMSNorm(h)                      RMSNorm(x) = x / sqrt(mean(x²) + eps) · γ
+        x   = RMSNorm(h)                     RMSNorm(x) = x / sqrt(mean(x²) + eps) · γ
+                                             [none before the block: OLMo 2]
         q   = x W_qᵀ + b_q -> (head, n, d_head)       k, v = x W_kᵀ + b_k, x W_vᵀ + b_v
-                                                                     -> (kv_head, n, d_head)
-        q,k = RoPE(q, positions), RoPE(k, positions)    rotate_half convention (llama3-scaled)
+                                             [biases: Qwen2]          -> (kv_head, n, d_head)
+        q,k = RMSNorm(q), RMSNorm(k)         [QK-norm per head: Qwen3, Gemma 3; over the
+                                             whole projection: OLMo 2]
+        q,k = RoPE(q, positions), RoPE(k, positions)    rotate_half, llama3-scaled or not
+                                             [the layer's own base: Gemma 3; none: SmolLM3's
+                                             NoPE layers]
         K,V = cache.append(k, v)                                  (kv_head, p+n, d_head)
-        o_h = softmax(q_h K_gᵀ / √d_head + causal) V_g   head h reads KV head g = h // (H/KV)
-        h   = h + concat(o_h) W_oᵀ
-        h   = h + W_down (SiLU(RMSNorm(h) W_gateᵀ) ⊙ (RMSNorm(h) W_upᵀ))        SwiGLU
-    logits = RMSNorm(h) W_headᵀ          W_head = E when tied: the embedding read backwards
+        s   = q_h K_gᵀ · scale               scale = 1/√d_head [query_pre_attn_scalar^-½:
+                                             Gemma]; [c·tanh(s/c): Gemma 2]
+        o_h = softmax(s + causal) V_g        head h reads KV head g = h // (H/KV)
+                                             [only the last W keys in a local layer]
+        a   = concat(o_h) W_oᵀ               [RMSNorm(a): Gemma, OLMo 2]
+        h   = h + a
+        m   = W_down (act(y W_gateᵀ) ⊙ (y W_upᵀ)),  y = RMSNorm(h) [OLMo 2: y = h]
+                                             act = SiLU [GELU, tanh form: Gemma]
+        h   = h + m                          [h + RMSNorm(m): Gemma, OLMo 2]
+    logits = RMSNorm(h) W_headᵀ              [c·tanh(logits/c): Gemma 2]
+                                             W_head = E when tied: the embedding read backwards
+
+Gemma stores each norm's gain as γ − 1; it is read back as γ, so one RMSNorm serves all.
 
 Grouped-query attention (GQA) is a broadcast, not a copy: queries are shaped
 `(kv_head, group, n, d_head)` and keys `(kv_head, 1, k_pos, d_head)`, so the shared
