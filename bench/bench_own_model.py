@@ -96,6 +96,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--context", type=int, default=128)
     parser.add_argument("--decode-tokens", type=int, default=8)
+    parser.add_argument(
+        "--weights",
+        choices=("as-saved", "bfloat16"),
+        default="as-saved",
+        help="how our code holds the matrices: as the file stores them, or bfloat16 (as the "
+        "app holds a 16-bit checkpoint: Gemma 3 is published so)",
+    )
+    parser.add_argument(
+        "--hf-dtype",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="transformers' dtype: float32, or bfloat16 (what from_pretrained's dtype='auto' "
+        "gives a checkpoint published in bfloat16, as Gemma 3's is)",
+    )
     args = parser.parse_args()
 
     import numpy as np
@@ -107,11 +121,14 @@ def main() -> None:
 
     folder = Path(args.model) if args.model else build(args.shape)
     start = time.perf_counter()
-    ours = open_checkpoint(str(folder), max_parameters=600_000_000)
+    from attention_core.models.loading import BFLOAT16
+
+    held = None if args.weights == "as-saved" else BFLOAT16
+    ours = open_checkpoint(str(folder), max_parameters=600_000_000, weights_dtype=held)
     load_ours = time.perf_counter() - start
     start = time.perf_counter()
     hf = transformers.AutoModelForCausalLM.from_pretrained(
-        folder, attn_implementation="eager", dtype=torch.float32
+        folder, attn_implementation="eager", dtype=getattr(torch, args.hf_dtype)
     ).eval()
     load_hf = time.perf_counter() - start
 
@@ -153,7 +170,8 @@ def main() -> None:
                     "python": platform.python_version(), "torch_threads": torch.get_num_threads(),
                     "torch": torch.__version__, "transformers": transformers.__version__},
         "model": {"shape": None if args.model else args.shape, "family": ours.config.model_type,
-                  "parameters": parameter_count_of(ours), "stored_as": ours.weights.storage},
+                  "parameters": parameter_count_of(ours), "stored_as": ours.weights.storage,
+                  "transformers_dtype": args.hf_dtype},
         "context_tokens": int(ids.size),
         "load_s": {"ours": round(load_ours, 2), "transformers": round(load_hf, 2)},
         "prefill_ms": {"ours_every_step_kept": summary(times["prefill_ours"]),
