@@ -101,7 +101,7 @@ def main() -> None:
         choices=("as-saved", "bfloat16"),
         default="as-saved",
         help="how our code holds the matrices: as the file stores them, or bfloat16 (as the "
-        "app holds a 16-bit checkpoint: Gemma 3 is published so)",
+        "app holds a 16-bit checkpoint too large for ATTENTION_EXPLORER_FLOAT32_MB)",
     )
     parser.add_argument(
         "--hf-dtype",
