@@ -162,7 +162,7 @@ head_fig = render.cached(figures.head_figure, drawn, layer, head, window)
 one_col, about_col = st.columns(2, vertical_alignment="center")
 with one_col:
     render.show(head_fig, filename=f"decoder-l{layer + 1}-h{head + 1}")
-about_col.caption(about.grid_caption(cfg.group_size))
+about_col.caption(about.grid_caption(cfg.group_size, window))
 render.show(
     render.cached(figures.layer_grid_figure, drawn, layer, head),
     filename=f"decoder-l{layer + 1}-heads",

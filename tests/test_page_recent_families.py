@@ -220,6 +220,7 @@ def test_gemma2s_cap_window_and_scale_are_shown_where_they_act(folders):
     offset = np.arange(n)[:, None] - np.arange(n)[None, :]
     np.testing.assert_array_equal(np.isnan(pattern), (offset < 0) | (offset >= 3))
     np.testing.assert_allclose(np.nan_to_num(pattern), weights, atol=1e-5)
+    assert any("every key more than 2 tokens back" in c.value for c in at.caption)
     cap = figure_titled(at, "Layer 1, head 2: the last token's scores, capped")
     points = next(trace for trace in cap["data"] if trace["name"] == "this query's keys")
     raw, capped = plotly_array(points["x"]), plotly_array(points["y"])

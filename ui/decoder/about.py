@@ -69,15 +69,18 @@ def cache_caption(cache: object, group_size: int) -> str:
     )
 
 
-def grid_caption(group_size: int) -> str:
-    """How the layer's grid of heads is laid out."""
+def grid_caption(group_size: int, window: int | None = None) -> str:
+    """How the layer's grid of heads is laid out (and, in a local layer, what else is grey)."""
     rows = (
         f"each row of the grid is one KV head, whose {group_size} query heads read the same keys "
         "and values, yet attend differently"
         if group_size > 1
         else "every head reads keys and values of its own"
     )
+    grey = "the future, masked" if window is None else (
+        f"the future and, in this local layer, every key more than {window - 1} tokens back"
+    )  # fmt: skip
     return (
-        "Rows are queries, columns keys; grey cells are the future, masked. Below, every head of "
+        f"Rows are queries, columns keys; grey cells are {grey}. Below, every head of "
         f"the layer: {rows} (one head per row on a phone)."
     )
