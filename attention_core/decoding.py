@@ -259,10 +259,10 @@ def decode_step(
     q_new `(..., new, d_k)`, k_new `(..., new, d_k)`, v_new `(..., new, d_v)`; usually new = 1.
     New query i sits at position p = cache.length + i and attends to cached keys 0..p:
         output_i = softmax(q_i Kᵀ_{0..p} · scale) V_{0..p}
-    (with ``softcap`` c the scores pass through c·tanh(· / c) before the softmax, as Gemma 2's).
     which is row p of causal self-attention over the whole sequence (the cache makes the
     causal mask's bottom-right alignment explicit). ``attend`` `(cache.length + new,)` boolean
     (True = may be attended to) also hides keys from every new query, like a padding mask.
+    With ``softcap`` c the scores pass through c·tanh(· / c) before the softmax (Gemma 2).
 
     checked=False skips the input checks, for a caller that checked its input once and passes
     arrays it computed (float, matching widths and heads): a model's forward pass calls this
