@@ -345,3 +345,14 @@ def test_a_small_16_bit_checkpoint_is_held_in_float32_within_the_operators_budge
     at = open_model_page("pages/decoder_llm.py", {"model": "tiny-gemma3-bf16"}, 240)
     (line,) = [c.value for c in at.caption if "tiny\\-gemma3\\-bf16 from a folder" in c.value]
     assert "held as bfloat16" in line
+
+
+@pytest.mark.parametrize(
+    ("family", "said"),
+    [("qwen3", "each head's q and k are RMS-normalised"),
+     ("olmo2", "the whole projection (all heads' q together, and all k together) is")],
+)  # fmt: skip
+def test_the_qk_norm_sentence_says_where_the_norm_acts(folders, family, said):
+    at = open_model_page("pages/decoder_llm.py", {"model": f"tiny-{family}", "prompt": PROMPT},
+                         240)  # fmt: skip
+    assert any(said in m.value for m in at.markdown)

@@ -115,10 +115,14 @@ def section(model: LlamaModel, trace: PageTrace, layer: int, head: int) -> None:
         )
     )
     if config.qk_norm:
-        where = "each head's" if config.qk_norm == "head" else "all heads' q (and k) together, as"
+        what = (
+            "each head's q and k are"
+            if config.qk_norm == "head"
+            else "the whole projection (all heads' q together, and all k together) is"
+        )
         st.subheader("QK-norm: q and k normalised before the rotation")
         st.markdown(
-            f"Before RoPE, {where} vector is RMS-normalised and multiplied by a learned gain, so "
+            f"Before RoPE, {what} RMS-normalised and multiplied by a learned gain, so "
             "a score can no longer grow just because the projections grew: the softmax stays "
             f"out of saturation. The last query's length goes from {_norm(shown.q)} to "
             f"{_norm(shown.q_normed)}; its keys' from {_norm(shown.k[-1])} (the last) to "
