@@ -6,6 +6,8 @@ smollm2_reference(gguf_path)   LlamaForCausalLM on the package's GGUF, eager att
 minilm_reference(model_dir)    BertModel on the package's checkpoint, eager attention
 smollm2_gguf_or_skip()         the model package's GGUF, or the test skipped saying what to install
 smollm2_or_skip()              smollm2_reference on it, or the test skipped saying what is missing
+run_hooked(hf, ids, handles)   transformers' model on one sequence with its hooks in place,
+                               removed afterwards (also when the pass fails)
 """
 
 from __future__ import annotations
@@ -59,3 +61,17 @@ def smollm2_or_skip():
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
     return smollm2_reference(path)
+
+
+def run_hooked(hf, ids, handles):
+    """``hf``'s output on the one sequence ``ids``, without gradients or a cache, the forward
+    hooks ``handles`` (already registered) removed afterwards, also when the pass fails."""
+    import numpy as np
+    import torch
+
+    try:
+        with torch.no_grad():
+            return hf(torch.as_tensor(np.asarray(ids))[None], use_cache=False)
+    finally:
+        for handle in handles:
+            handle.remove()

@@ -35,6 +35,7 @@ from attention_core.models.llama import (
 )
 from attention_core.models.loading import ModelFileError
 from attention_core.validation import AttentionInputError
+from tests.hf_models import run_hooked
 from tests.tiny_decoders import PROMPTS, VOCAB_SIZE, word_tokenizer
 
 torch = pytest.importorskip("torch")
@@ -283,12 +284,7 @@ def test_named_points_read_and_edit_what_transformers_modules_compute(saved, cas
                 lambda m, a, out, i=i: taken.update({points.mlp_out(i): out[0].numpy()})
             ),
         ]
-    try:
-        with torch.no_grad():
-            hf(torch.tensor(ids)[None], use_cache=False)
-    finally:
-        for handle in handles:
-            handle.remove()
+    run_hooked(hf, ids, handles)
     trace = run_llama(ours, ids)
     for name, expected in taken.items():
         got = trace.point(name)
@@ -310,11 +306,7 @@ def test_named_points_read_and_edit_what_transformers_modules_compute(saved, cas
 
     edited = run_llama(ours, ids, edits={points.heads(1): silence}).next_token_logits
     handle = layers[1].self_attn.o_proj.register_forward_pre_hook(silence_hf)
-    try:
-        with torch.no_grad():
-            expected = hf(torch.tensor(ids)[None], use_cache=False).logits[0, -1].numpy()
-    finally:
-        handle.remove()
+    expected = run_hooked(hf, ids, [handle]).logits[0, -1].numpy()
     np.testing.assert_allclose(edited, expected, atol=1e-4, rtol=0)
     assert np.abs(edited - trace.next_token_logits).max() > 1e-2  # the edit mattered
 

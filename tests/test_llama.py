@@ -41,7 +41,7 @@ from attention_core.models.llama import (
 from attention_core.models.llama import files as llama_files
 from attention_core.models.loading import ModelNotFoundError
 from attention_core.validation import AttentionInputError
-from tests.hf_models import smollm2_gguf_or_skip, smollm2_reference
+from tests.hf_models import run_hooked, smollm2_gguf_or_skip, smollm2_reference
 from tests.hub_cache import lay_out_hub_cache
 
 torch = pytest.importorskip("torch")
@@ -508,12 +508,7 @@ def test_patched_points_match_transformers_hooks_on_the_same_modules(model, refe
             lambda mod, args, out: taken.update(mlp=out.detach().clone())
         ),
     ]
-    try:
-        with torch.no_grad():
-            hf(torch.from_numpy(b)[None], use_cache=False)
-    finally:
-        for handle in handles:
-            handle.remove()
+    run_hooked(hf, b, handles)
     # Both read the same activations of b (the points are transformers' modules' outputs).
     np.testing.assert_allclose(
         other.point(points.resid(boundary)), taken["resid"][0].numpy(), atol=1e-3, rtol=1e-4

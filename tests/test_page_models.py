@@ -20,7 +20,15 @@ import pytest
 from attention_core.lessons.passages import ALICE
 from attention_core.models import loading
 from harness.app_pages import open_model_page
-from tests.plotly_json import figures, plotly_array
+from tests.listed_pages import (
+    causal_lm,
+    check_next_tokens,
+    check_patching_lds,
+    encode,
+    open_heads_page,
+    table,
+)
+from tests.plotly_json import chart, figures, plotly_array
 from tests.tiny_checkpoints import write_tiny
 from ui.models import chosen
 
@@ -63,30 +71,6 @@ def listed(folders, monkeypatch):
     chosen.HOST.forget()
 
 
-def table(at, column: str):
-    return next(frame.value for frame in at.dataframe if column in frame.value.columns)
-
-
-def chart(at, key: str) -> dict:
-    for element in at.main.get("plotly_chart"):
-        if element.proto.id.endswith(key):
-            return json.loads(element.proto.spec)
-    raise AssertionError(f"no chart {key}")
-
-
-def encode(folder: Path, text: str, special: bool = False) -> list[int]:
-    """transformers' tokens of `text` by the folder's tokenizer.json (AutoTokenizer would build
-    the family's own tokenizer class around a tiny WordLevel vocabulary, and get it wrong)."""
-    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"))
-    return tokenizer(text, add_special_tokens=special)["input_ids"]
-
-
-def causal_lm(folder: Path):
-    return transformers.AutoModelForCausalLM.from_pretrained(
-        folder, dtype=torch.float32, attn_implementation="eager"
-    ).eval()
-
-
 def test_the_decoder_page_on_a_listed_llama_shows_what_transformers_computes(folders):
     at = open_model_page("pages/decoder_llm.py", {"model": "tiny-llama", "prompt": PROMPT}, 240)
     assert not at.error
@@ -95,10 +79,7 @@ def test_the_decoder_page_on_a_listed_llama_shows_what_transformers_computes(fol
     ids = encode(folders["llama"], PROMPT)
     with torch.no_grad():
         p = torch.softmax(hf(torch.tensor([ids])).logits[0, -1].double(), -1).numpy()
-    shown = table(at, "probability")
-    best = np.argsort(-p)[: len(shown)]
-    assert shown["id"].tolist() == best.tolist()
-    np.testing.assert_allclose(shown["probability"], np.round(p[best], 4), atol=1e-4)
+    check_next_tokens(at, p)
 
 
 def test_chat_mode_frames_the_prompt_in_the_listed_models_own_template(folders):
@@ -121,10 +102,7 @@ def test_chat_mode_frames_the_prompt_in_the_listed_models_own_template(folders):
         p = torch.softmax(
             causal_lm(folders["chat"])(torch.tensor([ids])).logits[0, -1].double(), -1
         )
-    shown = table(at, "probability")
-    best = np.argsort(-p.numpy())[: len(shown)]
-    assert shown["id"].tolist() == best.tolist()
-    np.testing.assert_allclose(shown["probability"], np.round(p.numpy()[best], 4), atol=1e-4)
+    check_next_tokens(at, p.numpy())
 
 
 def test_a_listed_model_without_a_template_reads_raw_text_and_says_why(folders):
@@ -137,26 +115,8 @@ def test_a_listed_model_without_a_template_reads_raw_text_and_says_why(folders):
     assert chat.proto.help == "tiny-llama was saved without a chat template: it reads raw text."
 
 
-def open_heads_page(folders, family: str):
-    """The heads page on tiny-``family`` and transformers on its prompt: (the page, the model,
-    its outputs, the likeliest next token, the lens's probabilities of it by stage), the lens's
-    last layer checked against transformers' own prediction."""
-    at = open_model_page("pages/what_heads_do.py", {"model": f"tiny-{family}", "prompt": PROMPT},
-                         240)  # fmt: skip
-    assert not at.error
-    hf = causal_lm(folders[family])
-    ids = encode(folders[family], PROMPT)
-    with torch.no_grad():
-        out = hf(torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
-    p = torch.softmax(out.logits[0, -1].double(), -1)
-    top = int(p.argmax())
-    lens = plotly_array(chart(at, "heads.lens")["data"][0]["y"])
-    assert lens[-1] == pytest.approx(float(p[top]), abs=1e-4)  # the lens's last layer
-    return at, hf, out, top, lens
-
-
 def test_the_heads_page_on_a_listed_qwen2_reads_transformers_lens_and_patterns(folders):
-    at, _, out, _, _ = open_heads_page(folders, "qwen2")
+    at, _, out, _, _ = open_heads_page(folders["qwen2"], "tiny-qwen2", PROMPT)
     # The chosen head (its defaults, past a 2-layer 4-head model's end, become layer 2 head 4).
     pattern = plotly_array(chart(at, "heads.pattern")["data"][0]["z"]).astype(np.float64)
     expected = out.attentions[1][0, 3].numpy()
@@ -184,11 +144,7 @@ def test_the_decoder_page_on_a_listed_gpt2_shows_what_transformers_computes(fold
     ids = encode(folders[name], PROMPT)
     with torch.no_grad():
         out = hf(torch.tensor([ids]), output_attentions=True)
-    p = torch.softmax(out.logits[0, -1].double(), -1).numpy()
-    shown = table(at, "probability")
-    best = np.argsort(-p, kind="stable")[: len(shown)]
-    assert shown["id"].tolist() == best.tolist()
-    np.testing.assert_allclose(shown["probability"], np.round(p[best], 4), atol=1e-4)
+    check_next_tokens(at, torch.softmax(out.logits[0, -1].double(), -1).numpy())
     pattern = titled(at, "Layer 1, head 1")
     expected = out.attentions[0][0, 0].numpy()
     future = np.triu(np.ones_like(expected, dtype=bool), k=1)
@@ -204,7 +160,7 @@ def test_the_decoder_page_on_a_listed_gpt2_shows_what_transformers_computes(fold
 
 @pytest.mark.parametrize("name", ["gpt2", "gpt2-other"])
 def test_the_heads_page_on_a_listed_gpt2_reads_transformers_lens_and_patterns(folders, name):
-    at, hf, out, top, lens = open_heads_page(folders, name)
+    at, hf, out, top, lens = open_heads_page(folders[name], f"tiny-{name}", PROMPT)
     # Stage 1, through GPT-2's own ln_f: transformers' head on its norm of hidden_states[1].
     with torch.no_grad():
         stage = torch.softmax(hf.lm_head(hf.transformer.ln_f(out.hidden_states[1][0, -1])), -1)
@@ -301,32 +257,12 @@ def test_on_a_local_run_the_sidebar_opens_a_folder_typed_there(folders, monkeypa
     assert at.query_params["model"] in ("tiny-qwen2", ["tiny-qwen2"])
 
 
-def check_patching_lds(folders, family: str) -> None:
-    """The patching page's LD of each prompt on tiny-``family``: transformers' logit(" the") −
-    logit(" a") (each answer's first token) after it."""
-    clean, corrupt = "the cat sat on the mat", "the dog sat on the mat"
-    at = open_model_page("pages/carries_the_answer.py", {"model": f"tiny-{family}", "clean": clean,
-                         "corrupt": corrupt, "answer": " the", "wrong": " a"}, 240)  # fmt: skip
-    assert not at.error
-    folder = folders[family]
-    hf = causal_lm(folder)
-    answer, wrong = (encode(folder, word)[0] for word in (" the", " a"))
-    lds = []
-    for text in (clean, corrupt):
-        with torch.no_grad():
-            logits = hf(torch.tensor([encode(folder, text)])).logits[0, -1]
-        lds.append(float(logits[answer] - logits[wrong]))
-    shown = table(at, "prompt")
-    ld_column = next(c for c in shown.columns if c.startswith("LD"))
-    np.testing.assert_allclose(shown[ld_column], np.round(lds, 3), atol=1e-3)
-
-
 def test_the_patching_page_on_a_listed_qwen2_shows_transformers_lds(folders):
-    check_patching_lds(folders, "qwen2")
+    check_patching_lds(folders["qwen2"], "tiny-qwen2")
 
 
 def test_the_patching_page_on_a_listed_gpt2_shows_transformers_lds(folders):
-    check_patching_lds(folders, "gpt2")
+    check_patching_lds(folders["gpt2"], "tiny-gpt2")
 
 
 def test_the_long_context_page_on_a_listed_gpt2_shows_transformers_perplexity(folders):

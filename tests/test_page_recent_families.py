@@ -14,7 +14,6 @@ link's ``?model=``, against transformers on the same files.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -23,7 +22,16 @@ import pytest
 
 from attention_core.lessons.passages import ALICE
 from harness.app_pages import open_model_page
-from tests.plotly_json import figures, plotly_array
+from tests.hf_models import run_hooked
+from tests.listed_pages import (
+    causal_lm,
+    check_next_tokens,
+    check_patching_lds,
+    encode,
+    open_heads_page,
+    table,
+)
+from tests.plotly_json import chart, figures, plotly_array
 from tests.tiny_checkpoints import write_tiny
 from tests.tiny_decoders import RECENT
 from ui.models import chosen
@@ -49,28 +57,6 @@ def listed(folders, monkeypatch):
     chosen.HOST.forget()
 
 
-def causal_lm(folder: Path):
-    return transformers.AutoModelForCausalLM.from_pretrained(
-        folder, dtype=torch.float32, attn_implementation="eager"
-    ).eval()
-
-
-def encode(folder: Path, text: str) -> list[int]:
-    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"))
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
-
-
-def table(at, column: str):
-    return next(frame.value for frame in at.dataframe if column in frame.value.columns)
-
-
-def chart(at, key: str) -> dict:
-    for element in at.main.get("plotly_chart"):
-        if element.proto.id.endswith(key):
-            return json.loads(element.proto.spec)
-    raise AssertionError(f"no chart {key}")
-
-
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_decoder_page_holds_transformers_next_token_probabilities(folders, family):
     at = open_model_page("pages/decoder_llm.py", {"model": f"tiny-{family}", "prompt": PROMPT},
@@ -80,24 +66,12 @@ def test_the_decoder_page_holds_transformers_next_token_probabilities(folders, f
     ids = encode(folders[family], PROMPT)
     with torch.no_grad():
         p = torch.softmax(hf(torch.tensor([ids])).logits[0, -1].double(), -1).numpy()
-    shown = table(at, "probability")
-    best = np.argsort(-p)[: len(shown)]
-    assert shown["id"].tolist() == best.tolist()
-    np.testing.assert_allclose(shown["probability"], np.round(p[best], 4), atol=1e-4)
+    check_next_tokens(at, p)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_heads_page_lens_ends_at_the_models_own_probability(folders, family):
-    at = open_model_page("pages/what_heads_do.py", {"model": f"tiny-{family}", "prompt": PROMPT},
-                         240)  # fmt: skip
-    assert not at.error, [e.value for e in at.error]
-    hf = causal_lm(folders[family])
-    ids = encode(folders[family], PROMPT)
-    with torch.no_grad():
-        out = hf(torch.tensor([ids]), output_attentions=True)
-    p = torch.softmax(out.logits[0, -1].double(), -1)
-    lens = plotly_array(chart(at, "heads.lens")["data"][0]["y"])
-    assert lens[-1] == pytest.approx(float(p.max()), abs=1e-4)
+    at, _, out, _, _ = open_heads_page(folders[family], f"tiny-{family}", PROMPT)
     layers = len(out.attentions)
     heads = out.attentions[0].shape[1]
     # The chosen head: the page's defaults, past a tiny model's end, become its last head.
@@ -108,21 +82,7 @@ def test_the_heads_page_lens_ends_at_the_models_own_probability(folders, family)
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_patching_page_shows_transformers_logit_differences(folders, family):
-    clean, corrupt = "the cat sat on the mat", "the dog sat on the mat"
-    at = open_model_page("pages/carries_the_answer.py", {"model": f"tiny-{family}", "clean": clean,
-                         "corrupt": corrupt, "answer": " the", "wrong": " a"}, 240)  # fmt: skip
-    assert not at.error, [e.value for e in at.error]
-    folder = folders[family]
-    hf = causal_lm(folder)
-    answer, wrong = (encode(folder, word)[0] for word in (" the", " a"))
-    lds = []
-    for text in (clean, corrupt):
-        with torch.no_grad():
-            logits = hf(torch.tensor([encode(folder, text)])).logits[0, -1]
-        lds.append(float(logits[answer] - logits[wrong]))
-    shown = table(at, "prompt")
-    ld_column = next(c for c in shown.columns if c.startswith("LD"))
-    np.testing.assert_allclose(shown[ld_column], np.round(lds, 3), atol=1e-3)
+    check_patching_lds(folders[family], f"tiny-{family}")
 
 
 @pytest.mark.parametrize("family", ["gemma3_text", "smollm3"])
@@ -242,11 +202,7 @@ def test_qk_norm_view_is_transformers_q_norm_output(folders):
     handle = hf.model.layers[1].self_attn.q_norm.register_forward_hook(
         lambda m, a, out: taken.update(q=out[0, -1, 2].numpy())
     )
-    try:
-        with torch.no_grad():
-            hf(torch.tensor([ids]))
-    finally:
-        handle.remove()
+    run_hooked(hf, ids, [handle])
     spec = figure_titled(at, "Layer 2, head 3: the last token's query, step by step")
     series = {trace["name"]: plotly_array(trace["y"]) for trace in spec["data"]}
     np.testing.assert_allclose(series["after QK-norm"], taken["q"], atol=1e-5)
@@ -310,11 +266,7 @@ def test_the_heads_pages_attribution_adds_up_through_the_post_norms_to_the_uncap
     ids = encode(folders[family], PROMPT)
     taken = {}
     handle = hf.lm_head.register_forward_hook(lambda m, a, out: taken.update(z=out[0, -1]))
-    try:
-        with torch.no_grad():
-            hf(torch.tensor([ids]))
-    finally:
-        handle.remove()
+    run_hooked(hf, ids, [handle])
     (said,) = [c.value for c in at.caption if "the logit itself" in c.value]
     together, logit = (float(x) for x in re.findall(r"together ([+-][\d.]*\d), the logit itself "
                                                     r"([+-][\d.]*\d)", said)[0])  # fmt: skip

@@ -22,6 +22,7 @@ from attention_core.models import points
 from attention_core.models.families import family_of, open_checkpoint
 from attention_core.models.llama import LlamaConfig, load_llama, parameter_count, run_llama
 from attention_core.models.loading import ModelFileError
+from tests.hf_models import run_hooked
 from tests.tiny_decoders import PROMPTS, RECENT, save_decoder
 
 torch = pytest.importorskip("torch")
@@ -137,12 +138,7 @@ def test_qk_norm_steps_are_what_transformers_q_and_k_norms_output(saved, case):
             lambda m, a, out: taken.update(k=out[0].numpy())
         ),
     ]
-    try:
-        with torch.no_grad():
-            hf(torch.tensor(ids)[None], use_cache=False)
-    finally:
-        for handle in handles:
-            handle.remove()
+    run_hooked(hf, ids, handles)
     steps = run_llama(ours, ids).layers[0]
     n = len(ids)
     # Qwen3's norms see (n, head, d_head), Gemma 3's (head, n, d_head) and OLMo 2's the
@@ -172,12 +168,7 @@ def test_attn_and_mlp_outputs_are_what_the_post_norms_add_and_an_edit_matches_a_
                 lambda m, a, out, i=i: taken.update({points.mlp_out(i): out[0].numpy()})
             ),
         ]
-    try:
-        with torch.no_grad():
-            hf(torch.tensor(ids)[None], use_cache=False)
-    finally:
-        for handle in handles:
-            handle.remove()
+    run_hooked(hf, ids, handles)
     trace = run_llama(ours, ids)
     for name, expected in taken.items():
         np.testing.assert_allclose(trace.point(name), expected, atol=1e-4, rtol=1e-5, err_msg=name)
@@ -196,11 +187,7 @@ def test_attn_and_mlp_outputs_are_what_the_post_norms_add_and_an_edit_matches_a_
 
     edited = run_llama(ours, ids, edits={points.heads(0): silence}).next_token_logits
     handle = hf.model.layers[0].self_attn.o_proj.register_forward_pre_hook(silence_hf)
-    try:
-        with torch.no_grad():
-            expected = hf(torch.tensor(ids)[None], use_cache=False).logits[0, -1].numpy()
-    finally:
-        handle.remove()
+    expected = run_hooked(hf, ids, [handle]).logits[0, -1].numpy()
     np.testing.assert_allclose(edited, expected, atol=1e-4, rtol=0)
     assert np.abs(edited - trace.next_token_logits).max() > 1e-2
 
@@ -380,11 +367,7 @@ def test_the_stream_splits_by_writer_through_the_post_norms_and_the_parts_sum_to
     np.testing.assert_allclose(total, parts.residuals[-1], atol=1e-4)
     taken = {}
     handle = hf.lm_head.register_forward_hook(lambda m, a, out: taken.update(logits=out[0, -1]))
-    try:
-        with torch.no_grad():
-            hf(torch.tensor(ids)[None], use_cache=False)
-    finally:
-        handle.remove()
+    run_hooked(hf, ids, [handle])
     token = int(trace.next_token_logits.argmax())
     attribution = decoder_attribution(ours, parts, token)
     assert attribution.total == pytest.approx(attribution.logit, abs=1e-4)
