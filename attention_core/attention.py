@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from . import validation
-from .softmax import _stable_softmax
+from .softmax import stable_softmax
 from .validation import AttentionInputError, device
 
 __all__ = [
@@ -169,7 +169,7 @@ def _finish(
         masked = xp.where(allowed, scaled, -math.inf)
         # Read off the mask's own shape (a causal mask is one (q_pos, k_pos) for every head).
         fully_masked = ~xp.broadcast_to(xp.any(allowed, axis=-1), masked.shape[:-1])
-    weights = _stable_softmax(masked, axis=-1)
+    weights = stable_softmax(masked, axis=-1)
     # Each output row is a convex combination of value rows (or zero if nothing is visible).
     output = _shared_matmul(weights, v)  # (..., q_pos, d_v)
     return AttentionSteps(

@@ -31,7 +31,7 @@ import numpy as np
 
 from .chunked import chunked_attention
 from .cost import attention_flops, score_matrix_bytes
-from .softmax import _stable_softmax
+from .softmax import stable_softmax
 from .validation import AttentionInputError, check_int, check_size
 
 __all__ = [
@@ -257,7 +257,7 @@ def _numpy_call(
         def full() -> np.ndarray:
             scores = q @ k.T  # (n, n): the matrix chunking avoids
             scores *= scale
-            return _stable_softmax(scores) @ v
+            return stable_softmax(scores) @ v
 
         return full
     if method == "chunked":

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .softmax import _stable_softmax
+from .softmax import stable_softmax
 from .validation import AttentionInputError, as_float_array, check_int, check_real
 
 __all__ = [
@@ -199,7 +199,7 @@ def top_p_filter(logits: object, p: float) -> TopPSteps:
             f"top-p must be in (0, 1], got {p:g}: it is the probability mass to keep "
             "(1 keeps every token)."
         )
-    before = _stable_softmax(z)
+    before = stable_softmax(z)
     # By logit, as transformers sorts: the same order as by probability, without the ties that
     # rounding makes among nearly equal probabilities (ties: the lower id first, like argmax).
     order = np.argsort(-z, kind="stable")
@@ -223,7 +223,7 @@ def min_p_filter(logits: object, min_p: float) -> MinPSteps:
             f"min-p must be in [0, 1], got {min_p:g}: a token needs min-p times the top "
             "token's probability to stay (0 keeps every token)."
         )
-    before = _stable_softmax(z)
+    before = stable_softmax(z)
     kept = np.isfinite(z) & (before >= min_p * before.max())
     return _steps(MinPSteps, "min-p", min_p, z, kept, before=before)
 
@@ -308,9 +308,9 @@ def _steps(
 ) -> FilterSteps:
     """A stage's steps: removed tokens' logits set to −inf (unless `filtered` is given), and the
     distributions on either side of it."""
-    before = _stable_softmax(logits) if before is None else before
+    before = stable_softmax(logits) if before is None else before
     if filtered is None:
         filtered = np.where(kept, logits, -np.inf)
-    after = _stable_softmax(filtered)
+    after = stable_softmax(filtered)
     kept_mass = float(before[kept].sum())
     return kind(name, float(setting), logits, before, kept, filtered, after, kept_mass, **extra)

@@ -26,8 +26,9 @@ def _check_axis(arr: Any, axis: int) -> int:
     return int(axis)
 
 
-def _stable_softmax(x: Any, axis: int = -1) -> Any:
-    """Softmax without input validation; `x` is a float array that may contain -inf."""
+def stable_softmax(x: Any, axis: int = -1) -> Any:
+    """`softmax` without input validation: `x` a float array that may contain -inf, the
+    weights along `axis` in its shape."""
     xp = array_namespace(x)
     # Subtracting the row maximum leaves softmax unchanged (it cancels in the ratio) and keeps
     # every exponent <= 0, so exp never overflows.
@@ -95,7 +96,7 @@ def softmax(x: object, axis: int = -1) -> Any:
     """
     xp = array_namespace(x)
     arr = as_float_array(x, "the softmax input", xp=xp, min_ndim=1, allow_neg_inf=True)
-    return _stable_softmax(arr, _check_axis(arr, axis))
+    return stable_softmax(arr, _check_axis(arr, axis))
 
 
 def log_sum_exp(x: np.ndarray) -> np.ndarray:

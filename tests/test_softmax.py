@@ -195,12 +195,12 @@ def test_huge_scores_keep_their_exact_weights():
 
 
 def test_the_unchecked_softmax_defaults_to_the_last_axis():
-    from attention_core.softmax import _stable_softmax  # the cost page calls it without an axis
+    from attention_core.softmax import stable_softmax  # the cost page calls it without an axis
 
     # exp(log r) = r, so each row's weights are its ratios: [1, 3] -> [1/4, 3/4], [1, 4] -> ...
     x = np.log([[[1.0, 3.0], [1.0, 1.0]], [[2.0, 2.0], [1.0, 4.0]]])  # (2, 2, 2)
     expected = [[[0.25, 0.75], [0.5, 0.5]], [[0.5, 0.5], [0.2, 0.8]]]
-    np.testing.assert_allclose(_stable_softmax(x), expected, rtol=1e-12)
+    np.testing.assert_allclose(stable_softmax(x), expected, rtol=1e-12)
 
 
 def test_naive_softmax_along_each_axis_by_hand():

@@ -182,7 +182,7 @@ WORKERS = min(2, os.cpu_count() or 1)
 EQUIVALENT: dict[str, str] = dict(
     [
         (
-            "softmax.py::_stable_softmax::x.ndim - 1 -> x.ndim + 1",
+            "softmax.py::stable_softmax::x.ndim - 1 -> x.ndim + 1",
             "a last axis named by its number then takes xp.max instead of row_maxima: the same "
             "maximum by another path",
         ),
@@ -253,12 +253,12 @@ EQUIVALENT: dict[str, str] = dict(
             "np.nonzero's index arrays always have one length",
         ),
         (
-            "softmax.py::_stable_softmax::xp.where(xp.isfinite(row_max), row_max, 0.0) -> "
+            "softmax.py::stable_softmax::xp.where(xp.isfinite(row_max), row_max, 0.0) -> "
             "xp.where(xp.isfinite(row_max), row_max, 1.0)",
             "only all -inf rows get this shift, and exp(-inf - 1) = exp(-inf - 0) = 0",
         ),
         (
-            "softmax.py::_stable_softmax::xp.where(visible, total, 1.0) -> xp.where(visible, "
+            "softmax.py::stable_softmax::xp.where(visible, total, 1.0) -> xp.where(visible, "
             "total, 2.0)",
             "divides only rows whose exps are all 0, which the outer where sets to 0 anyway",
         ),

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import masks
 from ..attention import AttentionSteps, scaled_dot_product_attention
-from ..softmax import _stable_softmax, naive_softmax
+from ..softmax import naive_softmax, stable_softmax
 from ..validation import (
     AttentionInputError,
     as_array,
@@ -425,7 +425,7 @@ def additive_mask_softmax(
         bias = masks.mask_to_additive(allowed, fill=fill, dtype=dtype)
         stored_fill = float(np.asarray(fill, dtype=np.float64).astype(dtype))
         biased = stored + bias  # (..., k_pos), rounded to dtype at every entry
-        weights = _stable_softmax(biased, axis=-1)
+        weights = stable_softmax(biased, axis=-1)
     blocked = ~np.broadcast_to(allowed, weights.shape)
     leaked = np.where(blocked, weights, 0).sum(axis=-1)
     return AdditiveMaskRow(

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..softmax import _stable_softmax
+from ..softmax import stable_softmax
 from ..summaries import _entropy
 from ..validation import as_float_array, check_int, check_size
 
@@ -89,7 +89,7 @@ def scaling_experiment(
         fields["dot_variance"].append(float(np.var(scores)))
         fields["scaled_dot_variance"].append(float(np.var(scores / math.sqrt(d))))
         for label, s in (("unscaled", scores), ("scaled", scores / math.sqrt(d))):
-            p = _stable_softmax(s, axis=-1)
+            p = stable_softmax(s, axis=-1)
             fields[f"max_weight_{label}"].append(float(np.mean(p.max(axis=-1))))
             fields[f"entropy_{label}"].append(float(np.mean(_entropy(p))))
             fields[f"gradient_norm_{label}"].append(float(np.mean(_jacobian_norm(p))))
