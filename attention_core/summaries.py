@@ -26,7 +26,8 @@ def _check_weights(weights: object, min_ndim: int) -> np.ndarray:
     return w
 
 
-def _entropy(p: np.ndarray, axis: int = -1) -> np.ndarray:
+def entropy(p: np.ndarray, axis: int = -1) -> np.ndarray:
+    """`attention_entropy` without its checks: `p` `(..., k_pos)` -> `(...,)` in nats."""
     # 0·log 0 = 0 (its limit), so zero weights, e.g. masked keys, add nothing.
     logs = np.log(p, out=np.zeros_like(p), where=p > 0)
     return -np.sum(p * logs, axis=axis)
@@ -44,7 +45,7 @@ def attention_entropy(weights: object, axis: int = -1) -> np.ndarray:
         raise AttentionInputError(f"axis must be an integer, got {axis!r}.")
     if not -w.ndim <= axis < w.ndim:
         raise AttentionInputError(f"axis {axis} does not exist for weights of shape {w.shape}.")
-    return _entropy(w, axis=int(axis))
+    return entropy(w, axis=int(axis))
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,7 +87,7 @@ def head_statistics(weights: object) -> HeadStatistics:
     diag_len = min(q_len, k_len)
     prev_rows = i[(i >= 1) & (i - 1 < k_len)]
     return HeadStatistics(
-        mean_entropy=mean_over(_entropy(w), valid),
+        mean_entropy=mean_over(entropy(w), valid),
         mean_max_weight=mean_over(w.max(axis=-1), valid),
         previous_token=mean_over(w[..., prev_rows, prev_rows - 1], valid[..., prev_rows]),
         self_token=mean_over(

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..softmax import stable_softmax
-from ..summaries import _entropy
+from ..summaries import entropy
 from ..validation import as_float_array, check_int, check_size
 
 __all__ = ["ScalingExperiment", "scaling_experiment"]
@@ -91,7 +91,7 @@ def scaling_experiment(
         for label, s in (("unscaled", scores), ("scaled", scores / math.sqrt(d))):
             p = stable_softmax(s, axis=-1)
             fields[f"max_weight_{label}"].append(float(np.mean(p.max(axis=-1))))
-            fields[f"entropy_{label}"].append(float(np.mean(_entropy(p))))
+            fields[f"entropy_{label}"].append(float(np.mean(entropy(p))))
             fields[f"gradient_norm_{label}"].append(float(np.mean(_jacobian_norm(p))))
     arrays = {
         name: np.array(values)
