@@ -41,15 +41,16 @@ __all__ = [
 ]
 
 
-def _check_base(base: object) -> float:
+def check_base(base: object) -> float:
+    """The sinusoids' `base` as a float, or an `AttentionInputError` unless it exceeds 1."""
     base = check_real(base, "base", positive=True)
     if base <= 1:
         raise AttentionInputError(f"base must be greater than 1 (10000 is standard), got {base}.")
     return base
 
 
-def _frequencies(d_model: int, base: float) -> np.ndarray:
-    """ω_i = base^(-2i/d_model) for pair i = 0 .. ceil(d_model/2) - 1."""
+def sinusoid_frequencies(d_model: int, base: float) -> np.ndarray:
+    """ω_i = base^(-2i/d_model) for pair i = 0 .. ceil(d_model/2) - 1, `(ceil(d_model/2),)`."""
     return base ** (-np.arange(0, d_model, 2, dtype=np.float64) / d_model)
 
 
@@ -64,9 +65,9 @@ def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0)
     """
     n = check_int(num_positions, "num_positions", minimum=1)
     d = check_int(d_model, "d_model", minimum=1)
-    base = _check_base(base)
+    base = check_base(base)
     check_size((n, d), "The position table")
-    angles = np.arange(n, dtype=np.float64)[:, None] * _frequencies(d, base)  # (pos, pairs)
+    angles = np.arange(n, dtype=np.float64)[:, None] * sinusoid_frequencies(d, base)  # (pos, pairs)
     pe = np.empty((n, d))
     pe[:, 0::2] = np.sin(angles)
     pe[:, 1::2] = np.cos(angles[:, : d // 2])
@@ -79,7 +80,7 @@ def sinusoid_wavelengths(d_model: int, base: float = 10000.0) -> np.ndarray:
     From 2π (pair 0) up to just under 2π·base; measured in positions.
     """
     d = check_int(d_model, "d_model", minimum=1)
-    return 2 * np.pi / _frequencies(d, _check_base(base))
+    return 2 * np.pi / sinusoid_frequencies(d, check_base(base))
 
 
 def sinusoid_shift_matrix(d_model: int, offset: float, base: float = 10000.0) -> np.ndarray:
@@ -95,10 +96,10 @@ def sinusoid_shift_matrix(d_model: int, offset: float, base: float = 10000.0) ->
     """
     d = check_int(d_model, "d_model", minimum=1)
     k = check_real(offset, "offset")
-    base = _check_base(base)
+    base = check_base(base)
     check_size((d, d), "The shift matrix")
     m = np.zeros((d, d))
-    for i, omega in enumerate(_frequencies(d, base)):
+    for i, omega in enumerate(sinusoid_frequencies(d, base)):
         c, s = math.cos(omega * k), math.sin(omega * k)
         a = 2 * i
         if a + 1 < d:
@@ -179,7 +180,7 @@ def rotary_tables(
     """
     xp = array_namespace(like)
     if frequencies is None:
-        frequencies = _frequencies(d, _check_base(base))
+        frequencies = sinusoid_frequencies(d, check_base(base))
     (frequencies,) = to_like(positions, frequencies)
     theta = positions[..., None] * frequencies  # (..., pos, d/2)
     cos, sin = to_like(
@@ -205,7 +206,7 @@ def llama3_frequencies(
         between                             (1 - s) ω_i / factor + s ω_i,
                                             s = (original / λ_i - low) / (high - low)
     """
-    omega = _frequencies(d, _check_base(base))
+    omega = sinusoid_frequencies(d, check_base(base))
     wavelength = 2 * math.pi / omega
     # Waves shorter than the context turn many times in it and keep their speed; those longer
     # than it are slowed by `factor`, so far positions look like the near ones trained on.

@@ -307,7 +307,7 @@ EQUIVALENT: dict[str, str] = dict(
             "zip over the 8 field names and the 8 converted parameters: always the same length",
         ),
         (
-            "positional.py::_check_base::positive=True -> positive=False",
+            "positional.py::check_base::positive=True -> positive=False",
             "`base <= 1` right after rejects 0 and negative bases too (only the message differs)",
         ),
         (

@@ -24,7 +24,7 @@ import numpy as np
 from .. import positional
 from ..masks import causal_mask, mask_to_additive
 from ..multihead import init_multi_head_params, multi_head_attention
-from ..positional import _check_base, _frequencies
+from ..positional import check_base, sinusoid_frequencies
 from ..reference import token_embeddings
 from ..validation import AttentionInputError, as_float_array, check_int, check_size
 
@@ -253,7 +253,7 @@ def position_breakdown(position: int, d_model: int, base: float = 10000.0) -> Po
     value = positional.sinusoidal_encoding(p + 1, d, base)[p]
     dimension = np.arange(d)
     pair = dimension // 2
-    frequency = _frequencies(d, base)[pair]
+    frequency = sinusoid_frequencies(d, base)[pair]
     wavelength = positional.sinusoid_wavelengths(d, base)[pair]
     function = tuple("sin" if j % 2 == 0 else "cos" for j in range(d))
     return PositionBreakdown(
@@ -403,7 +403,7 @@ def rotation_example(
     dims = slice(2 * i, 2 * i + 2)
     rotation = positional.sinusoid_shift_matrix(d, k, base)[dims, dims]
     before = table[p, dims]
-    omega = _frequencies(d, base)[i]
+    omega = sinusoid_frequencies(d, base)[i]
     return RotationExample(
         p, k, i, rotation, before, rotation @ before, table[p + k, dims], float(omega * k)
     )
@@ -483,7 +483,7 @@ def unseen_angle_share(
     length = check_int(train_length, "train_length", minimum=1)
     n = check_int(num_positions, "num_positions", minimum=1)
     d = check_int(d_model, "d_model", minimum=1)
-    omega = _frequencies(d, _check_base(base))  # (pairs,)
+    omega = sinusoid_frequencies(d, check_base(base))  # (pairs,)
     check_size((n, omega.size), "The angle table")
     swept = (length - 1) * omega  # (pairs,)
     angle = np.mod(np.arange(n)[:, None] * omega, 2 * np.pi)  # (pos, pairs)
