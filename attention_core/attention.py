@@ -89,8 +89,9 @@ def _check_qkv(q: object, k: object, v: object) -> tuple[Any, Any, Any, Any]:
     return xp, *validation.to_common(xp, q, k, v)
 
 
-def _check_dot_product(q: object, k: object, v: object) -> tuple[Any, Any, Any, Any]:
-    """`_check_qkv`, plus the width every dot-product score needs: q and k share d_k."""
+def check_dot_product(q: object, k: object, v: object) -> tuple[Any, Any, Any, Any]:
+    """`_check_qkv`, plus the width every dot-product score needs: q `(..., q_pos, d_k)` and
+    k `(..., k_pos, d_k)` share d_k."""
     xp, q, k, v = _check_qkv(q, k, v)
     validation.check_same_width(
         q, k, "Q", "K", "queries and keys must have the same width d_k (one dot product each)"
@@ -98,7 +99,7 @@ def _check_dot_product(q: object, k: object, v: object) -> tuple[Any, Any, Any, 
     return xp, q, k, v
 
 
-def _scale(scale: object, d_k: int) -> float:
+def score_scale(scale: object, d_k: int) -> float:
     """The score scale: 1/√d_k unless the caller chose one."""
     return 1.0 / math.sqrt(d_k) if scale is None else validation.check_real(scale, "scale")
 
@@ -200,14 +201,14 @@ def scaled_dot_product_attention(
     zero output (as recent torch SDPA does; `torch.softmax` and `nn.MultiheadAttention` give NaN)
     and is flagged in `fully_masked`.
     """
-    xp, q, k, v = _check_dot_product(q, k, v)
+    xp, q, k, v = check_dot_product(q, k, v)
     _score_shape(q, k)
     if softcap is not None:
         softcap = validation.check_real(softcap, "softcap", positive=True)
-    return _scaled_dot_product(xp, q, k, v, mask, _scale(scale, q.shape[-1]), softcap=softcap)
+    return scaled_dot_product(xp, q, k, v, mask, score_scale(scale, q.shape[-1]), softcap=softcap)
 
 
-def _scaled_dot_product(
+def scaled_dot_product(
     xp: Any,
     q: Any,
     k: Any,

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .attention import _check_dot_product, _scale
+from .attention import check_dot_product, score_scale
 from .validation import AttentionInputError, as_mask, check_int, check_size, device
 
 __all__ = [
@@ -110,9 +110,9 @@ def chunked_attention(
     without building it; it combines with `mask`. `return_blocks=True` keeps every block's state
     in `.blocks` for explanation (that stores all scores, so use it on small inputs only).
     """
-    xp, q, k, v = _check_dot_product(q, k, v)
+    xp, q, k, v = check_dot_product(q, k, v)
     block_size = check_int(block_size, "block_size (keys per block)", minimum=1)
-    scale = _scale(scale, q.shape[-1])
+    scale = score_scale(scale, q.shape[-1])
     q_len, k_len = q.shape[-2], k.shape[-2]
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     allowed = None

@@ -20,10 +20,10 @@ import numpy as np
 
 from .attention import (
     AttentionSteps,
-    _check_dot_product,
-    _scale,
-    _scaled_dot_product,
+    check_dot_product,
+    scaled_dot_product,
     scaled_dot_product_attention,
+    score_scale,
 )
 from .validation import AttentionInputError, as_matrix, broadcast_batch, check_size
 
@@ -296,7 +296,7 @@ def decode_step(
         )
     else:
         scale = 1.0 / math.sqrt(q_new.shape[-1]) if scale is None else float(scale)
-        attention = _scaled_dot_product(
+        attention = scaled_dot_product(
             np, q_new, cache.keys, cache.values, mask, scale, checked=False, softcap=softcap
         )
     return DecodeStep(position, cache, attention)
@@ -339,14 +339,14 @@ def incremental_causal_attention(
     Reproduces `scaled_dot_product_attention(q, k, v, mask=causal_mask(n))`: position t only
     ever sees keys 0..t, and those are exactly what the cache holds at step t.
     """
-    _, q, k, v = _check_dot_product(q, k, v)
+    _, q, k, v = check_dot_product(q, k, v)
     if q.shape[-2] != k.shape[-2]:
         raise AttentionInputError(
             f"Q has {q.shape[-2]} rows but K has {k.shape[-2]}: decoding is self-attention, "
             "one query, key and value per position."
         )
     n = q.shape[-2]
-    scale = _scale(scale, q.shape[-1])
+    scale = score_scale(scale, q.shape[-1])
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     check_size((*batch, n, n), "The weights")
     weights = np.zeros((*batch, n, n), dtype=q.dtype)

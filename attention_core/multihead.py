@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .attention import AttentionSteps, _scaled_dot_product, scaled_dot_product_attention
+from .attention import AttentionSteps, scaled_dot_product, scaled_dot_product_attention
 from .validation import (
     AttentionInputError,
     array_namespace,
@@ -285,7 +285,7 @@ def _multi_head(
     else:
         xp = array_namespace(q_heads)
         scale = 1.0 / math.sqrt(q_heads.shape[-1])
-        attention = _scaled_dot_product(xp, q_heads, k_heads, v_heads, mask, scale, checked=False)
+        attention = scaled_dot_product(xp, q_heads, k_heads, v_heads, mask, scale, checked=False)
     head_outputs = attention.output  # (..., head, q_pos, d_head)
     if head_multipliers is not None:
         head_outputs = head_outputs * head_multipliers
