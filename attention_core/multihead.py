@@ -140,7 +140,7 @@ def _head_multipliers(head_mask: object, num_heads: int, like: Any) -> Any:
     return m[:, None, None]
 
 
-def _check_widths(x_q: Any, x_kv: Any, d_model: int) -> None:
+def check_widths(x_q: Any, x_kv: Any, d_model: int) -> None:
     """Raise unless both inputs have d_model features per token."""
     for x, name in ((x_q, "x_q"), (x_kv, "x_kv")):
         if x.shape[-1] != d_model:
@@ -175,11 +175,12 @@ def split_heads(x: object, num_heads: int) -> Any:
     """
     xp = array_namespace(x)
     x = as_float_array(x, "x", xp=xp, min_ndim=2)
-    return _split_heads(x, _check_heads(x.shape[-1], num_heads))
+    return split_heads_unchecked(x, _check_heads(x.shape[-1], num_heads))
 
 
-def _split_heads(x: Any, num_heads: int) -> Any:
-    """`split_heads` on an array already checked."""
+def split_heads_unchecked(x: Any, num_heads: int) -> Any:
+    """`(..., pos, d_model)` -> `(..., head, pos, d_head)`: `split_heads` on an array already
+    checked."""
     *lead, pos, d_model = x.shape
     return x.reshape(*lead, pos, num_heads, d_model // num_heads).swapaxes(-2, -3)
 
@@ -187,11 +188,12 @@ def _split_heads(x: Any, num_heads: int) -> Any:
 def merge_heads(x: object) -> Any:
     """`(..., head, pos, d_head)` -> `(..., pos, head·d_head)`: the inverse of split_heads."""
     xp = array_namespace(x)
-    return _merge_heads(as_float_array(x, "x", xp=xp, min_ndim=3))
+    return merge_heads_unchecked(as_float_array(x, "x", xp=xp, min_ndim=3))
 
 
-def _merge_heads(x: Any) -> Any:
-    """`merge_heads` on an array already checked."""
+def merge_heads_unchecked(x: Any) -> Any:
+    """`(..., head, pos, d_head)` -> `(..., pos, head·d_head)`: `merge_heads` on an array
+    already checked."""
     *lead, h, pos, d_head = x.shape
     return x.swapaxes(-2, -3).reshape(*lead, pos, h * d_head)
 
@@ -239,7 +241,7 @@ def multi_head_attention(
     x_q = as_matrix(x_q, "x_q (query input)", xp)
     x_kv = x_q if x_kv is None else as_matrix(x_kv, "x_kv (key/value input)", xp)
     d_model = params.d_model
-    _check_widths(x_q, x_kv, d_model)
+    check_widths(x_q, x_kv, d_model)
     h = _check_heads(d_model, num_heads)
     broadcast_batch(("x_q", x_q.shape[:-2]), ("x_kv", x_kv.shape[:-2]))
     batch = np.broadcast_shapes(x_q.shape[:-2], x_kv.shape[:-2])
@@ -250,10 +252,10 @@ def multi_head_attention(
     x_kv = x_q if self_attention else x_kv
     p = dict(zip(_FIELDS, to_like(x_q, *(getattr(params, name) for name in _FIELDS)), strict=True))
     multipliers = None if head_mask is None else _head_multipliers(head_mask, h, x_q)
-    return _multi_head(x_q, x_kv, p, h, mask, multipliers)
+    return multi_head(x_q, x_kv, p, h, mask, multipliers)
 
 
-def _multi_head(
+def multi_head(
     x_q: Any,
     x_kv: Any,
     p: Mapping[str, Any],
@@ -277,9 +279,9 @@ def _multi_head(
     v = _linear(x_kv, p["w_v"], p["b_v"])  # (..., k_pos, d_model)
     # Each head attends in its own d_head-dimensional subspace, so heads can track
     # different relations at the cost of one full-width head.
-    q_heads = _split_heads(q, num_heads)  # (..., head, q_pos, d_head)
-    k_heads = _split_heads(k, num_heads)  # (..., head, k_pos, d_head)
-    v_heads = _split_heads(v, num_heads)  # (..., head, k_pos, d_head)
+    q_heads = split_heads_unchecked(q, num_heads)  # (..., head, q_pos, d_head)
+    k_heads = split_heads_unchecked(k, num_heads)  # (..., head, k_pos, d_head)
+    v_heads = split_heads_unchecked(v, num_heads)  # (..., head, k_pos, d_head)
     if checked:
         attention = scaled_dot_product_attention(q_heads, k_heads, v_heads, mask=mask)
     else:
@@ -289,7 +291,7 @@ def _multi_head(
     head_outputs = attention.output  # (..., head, q_pos, d_head)
     if head_multipliers is not None:
         head_outputs = head_outputs * head_multipliers
-    concat = _merge_heads(head_outputs)  # (..., q_pos, d_model)
+    concat = merge_heads_unchecked(head_outputs)  # (..., q_pos, d_model)
     # W_o mixes the heads' results back into one d_model-wide representation per token.
     output = _linear(concat, p["w_o"], p["b_o"])  # (..., q_pos, d_model)
     return MultiHeadSteps(x_q, x_kv, q, k, v, q_heads, k_heads, v_heads, attention, concat, output)

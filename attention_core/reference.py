@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .multihead import MultiHeadParams, MultiHeadSteps, _check_widths, split_heads
+from .multihead import MultiHeadParams, MultiHeadSteps, check_widths, split_heads
 from .validation import AttentionInputError, as_mask, as_matrix, check_int, check_size
 
 __all__ = [
@@ -140,7 +140,7 @@ def torch_multi_head_reference(
             f"got x_q {x_q.shape} and x_kv {x_kv.shape}."
         )
     d_model = params.d_model
-    _check_widths(x_q, x_kv, d_model)
+    check_widths(x_q, x_kv, d_model)
     # split_heads checks that num_heads divides d_model, with the learner's message.
     split_heads(np.zeros((1, d_model)), num_heads)
     unbatched = x_q.ndim == 2 and x_kv.ndim == 2

@@ -335,14 +335,14 @@ def test_a_batch_gives_each_sequence_its_own_numbers_bit_for_bit():
 
 def test_the_unchecked_formula_gives_the_checked_numbers():
     # The training's path: every projection one product over the batch, no checks.
-    from attention_core.multihead import _FIELDS, _multi_head
+    from attention_core.multihead import _FIELDS, multi_head
 
     params = init_multi_head_params(12, 3, seed=2)
     x = np.random.default_rng(2).normal(size=(4, 6, 12))
     p = {name: getattr(params, name) for name in _FIELDS}
     mask = causal_mask(6)
     multipliers = np.array([1.0, 0.0, 1.0])[:, None, None]
-    fast = _multi_head(x, x, p, 3, mask, multipliers, checked=False)
+    fast = multi_head(x, x, p, 3, mask, multipliers, checked=False)
     checked = multi_head_attention(
         x, params=params, num_heads=3, mask=mask, head_mask=np.array([1.0, 0.0, 1.0])
     )
@@ -359,7 +359,7 @@ def test_merge_heads_takes_heads_without_a_batch():
 
 
 def test_scores_past_float_range_are_refused_checked_and_left_to_the_caller_unchecked():
-    from attention_core.multihead import _FIELDS, _multi_head
+    from attention_core.multihead import _FIELDS, multi_head
 
     params = init_multi_head_params(4, 1, seed=0)
     x = np.full((1, 3, 4), 1e30, dtype=np.float32)  # q·k overflows float32
@@ -367,5 +367,5 @@ def test_scores_past_float_range_are_refused_checked_and_left_to_the_caller_unch
         multi_head_attention(x, params=params, num_heads=1)
     p = {name: getattr(params, name).astype(np.float32) for name in _FIELDS}
     with np.errstate(all="ignore"):
-        steps = _multi_head(x, x, p, 1, None, checked=False)  # a training run says so itself
+        steps = multi_head(x, x, p, 1, None, checked=False)  # a training run says so itself
     assert not np.isfinite(steps.attention.scores).all()

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..losses import log_softmax
 from ..masks import causal_mask
-from ..multihead import MultiHeadParams, MultiHeadSteps, _multi_head
+from ..multihead import MultiHeadParams, MultiHeadSteps, multi_head
 from ..validation import AttentionInputError, check_int, check_size
 from .gradients import (
     CrossEntropyGrads,
@@ -246,7 +246,7 @@ def run_attn_only(
         weights = layer_weights(params, layer)
         multipliers = None if mask is None else mask[layer, :, None, None].astype(embed.dtype)
         # The formula of multihead.multi_head_attention, on arrays this pass made itself.
-        block = _multi_head(
+        block = multi_head(
             resid[-1], resid[-1], weights, config.n_heads, attend, multipliers, checked=False
         )
         blocks.append(block)

@@ -34,7 +34,12 @@ from typing import Any
 import numpy as np
 
 from ..attention import AttentionSteps
-from ..multihead import MultiHeadParams, MultiHeadSteps, _merge_heads, _split_heads
+from ..multihead import (
+    MultiHeadParams,
+    MultiHeadSteps,
+    merge_heads_unchecked,
+    split_heads_unchecked,
+)
 from ..softmax import row_sums
 from ..validation import AttentionInputError, array_namespace, device
 
@@ -243,7 +248,7 @@ def multi_head_backward(
     num_heads = steps.q_heads.shape[-3]
     w = params if isinstance(params, Mapping) else vars(params)
     d_concat = _times(d_output, w["w_o"])  # (..., q_pos, d_model)
-    d_head_outputs = _split_heads(d_concat, num_heads)  # (..., head, q_pos, d_head)
+    d_head_outputs = split_heads_unchecked(d_concat, num_heads)  # (..., head, q_pos, d_head)
     if head_mask is not None:
         # Each head's output was multiplied by its m_h before the concatenation.
         xp = array_namespace(d_head_outputs)
@@ -253,7 +258,9 @@ def multi_head_backward(
     attention = attention_backward(
         steps.attention, steps.q_heads, steps.k_heads, steps.v_heads, d_head_outputs
     )
-    d_q, d_k, d_v = (_merge_heads(g) for g in (attention.d_q, attention.d_k, attention.d_v))
+    d_q, d_k, d_v = (
+        merge_heads_unchecked(g) for g in (attention.d_q, attention.d_k, attention.d_v)
+    )
     return MultiHeadGrads(
         d_output=d_output,
         d_w_o=_outer_sum(d_output, steps.concat),
