@@ -35,20 +35,29 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def package_of(path: Path, name: str | None = None) -> list[str]:
+    """The package a relative import in `path` (module `name`) starts from, as its parts."""
+    package = (name or module_name(path)).split(".")
+    return package if path.name == "__init__.py" else package[:-1]
+
+
+def imported_from(node: ast.ImportFrom, package: list[str]) -> str:
+    """The module a `from ... import` statement in `package` reads, relative ones resolved."""
+    base = package[: len(package) - node.level + 1] if node.level else []
+    return ".".join([*base, node.module] if node.module else base)
+
+
 def imports(path: Path, name: str | None = None) -> Iterator[tuple[int, str]]:
     """(line, module) for every import in `path` (module `name`), relative ones resolved: at the
     top, inside a function or a class alike."""
     tree = ast.parse(path.read_text())
-    package = (name or module_name(path)).split(".")
-    if path.name != "__init__.py":
-        package = package[:-1]
+    package = package_of(path, name)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name
         elif isinstance(node, ast.ImportFrom):
-            base = package[: len(package) - node.level + 1] if node.level else []
-            module = ".".join([*base, node.module] if node.module else base)
+            module = imported_from(node, package)
             yield node.lineno, module
             for alias in node.names:  # `from ui.masking import figures` imports a module too
                 yield node.lineno, f"{module}.{alias.name}"
@@ -185,6 +194,92 @@ def test_an_import_inside_a_function_closes_a_cycle(tmp_path):
     assert import_cycles(names) == [["a", "b", "a"]]
     (tmp_path / "b.py").write_text("def late():\n    return 1\n")
     assert import_cycles(names) == []
+
+
+# -- nothing imports a private name from another module -------------------------------------------
+
+
+def is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_imports(path: Path, name: str, modules: set[str]) -> Iterator[str]:
+    """Each private name `path` (module `name`) takes from another of the project's `modules`,
+    as "line: module._name": `from module import _name`, or `module._name` on a module it
+    imported. Binding a module to a private alias (`import numpy as _np`) takes nothing."""
+    tree = ast.parse(path.read_text())
+    package = package_of(path, name)
+    projects = {first(module) for module in modules}
+    bound: dict[str, str] = {}  # a local name -> the project module it stands for
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                target = alias.name if alias.asname else first(alias.name)
+                if first(target) in projects:
+                    bound[alias.asname or target] = target
+        elif isinstance(node, ast.ImportFrom):
+            module = imported_from(node, package)
+            if first(module) not in projects or module == name:
+                continue
+            for alias in node.names:
+                if is_private(alias.name):
+                    yield f"{node.lineno}: {module}.{alias.name}"
+                elif f"{module}.{alias.name}" in modules:
+                    bound[alias.asname or alias.name] = f"{module}.{alias.name}"
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and is_private(node.attr)):
+            continue
+        dotted, value = [], node.value
+        while isinstance(value, ast.Attribute):
+            dotted.insert(0, value.attr)
+            value = value.value
+        if isinstance(value, ast.Name) and value.id in bound:
+            module = ".".join([bound[value.id], *dotted])
+            if module in modules and module != name:
+                yield f"{node.lineno}: {module}.{node.attr}"
+
+
+def test_nothing_imports_a_private_name_from_another_module():
+    """A name with an underscore is its module's own: another module that needs it needs it made
+    public, with a contract in its docstring, not reached for behind the module's back."""
+    paths = {module_name(path): path for path in python_files(*PRODUCT)}
+    found = [
+        f"{paths[name].relative_to(ROOT)}:{where}"
+        for name in sorted(paths)
+        for where in private_imports(paths[name], name, set(paths))
+    ]
+    assert found == [], "make these names public in the module that defines them"
+
+
+def test_the_private_name_rule_reads_imports_and_module_attributes(tmp_path):
+    (tmp_path / "core").mkdir()
+    for module in ("__init__", "softmax"):
+        (tmp_path / "core" / f"{module}.py").write_text("")
+    attention = tmp_path / "core" / "attention.py"
+    attention.write_text(
+        '"""Calls softmax._stable as a comment would."""\n'
+        "import numpy as _np\n"
+        "from numpy import _core\n"
+        "import core.softmax\n"
+        "from . import softmax\n"
+        "from .softmax import __version__, stable\n"
+        "from core.softmax import (\n"
+        "    stable_too,\n"
+        "    _masked,\n"
+        ")\n"
+        "def f(x):\n"
+        "    return softmax._row_max(x) + core.softmax._shift(x) + _np._pytesttester\n"
+        "def g(steps):\n"
+        "    return steps._cache, stable._private, _helper(x)\n"
+        "def _helper(x):\n"
+        "    from .attention import _helper\n"
+    )
+    modules = {"core", "core.softmax", "core.attention"}
+    assert set(private_imports(attention, "core.attention", modules)) == {
+        "7: core.softmax._masked",
+        "12: core.softmax._row_max",
+        "12: core.softmax._shift",
+    }
 
 
 # -- Streamlit's private internals live in one module ----------------------------------------------
