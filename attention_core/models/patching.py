@@ -55,7 +55,7 @@ STREAM_KINDS: dict[str, Callable[[int], str]] = {
 # What the two full passes keep of every layer: each kind's point and the attention patterns.
 KEPT_STEPS = ("hidden", "attn_output", "ffn_output", "head_outputs", "weights")
 # Rows of tokens a batched pass aims at: fewer and each layer's weights are read for too little
-# work, more and the patches of later layers rerun too many unpatched layers (bench/README.md).
+# work, more and the patches of later layers rerun too many unpatched layers.
 PASS_ROWS = 128
 
 

@@ -254,10 +254,10 @@ def _unpermute(w: np.ndarray, n_heads: int) -> np.ndarray:
 def _plain_view_reader(gguf: Any) -> type:
     """gguf's reader, reading its memory map through a plain ndarray view: the same bytes, without
     np.memmap's Python hooks on each of the ~250 000 small slices that the tokenizer's vocabulary
-    and merges are read in (half of the load's time; bench/README.md). The metadata's arrays are
-    cut in one go, not item by item in Python: the vocabulary's and merges' 98 000 strings as
-    memoryview slices, the token types as rows of one view; the same fields, as the test against
-    gguf's own reader checks."""
+    and merges are read in, a hook per slice being what made a load slow (bench/bench_decoder.py
+    times the load). The metadata's arrays are cut in one go, not item by item in Python: the
+    vocabulary's and merges' 98 000 strings as memoryview slices, the token types as rows of one
+    view; the same fields, as the test against gguf's own reader checks."""
     array, string = gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.STRING
 
     class Reader(gguf.GGUFReader):

@@ -287,11 +287,12 @@ def _widening_buffer(model: LlamaModel, n: int) -> np.ndarray | None:
         return None
     if n < 16:
         # A decoding step's one query row: 1 MiB, a core's L2, keeps a block in the cache while
-        # it is used; larger and smaller blocks were both slower (bench/README.md).
+        # it is used, where larger and smaller blocks are both slower.
         return np.empty(2**18, np.float32)
     # A prompt: a layer's largest matrix whole (gate and up side by side, 7 MB), one product
     # per matrix. Each product gives up the GIL and waits to take it back, and on a busy server
-    # that wait is the cost: fewer, larger products wait less, and alone they cost the same.
+    # that wait is the cost: fewer, larger products wait less, and alone they cost the same
+    # (bench/bench_gil_wait.py).
     layer = model.weights.layers[0]
     return np.empty(max(w.size for w in (layer.w_qkv, layer.w_o, layer.w_gate_up, layer.w_down)),
                     np.float32)  # fmt: skip

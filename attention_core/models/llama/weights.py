@@ -3,7 +3,7 @@
 Weights are stored bfloat16 (257 MiB instead of 513; the format SmolLM2 was published in) and
 every product is computed in float32: a matrix is widened (a 16-bit shift) just before it is
 used. ``load_llama(weights_dtype=np.float32)`` keeps float32 weights instead, trading memory for
-speed (no widening per step); bench/README.md measures both. The offline package's file is
+speed (no widening per step); bench/bench_decoder.py measures both. The offline package's file is
 llama.cpp's 4-bit Q4_1 (8-bit Q8_0 embedding), so those are the numbers a page shows, and
 ``LlamaModel.saved_as`` says so.
 """
@@ -152,7 +152,7 @@ class LlamaWeights:
 
         def for_products(w: Any) -> Any:
             # y = x Wᵀ reads Wᵀ: a float32 W kept column-major makes Wᵀ contiguous, the layout
-            # OpenBLAS multiplies fastest (bench/README.md, *The decoder LLM*).
+            # OpenBLAS multiplies fastest.
             # A bfloat16 W stays row-major: linear widens it a block of rows at a time.
             if w is None or w.dtype != np.float32:
                 return w
