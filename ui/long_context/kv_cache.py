@@ -41,8 +41,8 @@ from ui.widgets.tables import number_columns
 CONTEXTS = (1_024, 4_096, 8_192, 32_768, 131_072)
 DEFAULT_CONTEXT = 32_768
 # The experiments read the text four times (full cache and three smaller ones), its first this
-# many tokens: past it the means barely move, while each pass takes twice as long or more
-# (bench/README.md, "Why the constants in the code are what they are").
+# many tokens: past it the means barely move while every pass grows longer
+# (bench/bench_page_long_context.py times them).
 MAX_EXPERIMENT_TOKENS = 256
 # SmolLM2 as this app runs it: float32 keys and values, twice the bytes of its bfloat16 release.
 SMOLLM2_HERE = dataclasses.replace(SMOLLM2_135M, name="SmolLM2-135M here (float32)", bits=32)

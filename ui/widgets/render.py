@@ -111,7 +111,7 @@ def _widen_margins(fig: go.Figure) -> None:
     margin = margins.reserved(fig._data, fig._layout)
     if margin is not None:
         # `reserved` keeps the figure's other margin keys; set directly, since update_layout's
-        # path parsing costs far more than the margin itself (bench/README.md).
+        # path parsing costs far more than the margin itself (bench/bench_live_audience.py).
         fig.layout.margin = margin
 
 

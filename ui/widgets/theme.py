@@ -14,12 +14,11 @@ import plotly.io as pio
 from ui.widgets.state import is_presenting
 
 # By default Plotly measures every tick label against the page, a forced layout of the whole
-# page each, to hide any label that spills past the chart: a quarter of a second of drawing on
-# a page of a dozen charts. Labels here sit in margins made for them, so the check is skipped,
-# for every figure: the template is added to Streamlit's, which is Plotly's default by now.
-# Merged here, once: a default named "a+b" is merged again for every figure made, which cost a
-# third of the server's time under the load benchmark (bench/README.md); one name is merely
-# looked up.
+# page each, to hide any label that spills past the chart. Labels here sit in margins made for
+# them, so the check is skipped, for every figure: the template is added to Streamlit's, which
+# is Plotly's default by now. Merged here, once: a default named "a+b" is merged again for every
+# figure made, the largest cost of a busy server in bench/bench_live_audience.py; one name is
+# merely looked up.
 pio.templates["attention_explorer"] = pio.templates.merge_templates(
     pio.templates["streamlit"],
     go.layout.Template(
