@@ -61,8 +61,8 @@ def row_maxima(x: Any) -> Any:
     """The maximum over the last axis, `(..., 1)`.
 
     On NumPy a short row (a pattern's keys) is reduced across rows: the last axis moved to the
-    front, so that each comparison runs over every row at once (460 against 130 µs for (32, 4,
-    32, 32) here, where NumPy's reduction along a short last axis works row by row).
+    front, so that each comparison runs over every row at once, where NumPy's reduction along a
+    short last axis works row by row.
     """
     if isinstance(x, np.ndarray) and x.ndim > 1 and x.shape[-1] <= SHORT_ROW:
         return np.ascontiguousarray(np.moveaxis(x, -1, 0)).max(axis=0)[..., None]
@@ -73,10 +73,10 @@ def row_sums(x: Any) -> Any:
     """Σ over the last axis, `(..., 1)`.
 
     On NumPy as a product with a vector of ones: BLAS sums a row in one pass, while NumPy's
-    reduction along a short last axis (a pattern's 32 keys) costs several times more per row
-    (116 against 13 µs for (32, 4, 32, 32) here). BLAS may round a row differently in a batch
-    than alone, so the softmax itself keeps NumPy's sum: a padded batch gives each sentence's
-    weights bit for bit (the masking lab says so); the backward pass, training alone, uses this.
+    reduction along a short last axis (a pattern's 32 keys) costs several times more per row.
+    BLAS may round a row differently in a batch than alone, so the softmax itself keeps NumPy's
+    sum: a padded batch gives each sentence's weights bit for bit (the masking lab says so); the
+    backward pass, training alone, uses this.
     """
     if isinstance(x, np.ndarray):
         *lead, width = x.shape

@@ -327,8 +327,8 @@ def head_attends_to_previous(
 
     previous_h = mean over queries i >= 2 of w_h[i, i-1] (head_patterns' "previous" score).
     `layer` (0-based) names a trained model's layer: the question is then `bert.previous`.
-    `previous`: those `(head,)` scores, when the caller has them already (a 512-token layer
-    takes ~25 ms to score again); `weights` is then not read.
+    `previous`: those `(head,)` scores, when the caller has them already (a long text's layer
+    is not worth scoring twice); `weights` is then not read.
     """
     scores = head_patterns(weights).previous if previous is None else np.asarray(previous)
     heads = scores.shape[0]

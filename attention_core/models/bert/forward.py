@@ -81,8 +81,8 @@ class BertTrace:
     embeddings         `(n, d_model)`   LayerNorm(word + position + token-type embeddings)
     layers             one ``BertLayerSteps`` per layer; ``layers[i].hidden`` is layer i's output
 
-    Stacked views, built on first use and then kept (at 512 tokens the attention stack is 75 MB
-    and takes ~60 ms to build, so a forward pass that nobody stacks does not pay for it):
+    Stacked views, built on first use and then kept (at 512 tokens the attention stack is 75 MB,
+    so a forward pass that nobody stacks does not pay for building it):
 
     attention_weights  `(layer, head, n, n)`   every layer's softmax weights, equal to
                        ``layers[i].attention_weights`` (Hugging Face's ``output_attentions``)
