@@ -24,7 +24,7 @@ from ui.widgets import render
 # How often a page looks at a growing run: the charts move every 25 steps (a fraction of a
 # second of training), and a second is as often as a reader can follow them. A room looks less
 # often, a second more for every VIEWERS_A_SECOND viewers: fifty, each drawing the charts every
-# second, held the server's two cores (fragment reruns p50 1.8 s) and made the run 2.8x slower.
+# second, hold the server's cores and slow the run they watch (bench/bench_learning_room.py).
 POLL_S = 1.0
 VIEWERS_A_SECOND = 10
 MOST_POLL_S = 5.0

@@ -1,6 +1,6 @@
 """What the long-context page's default link shows, prepared once SmolLM2 is loaded
 (ui.models.smollm.default_view): the default passage read three ways and its KV experiments,
-the page's seven passes (~8 s on one core), computed before a talk's audience opens the link."""
+the page's seven passes, computed before a talk's audience opens the link."""
 
 from __future__ import annotations
 

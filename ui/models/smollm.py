@@ -56,7 +56,7 @@ PATH_ENV_VAR = LLM_PATH_ENV_VAR
 DTYPE_ENV_VAR = "ATTENTION_EXPLORER_LLM_DTYPE"
 # The model and this page's caches hold ~300 MB, as much as every other page together: a server
 # lets them go after this many minutes without a viewer on the page (as Ollama's keep-alive
-# does), and the next viewer loads the model again (2-3 s). 0 keeps it for the server's life.
+# does), and the next viewer loads the model again. 0 keeps it for the server's life.
 IDLE_ENV_VAR = "ATTENTION_EXPLORER_LLM_IDLE_MINUTES"
 DEFAULT_IDLE_MINUTES = 10.0
 # "1": a talk's server. The model loads at the first visit of any page and stays for the server's

@@ -62,7 +62,7 @@ class ChartTable:
     @cached_property
     def arrow(self):
         """The frame as an Arrow table, made once: a cached chart's table is drawn by every
-        session that shows tables, and `st.dataframe` sends a ready Arrow table ~30× faster
+        session that shows tables, and `st.dataframe` sends a ready Arrow table far faster
         than it converts a DataFrame (the same bytes)."""
         import pyarrow as pa
 

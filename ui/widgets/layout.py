@@ -133,7 +133,7 @@ A11Y_JS = """
   };
   // Measuring a formula forces a layout of the page, so it waits for an idle moment and only
   // for changes that can bring a menu or a formula: not for the thousands of nodes a chart
-  // adds while it draws (measured at each frame, that slowed a page's charts by ~0.2 s).
+  // adds while it draws, where measuring at each frame would slow the page's charts.
   const watched = "[data-testid='stSidebarNavItems'], .katex-display";
   const brings = (node) =>
     node.nodeType === 1 && !(node instanceof SVGElement) &&
@@ -188,10 +188,10 @@ BASE_CSS = """
 .katex-display:focus-visible { outline: 2px solid currentColor; outline-offset: 2px; }
 /* A formula out of view is laid out and painted only as it nears the window: a page's written-
    out calculations (the real-model page's step by step: ~7000 characters of TeX, below the
-   fold) otherwise hold back its first chart by 0.1-0.3 s. Find-in-page, screen readers and
-   print still get all of it; a formula keeps its height once it has been drawn. Its box
-   takes the column's width (st.latex centres a box as wide as its content, which is 0 until
-   drawn), so a formula wider than the column is known as such, drawn or not. */
+   fold) otherwise hold back its first chart. Find-in-page, screen readers and print still get
+   all of it; a formula keeps its height once it has been drawn. Its box takes the column's
+   width (st.latex centres a box as wide as its content, which is 0 until drawn), so a formula
+   wider than the column is known as such, drawn or not. */
 .katex-display { content-visibility: auto; contain-intrinsic-block-size: auto 3em; }
 [data-testid="stMarkdown"] > div:has(> [data-testid="stMarkdownContainer"] > .katex-display),
 [data-testid="stMarkdownContainer"]:has(> .katex-display) { width: 100%; }

@@ -168,9 +168,8 @@ def cached(
 
 
 # What a cached figure holds: its Plotly objects (~100 KB even for a 3x3 heatmap) and its dict,
-# about three times the JSON the browser receives (measured with tracemalloc: 164 KB for 3x3,
-# 148 KB for 64x64, 1.2 MB for 256x256). The bound holds every figure of several views of every
-# page, as the 128 entries it replaces did.
+# about three times the JSON the browser receives. The bound holds every figure of several views
+# of every page, as the 128 entries it replaces did.
 FIGURE_OBJECT_BYTES = 100 * 1024
 FIGURE_CACHE_BYTES = 40 * MB
 
