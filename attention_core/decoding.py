@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,7 @@ from .attention import (
     scaled_dot_product_attention,
     score_scale,
 )
-from .validation import AttentionInputError, as_matrix, broadcast_batch, check_size
+from .validation import AttentionInputError, as_matrix, broadcast_batch, check_int, check_size
 
 __all__ = [
     "DecodeStep",
@@ -133,6 +133,16 @@ class KVCache:
         store = self._store
         return 0 if store is None else store.keys.nbytes + store.values.nbytes
 
+    def prefix(self, length: int) -> KVCache:
+        """The cache of the first `length` positions, a view of the same rows: appending to it
+        copies them first, since the positions after it are taken."""
+        length = check_int(length, "length", minimum=0)
+        if length > self.length:
+            raise AttentionInputError(f"The cache holds {self.length} positions, not {length}.")
+        if self._store is None:
+            return KVCache(self.keys[..., :length, :], self.values[..., :length, :])
+        return KVCache._view(self._store, length)
+
     def append(self, k_new: object, v_new: object) -> KVCache:
         """A cache with the new positions' keys `(..., new, d_k)` and values added at the end."""
         k_new = as_matrix(k_new, "The new keys")
@@ -211,6 +221,10 @@ class DecoderCache:
     @property
     def bytes_reserved(self) -> int:
         return sum(c.reserved_bytes for c in self.layers)
+
+    def prefix(self, length: int) -> DecoderCache:
+        """Every layer's cache of the first `length` positions (``KVCache.prefix``)."""
+        return replace(self, layers=tuple(layer.prefix(length) for layer in self.layers))
 
     def keys(self, layer: int) -> np.ndarray:
         """`(kv_head, pos, d_head)` cached keys of one layer (after RoPE, for a RoPE model)."""

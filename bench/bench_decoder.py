@@ -53,8 +53,9 @@ def main() -> None:
 
     import numpy as np
 
+    from attention_core.models.generation import generate
     from attention_core.models.llama import files as llama_files
-    from attention_core.models.llama import generate, load_llama, run_llama
+    from attention_core.models.llama import load_llama, run_llama
     from server.memory import reuse_freed_memory
 
     path = llama_files.package_gguf_path()

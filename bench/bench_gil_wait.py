@@ -49,14 +49,9 @@ def main() -> None:
     import numpy as np
 
     from attention_core.lessons.passages import ALICE
-    from attention_core.models.llama import (
-        compare_next_tokens,
-        load_llama,
-        read_text,
-        run_llama,
-        score_llama,
-    )
     from attention_core.models.llama import files as llama_files
+    from attention_core.models.llama import load_llama, read_text, run_llama
+    from attention_core.models.scoring import compare_next_tokens, score_llama
     from server.memory import reuse_freed_memory
 
     path = llama_files.package_gguf_path()

@@ -2,7 +2,7 @@
 
 smollm2_reference(gguf_path)   LlamaForCausalLM on the package's GGUF, eager attention,
                                float32, its matrices rounded to bfloat16 like ours, so both
-                               compute in float32 on the same numbers
+                               compute in float32 on the same numbers; loaded once a run
 minilm_reference(model_dir)    BertModel on the package's checkpoint, eager attention
 smollm2_gguf_or_skip()         the model package's GGUF, or the test skipped saying what to install
 smollm2_or_skip()              smollm2_reference on it, or the test skipped saying what is missing
@@ -12,11 +12,15 @@ run_hooked(hf, ids, handles)   transformers' model on one sequence with its hook
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 
+@functools.cache
 def smollm2_reference(gguf_path: Path):
-    """(model, tokenizer) of transformers, loaded from `gguf_path` (needs accelerate)."""
+    """(model, tokenizer) of transformers, loaded from `gguf_path` (needs accelerate), once per
+    test run: dequantizing the GGUF takes about 20 s, and a dozen modules compare against it.
+    A test that switches its attention function switches it back (``run_hooked`` removes hooks)."""
     import torch
     import transformers
 

@@ -8,6 +8,8 @@ here on GPT-2 too: LayerNorm, not RMSNorm.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -15,9 +17,10 @@ from attention_core import AttentionInputError
 from attention_core.masks import sliding_window_mask
 from attention_core.models import generate, load_gpt2, load_llama, points, readouts
 from attention_core.models.forward import read_decoder_text, run_decoder
+from attention_core.models.generation import Sampling, choose_next_token, extend
 from attention_core.models.gpt2 import run_gpt2
 from attention_core.models.kv_experiments import kv_experiment
-from attention_core.models.llama import score_llama
+from attention_core.models.scoring import score_llama
 from tests.tiny_checkpoints import write_tiny
 
 torch = pytest.importorskip("torch")
@@ -177,6 +180,49 @@ def test_generate_runs_any_family_and_writes_transformers_greedy_tokens(pair):
         for _ in range(6):
             theirs.append(int(hf(torch.tensor([ids + theirs])).logits[0, -1].argmax()))
     assert ours == theirs
+
+
+def test_one_generation_loop_samples_resumes_forks_and_stops_for_every_family(pair):
+    """The core's loop on each family: step s draws with the seed and s, so a generation
+    resumed in parts or cut short is the same text; each step's probabilities and the last
+    logits are transformers'; a forced first token forks; the end token is read and ends it."""
+    model, hf = pair
+    ids = list(model.encode_prompt(TEXT))
+    sampling = Sampling(temperature=1.5, top_k=30, top_p=0.9, seed=5)
+    whole = generate(model, ids, sampling, max_new_tokens=6, stop_at_eos=False)
+    part = generate(model, ids, sampling, max_new_tokens=2, stop_at_eos=False)
+    assert extend(model, part, 4, stop_at_eos=False).token_ids == whole.token_ids
+    assert whole.upto(2).token_ids == part.token_ids and whole.upto(2).cache.length == len(ids) + 2
+    with torch.no_grad():
+        logits = hf(torch.tensor([list(whole.ids)])).logits[0].double()
+    np.testing.assert_allclose(whole.logits, logits[-1].numpy(), atol=1e-4)
+    for i, step in enumerate(whole.steps):
+        z = logits[len(ids) - 1 + i]
+        p = torch.softmax(z, 0)[step.token_id]
+        assert step.model_probability == pytest.approx(float(p), rel=1e-4)
+        scores = z / 1.5
+        for warper in (transformers.TopKLogitsWarper(30), transformers.TopPLogitsWarper(0.9)):
+            scores = warper(None, scores[None])[0]
+        drawn = torch.softmax(scores, 0)[step.token_id]
+        assert 0 < step.probability == pytest.approx(float(drawn), rel=1e-4)
+    # A fork at step 3: the token the text takes gives the text; another continues with the
+    # same seeds from its own logits.
+    assert (
+        extend(model, part, 4, first_token=whole.token_ids[2], stop_at_eos=False).ids == whole.ids
+    )
+    other = int(np.argsort(-whole.steps[1].run.next_token_logits)[1])
+    forked = extend(model, part, 2, first_token=other, stop_at_eos=False)
+    assert forked.token_ids[2] == other
+    assert forked.token_ids[3] == choose_next_token(
+        forked.steps[2].run.next_token_logits, sampling, 4
+    )
+    # The end token is read (its row is shown) and nothing follows it.
+    eos = whole.token_ids[2]
+    ending = replace(model, config=replace(model.config, eos_token_id=eos))
+    ended = generate(ending, ids, sampling, max_new_tokens=6)
+    assert ended.token_ids == whole.token_ids[: whole.token_ids.index(eos) + 1]
+    assert ended.ended and ended.stop_reason == "eos" and ended.cache.length == len(ended.ids)
+    assert extend(ending, ended, 3) is ended
 
 
 def test_a_text_read_keeping_no_steps_is_the_plain_pass_and_transformers_losses(pair):

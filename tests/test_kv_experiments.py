@@ -21,14 +21,9 @@ from attention_core.models.kv_experiments import (
     quantized_kv,
     variant_cache_bytes,
 )
-from attention_core.models.llama import (
-    compare_next_tokens,
-    load_llama,
-    read_text,
-    run_llama,
-    score_llama,
-)
+from attention_core.models.llama import load_llama, read_text, run_llama
 from attention_core.models.llama.files import widen
+from attention_core.models.scoring import compare_next_tokens, score_llama
 from attention_core.validation import AttentionInputError
 from tests.hf_models import smollm2_gguf_or_skip, smollm2_reference
 

@@ -21,25 +21,22 @@ import numpy as np
 import pytest
 
 from attention_core.models import points
+from attention_core.models.generation import Sampling, generate, next_token_probabilities
 from attention_core.models.llama import (
     MAX_CONTEXT_TOKENS,
     MAX_PROMPT_CHARS,
     MAX_PROMPT_TOKENS,
     LlamaConfig,
     LlamaWeights,
-    Sampling,
     chat_text,
-    first_token_share,
-    generate,
     load_llama,
-    next_token_probabilities,
     rms_norm,
     run_llama,
-    score_llama,
     silu,
 )
 from attention_core.models.llama import files as llama_files
 from attention_core.models.loading import ModelNotFoundError
+from attention_core.models.scoring import first_token_share, score_llama
 from attention_core.validation import AttentionInputError
 from tests.hf_models import run_hooked, smollm2_gguf_or_skip, smollm2_reference
 from tests.hub_cache import lay_out_hub_cache
@@ -858,8 +855,8 @@ def test_generation_stops_at_the_context_limit(model):
 @pytest.mark.slow
 def test_sampled_generation_is_reproducible_with_a_seed(model):
     ids = model.prompt("Once upon a time").input_ids
-    a = generate(model, ids, max_new_tokens=6, temperature=0.9, top_k=20, seed=7)
-    b = generate(model, ids, max_new_tokens=6, temperature=0.9, top_k=20, seed=7)
+    a = generate(model, ids, Sampling(temperature=0.9, top_k=20, seed=7), max_new_tokens=6)
+    b = generate(model, ids, Sampling(temperature=0.9, top_k=20, seed=7), max_new_tokens=6)
     assert a.token_ids == b.token_ids
     assert all(0 < s.probability <= 1 for s in a.steps)
 

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from attention_core.models.generation import generate
 from attention_core.models.llama import files as llama_files
-from attention_core.models.llama import generate, load_llama, run_llama
+from attention_core.models.llama import load_llama, run_llama
 from harness.app_pages import open_model_page
 from server.idle import IdleRelease
 from server.lane import QUICK_RUNS
@@ -131,11 +132,12 @@ def test_a_generated_text_is_shown_without_a_new_forward_pass_and_matches_one(mo
     state = generation.continuation(model, prompt, 3)
     shown = generation.page_trace(model, state.ids, state)
     n = len(state.ids)
-    assert shown.weights.shape == (30, 9, n, n) and len(state.rows) == 3
+    assert shown.weights.shape == (30, 9, n, n) and len(state.steps) == 3
     # Each generated row is the decode step's own, not recomputed.
-    for i, row in enumerate(state.rows):
+    for i, step in enumerate(state.steps):
         np.testing.assert_array_equal(
-            shown.weights[:, :, len(prompt) + i, : len(prompt) + i + 1], row.weights
+            shown.weights[:, :, len(prompt) + i, : len(prompt) + i + 1],
+            step.run.attention_weights[:, :, 0],
         )
     # float32 sums in another order (10 rows at once against 7, then 1 at a time): ~1e-5 apart.
     full = run_llama(model, np.asarray(state.ids))
@@ -150,63 +152,65 @@ def test_a_generated_text_is_shown_without_a_new_forward_pass_and_matches_one(mo
     assert generation.page_trace(model, state.ids) is shown
 
 
-def test_the_page_and_generate_sample_the_same_tokens_from_one_seed(model):
-    """The page's continuation and the core's `generate` choose each token in the same
-    generation step, so a seed and the filters write the same text in both (sampled, not
-    greedy: the draw itself must agree)."""
+def test_the_page_generate_and_a_fork_sample_the_same_tokens_from_one_seed(model):
+    """The page's continuation, the core's `generate` and a fork all run the core's one loop,
+    step s drawing with the seed and s, so a seed and the filters write the same text in all
+    three (sampled, not greedy: the draw itself must agree)."""
     prompt = tuple(model.encode("Once upon a time"))
     sampling = Sampling(temperature=1.3, top_k=50, top_p=0.95, min_p=0.02, seed=11)
     state = generation.continuation(model, prompt, 8, sampling)
-    ours = generate(
-        model, np.asarray(prompt), max_new_tokens=8, temperature=1.3, top_k=50, top_p=0.95,
-        min_p=0.02, seed=11,
-    )  # fmt: skip
-    page_tokens = list(state.ids[len(prompt) :])
-    if state.ended:  # the page shows the end-of-answer token; generate stops before it
-        assert page_tokens.pop() == model.eos_token_id and ours.stop_reason == "eos"
-    assert ours.token_ids == page_tokens
+    ours = generate(model, np.asarray(prompt), sampling, max_new_tokens=8)
+    assert ours.token_ids == list(state.ids[len(prompt) :]) and len(ours.steps) == 8
     # Greedy decoding would pass whatever the seeds: these settings draw a token the argmax
     # would not have taken.
     greedy = generation.continuation(model, prompt, 8)
     assert greedy.ids != state.ids
+    # Forked after 3 tokens, the branch that begins with the page's 4th continues as the page.
+    at_three = generation.continuation(model, prompt, 3, sampling)
+    result = branching.fork(model, at_three, sampling, 5, 5)
+    page_next = state.ids[len(prompt) + 3 : len(prompt) + 8]
+    [same] = [b for b in result.branches if b.token_ids[0] == page_next[0]]
+    assert same.token_ids == page_next
+    assert at_three.next_token() == page_next[0]
 
 
-def test_generation_reuses_the_decode_steps_of_the_same_tokens_and_stays_exact(model):
-    """A decode step is cached by the tokens it reads, not by how they were drawn."""
+def test_a_continuation_is_a_prefix_of_the_kept_generation_and_stays_exact(model):
+    """Every step count of one prompt and setting is a prefix of one cached generation: its
+    cache and logits are those the core's loop held after that step."""
     prompt = tuple(model.encode("The capital of France is"))
     greedy = generation.continuation(model, prompt, 6)
     # The argmax ignores the filters and the seed: one entry for every greedy link.
-    assert generation.continuation(model, prompt, 6, Sampling(0.0, 7, 0.5, 0.2, 123)) is greedy
-    cold = generation.continuation(model, prompt, 6, Sampling(0.1))  # draws the argmax each time
-    assert cold is not greedy and cold.ids == greedy.ids
-    assert all(a is b for a, b in zip(cold.rows, greedy.rows, strict=True))
-    assert cold.cache is greedy.cache and cold.logits is greedy.logits
+    filtered = generation.continuation(model, prompt, 6, Sampling(0.0, 7, 0.5, 0.2, 123))
+    assert all(a is b for a, b in zip(filtered.steps, greedy.steps, strict=True))
+    shorter = generation.continuation(model, prompt, 4)
+    assert shorter.steps == greedy.steps[:4] and shorter.cache is greedy.steps[3].run.cache
+    assert shorter.cache.length == len(prompt) + 4
+    full = run_llama(model, np.asarray(shorter.ids))
+    np.testing.assert_allclose(shorter.logits, full.next_token_logits, atol=2e-4)
     sampled = generation.continuation(model, prompt, 6, Sampling(1.0, 20, seed=3))
-    pairs = zip(sampled.ids[len(prompt) :], greedy.ids[len(prompt) :], strict=True)
-    shared = next(i for i, (a, b) in enumerate(pairs) if a != b)
-    assert shared >= 1  # both begin " Paris": that step is shared, the rest its own
-    assert all(sampled.rows[i] is greedy.rows[i] for i in range(shared))
-    assert all(sampled.rows[i] is not greedy.rows[i] for i in range(shared, 6))
-    # The branch's cache, grown from the shared prefix, gives the logits of one full pass.
+    assert sampled.ids[len(prompt)] == greedy.ids[len(prompt)]  # both begin " Paris"
+    assert sampled.ids != greedy.ids
+    # The sampled text's cache gives the logits of one full pass over its tokens.
     full = run_llama(model, np.asarray(sampled.ids))
     np.testing.assert_allclose(sampled.logits, full.next_token_logits, atol=2e-4)
     assert sampled.cache.layers[0].keys.shape[-2] == len(sampled.ids)
 
 
 def test_the_decoder_caches_hold_at_most_their_bytes_and_give_back_the_same_tokens(model):
-    """Every decoder cache is bounded in bytes; a chain of steps let go is made again from the
-    steps still held or from the prompt, token for token the same."""
+    """Every decoder cache is bounded in bytes; a generation let go is made again from the
+    chunks still held or from the prompt, token for token the same."""
     prompt = tuple(model.encode("The capital of France is"))
     first = [
-        generation.continuation(model, prompt, 24, Sampling(1.0, 20, seed=s)) for s in range(3)
+        generation.continuation(model, prompt, 48, Sampling(1.0, 20, seed=s)) for s in range(3)
     ]
     held = every_cache()
-    bounds = {"decoder.continuations": 16, "decoder.steps": 8, "decoder.prompts": 8}
-    for name, megabytes in bounds.items():
-        assert 0 < held[name][1] <= megabytes * MB, (name, held[name])
-    # The first chain's early steps have been let go (three chains do not fit in 16 MB)...
-    assert held["decoder.continuations"][0] < 3 * 25
-    again = generation.continuation(model, prompt, 24, Sampling(1.0, 20, seed=0))
+    entries, held_bytes = held["decoder.generations"]
+    # The bound the three caches it replaced had together (16 + 8 + 8 MB).
+    assert 0 < held_bytes <= 32 * MB
+    # Three settings' seven entries each (the prompt and six chunks) do not fit: the first
+    # ones have been let go.
+    assert entries < 3 * 7
+    again = generation.continuation(model, prompt, 48, Sampling(1.0, 20, seed=0))
     assert again is not first[0] and again.ids == first[0].ids
     np.testing.assert_array_equal(again.logits, first[0].logits)
 

@@ -21,7 +21,7 @@ from transformers import (
 )
 
 from attention_core import AttentionInputError
-from attention_core.models.llama import Sampling, next_token_probabilities
+from attention_core.models.generation import Sampling, next_token_probabilities
 from attention_core.sampling import (
     apply_temperature,
     continuation_probability,

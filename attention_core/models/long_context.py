@@ -23,7 +23,7 @@ from attention_core.masks import sink_window_mask, sliding_window_mask
 from attention_core.validation import AttentionInputError, as_float_array, check_int
 
 from .decoder import DecoderModel
-from .llama import TextScore, score_llama
+from .scoring import TextScore, score_llama
 
 __all__ = ["VARIANTS", "context_pass", "perplexity", "variant_mask"]
 

@@ -12,21 +12,18 @@ cache: what is shown of the caches is measured while they exist.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from attention_core.decoding import DecoderCache
 from attention_core.models.decoder import DecoderModel
-from attention_core.models.forward import run_decoder
-from attention_core.models.llama.generation import Sampling
-from attention_core.sampling import ContinuationProbability, SamplingSteps, continuation_probability
+from attention_core.models.generation import Generation, Sampling, extend
+from attention_core.sampling import ContinuationProbability, continuation_probability
 from server.lane import LONG_RUNS
 from ui.decoder.choosing import drawn_from
-from ui.decoder.generation import Continuation
 from ui.models import smollm
 from ui.widgets import lines, render, small_screens, theme
 from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
@@ -70,65 +67,44 @@ class Fork:
 
 
 def fork(
-    model: DecoderModel, state: Continuation, sampling: Sampling, count: int, length: int
+    model: DecoderModel, state: Generation, sampling: Sampling, count: int, length: int
 ) -> Fork:
     """The `count` likeliest next tokens after `state` (after the filters when sampling), each
-    continued to `length` tokens by `sampling` (greedy, or seeded by the seed, this step and the
-    branch), every branch starting from `state.cache`."""
-    step = len(state.ids) - state.prompt_length
-    return _fork(state.ids, step, sampling.as_used(), count, length, id(model), model, state)
+    continued to `length` tokens by the core's ``extend`` (greedy, or seeded by the seed and
+    the step, as the page's own text is: the branch the page would take is its text), every
+    branch starting from `state.cache`."""
+    used = sampling.as_used()
+    state = replace(state, sampling=used)
+    return _fork(state.ids, state.next_step, used, count, length, id(model), model, state)
 
 
 @smollm.let_go_with_model
 @bounded_by_bytes(8 * MB, name="decoder.branches", spinner="Growing the branches…", lane=LONG_RUNS)
-def _fork(ids, step, sampling, count, length, model_id, _model, _state) -> Fork:
-    # Keyed on the prefix's ids, the step (it seeds the draws) and the settings: the state only
-    # brings the prefix's cache and logits, which the ids determine.
-    prefix, logits = _state.cache, _state.logits
-    first = sampling.steps(logits)
-    p = drawn_from(first)
+def _fork(ids, step, sampling, count, length, model_id, _model, _state: Generation) -> Fork:
+    # Keyed on the prefix's ids, the next step (it seeds the draws) and the settings: the state
+    # only brings the prefix's cache and logits, which the ids determine.
+    p = drawn_from(sampling.steps(_state.logits))
     alternatives = [int(t) for t in np.argsort(-p, kind="stable")[:count] if p[t] > 0]
     branches = tuple(
-        _grow(_model, prefix, first, token, length, sampling, [sampling.seed, step, rank])
-        for rank, token in enumerate(alternatives)
+        _branch(_state, extend(_model, _state, length, first_token=token)) for token in alternatives
     )
-    return Fork(prefix.length, prefix.bytes_used, count, branches)
+    return Fork(_state.cache.length, _state.cache.bytes_used, count, branches)
 
 
-def _grow(
-    model: DecoderModel,
-    prefix: DecoderCache,
-    steps: SamplingSteps,
-    token: int,
-    length: int,
-    sampling: Sampling,
-    seed: list[int],
-) -> Branch:
-    """`token`, then `length` - 1 more chosen by `sampling`, each read against the cache."""
-    rng = np.random.default_rng(seed)  # one generator per branch: a link replays its draws
-    cache, tokens, p_model, p_sampler = prefix, [], [], []
-    for j in range(length):
-        tokens.append(token)
-        p_model.append(steps.model_probabilities[token])
-        p_sampler.append(steps.probabilities[token])
-        if token == model.eos_token_id:
-            break  # the end of the answer: nothing follows it
-        if cache.length >= model.context_limit:
-            break  # the model reads no more positions (GPT-2's learned table ends)
-        # One query row against the cache: the prefix's rows and this branch's own.
-        run = run_decoder(model, [token], cache)
-        cache = run.cache
-        if j + 1 < length:
-            steps = sampling.steps(run.next_token_logits)
-            token = sampling.draw(steps, rng)
-    grown = cache is not prefix
+def _branch(prefix: Generation, grown: Generation) -> Branch:
+    """What `grown` adds to `prefix`: its tokens, their probabilities, its own cache rows."""
+    added = grown.steps[len(prefix.steps) :]
+    before, after = prefix.cache, grown.cache
     return Branch(
-        token_ids=tuple(tokens),
-        model=continuation_probability(p_model),
-        sampler=None if sampling.greedy else continuation_probability(p_sampler),
-        positions=cache.length - prefix.length,
-        cache_bytes=cache.bytes_used - prefix.bytes_used,
-        in_place=grown and bool(np.may_share_memory(cache.layers[0].keys, prefix.layers[0].keys)),
+        token_ids=tuple(step.token_id for step in added),
+        model=continuation_probability([step.model_probability for step in added]),
+        sampler=None
+        if prefix.sampling.greedy
+        else continuation_probability([step.probability for step in added]),
+        positions=after.length - before.length,
+        cache_bytes=after.bytes_used - before.bytes_used,
+        in_place=after is not before
+        and bool(np.may_share_memory(after.layers[0].keys, before.layers[0].keys)),
     )
 
 
@@ -178,7 +154,7 @@ def branch_figure(result: Fork, first_tokens: tuple[str, ...], length: int) -> g
 
 
 @st.fragment
-def branch_view(view: PageState, model: DecoderModel, state: Continuation, sampling: Sampling):
+def branch_view(view: PageState, model: DecoderModel, state: Generation, sampling: Sampling):
     """Fork here: the controls, what the branches share and add, their table and their line."""
     # count × length decode steps: only for a reader who opens it (a link can).
     box = st.expander("Fork the text here", icon=":material/call_split:",
@@ -206,7 +182,7 @@ def branch_view(view: PageState, model: DecoderModel, state: Continuation, sampl
 def _show_fork(model, state, sampling, result: Fork, count: int, length: int) -> None:
     used = sampling.as_used()
     found = len(result.branches)
-    how = "greedily" if used.greedy else "by the sampler (seeded by the seed, step and branch)"
+    how = "greedily" if used.greedy else "by the sampler (seeded by the seed and the step)"
     after = "" if used.greedy else " after the filters"
     fewer = f" (they keep only {found})" if found < result.asked else ""
     st.markdown(

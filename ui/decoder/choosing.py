@@ -21,9 +21,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from attention_core.models.decoder import DecoderModel
-from attention_core.models.llama.generation import Sampling, step_rng
+from attention_core.models.generation import Generation, Sampling
 from attention_core.sampling import FilterSteps, SamplingSteps, sampling_steps
-from ui.decoder.generation import Continuation
 from ui.models import smollm
 from ui.widgets import describe, render, small_screens, theme
 from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
@@ -284,16 +283,15 @@ def nucleus_figure(steps: SamplingSteps, texts: dict[int, str]) -> go.Figure:
     return describe.attach(figure(data, layout), summary, table)
 
 
-def show_choice(model: DecoderModel, state: Continuation, sampling: Sampling) -> None:
+def show_choice(model: DecoderModel, state: Generation, sampling: Sampling) -> None:
     """The section: what may be drawn and what this step draws, the stages' table, their bars,
     and top-p's line."""
     if state.ended:
         st.info("The model has finished: there is no next token to choose.")
         return
-    used = sampling.as_used()
+    used, step = sampling.as_used(), state.next_step
     steps = next_token_steps(model, state.ids, state.logits, used)
-    step = len(state.ids) - state.prompt_length + 1  # the step that will append it
-    token = used.draw(steps, step_rng(used.seed, step))
+    token = state.next_token(steps)
     if used.greedy:
         st.info(
             "Temperature 0 is greedy decoding: all the mass goes to the likeliest token, so "

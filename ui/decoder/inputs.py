@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from attention_core.models.llama.generation import Sampling
+from attention_core.models.generation import Sampling
 from ui.widgets.state import PageState
 
 AUTOPLAY_SECONDS = 1.5  # between two tokens while Autoplay is on

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attention_core.models.decoder import DecoderModel
-from attention_core.models.llama import first_token_share
+from attention_core.models.scoring import first_token_share
 from attention_core.models.trace import DecoderTrace
 from ui.widgets.byte_cache import digest_of
 from ui.widgets.layout import plain
@@ -24,8 +24,8 @@ from ui.widgets.layout import plain
 # The per-layer arrays a trace keeps besides the weights (`LlamaLayerSteps` names them so; a
 # model without RoPE has no q_rot and k_rot).
 QK_NAMES = ("q", "q_rot", "k", "k_rot")
-# What a pass keeps of each layer for the page (run_decoder's keep): about half of what keeping
-# every step holds at a long prompt's peak (bench/README.md).
+# What a pass keeps of each layer for the page (run_decoder's keep): what the figures draw, and
+# no more, since every kept step is held for as long as the generation is cached.
 SHOWN_STEPS = ("weights", *QK_NAMES)
 
 

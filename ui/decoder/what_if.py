@@ -17,8 +17,8 @@ import streamlit as st
 from attention_core import AttentionInputError
 from attention_core.models import hiding
 from attention_core.models.decoder import DecoderModel
+from attention_core.models.generation import Generation
 from attention_core.models.hiding import NextTokenChange
-from ui.decoder.generation import Continuation
 from ui.decoder.trace import PageTrace, labels
 from ui.models import smollm
 from ui.widgets import describe, render, small_screens, theme
@@ -138,7 +138,7 @@ def change_figure(change: NextTokenChange, tokens: tuple[str, ...], sentence: st
 def take_one_away(
     view: PageState,
     model: DecoderModel,
-    state: Continuation,
+    state: Generation,
     shown: PageTrace,
     layer: int,
     head: int,

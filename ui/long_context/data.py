@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from attention_core.models.decoder import DecoderModel
-from attention_core.models.llama import TextScore
 from attention_core.models.long_context import VARIANTS, context_pass, perplexity
+from attention_core.models.scoring import TextScore
 from server.kept_process import run_where_kept
 from server.lane import LONG_RUNS
 from ui.long_context.inputs import MAX_SINKS

@@ -11,8 +11,6 @@ pass needs them:
     model       the loaded model (config, weights, tokenizer) and ``load_llama``
     steps       what a pass returns: the KV cache, each layer's steps, the trace
     forward     the forward pass, its formula in the docstring: ``run_llama``, ``read_text``
-    scoring     a text's losses and next-token distributions compared; attention sinks
-    generation  choosing the next token, and generating text a cached step at a time
     choices     one head's last query through its layer's choices (QK-norm, rotation or none,
                 scale, soft cap, window), for the decoder page
 
@@ -23,13 +21,6 @@ package needs NumPy only.
 from ..layers import rms_norm, silu
 from .config import SUPPORTED_FAMILIES, LlamaConfig, parameter_count
 from .forward import MAX_CONTEXT_TOKENS, MAX_SCORED_TOKENS, read_text, run_llama
-from .generation import (
-    Generation,
-    GenerationStep,
-    Sampling,
-    generate,
-    next_token_probabilities,
-)
 from .model import LlamaModel, load_llama
 from .prompt import (
     DEFAULT_SYSTEM_PROMPT,
@@ -37,13 +28,6 @@ from .prompt import (
     MAX_PROMPT_TOKENS,
     Prompt,
     chat_text,
-)
-from .scoring import (
-    NextTokenComparison,
-    TextScore,
-    compare_next_tokens,
-    first_token_share,
-    score_llama,
 )
 from .steps import KeptSteps, LlamaCache, LlamaLayerSteps, LlamaTrace
 from .weights import LlamaWeights
@@ -55,8 +39,6 @@ __all__ = [
     "MAX_PROMPT_TOKENS",
     "MAX_SCORED_TOKENS",
     "SUPPORTED_FAMILIES",
-    "Generation",
-    "GenerationStep",
     "KeptSteps",
     "LlamaCache",
     "LlamaConfig",
@@ -64,20 +46,12 @@ __all__ = [
     "LlamaModel",
     "LlamaTrace",
     "LlamaWeights",
-    "NextTokenComparison",
     "Prompt",
-    "Sampling",
-    "TextScore",
     "chat_text",
-    "compare_next_tokens",
-    "first_token_share",
-    "generate",
     "load_llama",
-    "next_token_probabilities",
     "parameter_count",
     "read_text",
     "rms_norm",
     "run_llama",
-    "score_llama",
     "silu",
 ]

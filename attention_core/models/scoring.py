@@ -15,10 +15,10 @@ import numpy as np
 from attention_core.losses import kl_divergence, next_token_losses
 from attention_core.validation import AttentionInputError, check_int
 
-from ..checkpoint import check_logits
-from ..decoder import DecoderModel
-from ..forward import read_decoder_text
-from .forward import head_logits
+from .checkpoint import check_logits
+from .decoder import DecoderModel
+from .forward import read_decoder_text
+from .llama.forward import head_logits
 
 __all__ = [
     "NextTokenComparison",
@@ -48,9 +48,8 @@ class TextScore:
 # Rows of logits made at a time while scoring: 64 × 49152 float32 is 12.6 MB.
 SCORE_ROWS = 64
 # The bfloat16 head widened this many rows at a time while scoring (8192 × 576 float32, 18.9 MB):
-# six products per block of logits where the 3 MiB blocks of a pass made 36. Each product
-# gives up the GIL and waits to take it back, and on a busy server that wait is the cost, not
-# the arithmetic (bench/README.md, *A pass on a busy server waits for the GIL*).
+# each product gives up the GIL and waits to take it back, and on a busy server that wait, not
+# the arithmetic, is the cost, so fewer and larger products win (bench/bench_gil_wait.py).
 SCORE_HEAD_ROWS = 8192
 
 
