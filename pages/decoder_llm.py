@@ -75,7 +75,8 @@ if view.value("step") > room:
     view.set("step", room)
 prompt_ids = tuple(int(i) for i in prompt.input_ids)
 agreement.check(view, loaded, model, prompt_ids)
-state = generation.continuation(model, prompt_ids, view.value("step"), sampling)
+# The core's generation, and what the figures draw of its tokens (found by its digest).
+state, shown = generation.continuation(model, prompt_ids, view.value("step"), sampling)
 
 can_go = not state.ended and view.value("step") < room
 go_col, play_col, reset_col, info_col = st.columns([1, 1, 1, 2])
@@ -101,8 +102,6 @@ info_col.caption(
     f"{view.value('step')} generated of at most {room}"
     + (f" · the model ended its answer with {end_token}" if state.ended else "")
 )
-# From the generation's own passes; the figures below find this trace by the ids alone.
-shown = generation.page_trace(model, state.ids, state)
 st.markdown(trace.shown_tokens(shown.tokens, state.prompt_length))
 st.caption(
     f"{len(state.ids)} tokens: prompt in boxes, generated in bold. "

@@ -386,7 +386,15 @@ def test_the_cache_rule_reads_decorators_and_calls_not_comments(tmp_path):
 # What finds or computes a model's data: a figure module calling one could turn a drawing into a
 # forward pass when a bounded cache has dropped the entry it meant to find.
 MODEL_LOOKUPS = frozenset(
-    {"load_decoder", "load_model", "page_trace", "run_llama", "run_bert", "run_gpt2"}
+    {
+        "continuation",
+        "load_decoder",
+        "load_model",
+        "page_trace",
+        "run_llama",
+        "run_bert",
+        "run_gpt2",
+    }
 )
 
 

@@ -112,7 +112,7 @@ def test_deep_link_shows_that_head_and_its_sink_share(model):
 
 
 def test_timing_the_next_token_waits_for_the_lane_like_every_model_run(model):
-    state = generation.continuation(model, tuple(model.encode("The capital of France is")), 0)
+    state = generation.continuation(model, tuple(model.encode("The capital of France is")), 0)[0]
     timed: list[dict[str, float]] = []
     with QUICK_RUNS.turn():  # another viewer's run
         timing = threading.Thread(
@@ -129,8 +129,7 @@ def test_a_generated_text_is_shown_without_a_new_forward_pass_and_matches_one(mo
     """The page shows generated tokens from the prompt's pass plus the row each decode step
     computed; one full forward pass over the same tokens gives the same numbers."""
     prompt = tuple(model.encode("Attention lets every token look back at"))
-    state = generation.continuation(model, prompt, 3)
-    shown = generation.page_trace(model, state.ids, state)
+    state, shown = generation.continuation(model, prompt, 3)
     n = len(state.ids)
     assert shown.weights.shape == (30, 9, n, n) and len(state.steps) == 3
     # Each generated row is the decode step's own, not recomputed.
@@ -148,8 +147,10 @@ def test_a_generated_text_is_shown_without_a_new_forward_pass_and_matches_one(mo
     np.testing.assert_allclose(
         shown.sink, full.attention_weights[:, :, 1:, 0].mean(axis=-1), atol=2e-5
     )
-    # The figures find the same trace by the ids alone.
-    assert generation.page_trace(model, state.ids) is shown
+    # It is a view of the kept chunk's trace, which the figures find by its digest.
+    again, chunk = generation.continuation(model, prompt, 8)
+    assert np.shares_memory(shown.weights, chunk.weights)
+    assert shown.digest != chunk.digest and again.ids[: len(state.ids)] == state.ids
 
 
 def test_the_page_generate_and_a_fork_sample_the_same_tokens_from_one_seed(model):
@@ -158,15 +159,15 @@ def test_the_page_generate_and_a_fork_sample_the_same_tokens_from_one_seed(model
     three (sampled, not greedy: the draw itself must agree)."""
     prompt = tuple(model.encode("Once upon a time"))
     sampling = Sampling(temperature=1.3, top_k=50, top_p=0.95, min_p=0.02, seed=11)
-    state = generation.continuation(model, prompt, 8, sampling)
+    state = generation.continuation(model, prompt, 8, sampling)[0]
     ours = generate(model, np.asarray(prompt), sampling, max_new_tokens=8)
     assert ours.token_ids == list(state.ids[len(prompt) :]) and len(ours.steps) == 8
     # Greedy decoding would pass whatever the seeds: these settings draw a token the argmax
     # would not have taken.
-    greedy = generation.continuation(model, prompt, 8)
+    greedy = generation.continuation(model, prompt, 8)[0]
     assert greedy.ids != state.ids
     # Forked after 3 tokens, the branch that begins with the page's 4th continues as the page.
-    at_three = generation.continuation(model, prompt, 3, sampling)
+    at_three = generation.continuation(model, prompt, 3, sampling)[0]
     result = branching.fork(model, at_three, sampling, 5, 5)
     page_next = state.ids[len(prompt) + 3 : len(prompt) + 8]
     [same] = [b for b in result.branches if b.token_ids[0] == page_next[0]]
@@ -178,16 +179,16 @@ def test_a_continuation_is_a_prefix_of_the_kept_generation_and_stays_exact(model
     """Every step count of one prompt and setting is a prefix of one cached generation: its
     cache and logits are those the core's loop held after that step."""
     prompt = tuple(model.encode("The capital of France is"))
-    greedy = generation.continuation(model, prompt, 6)
+    greedy = generation.continuation(model, prompt, 6)[0]
     # The argmax ignores the filters and the seed: one entry for every greedy link.
-    filtered = generation.continuation(model, prompt, 6, Sampling(0.0, 7, 0.5, 0.2, 123))
+    filtered = generation.continuation(model, prompt, 6, Sampling(0.0, 7, 0.5, 0.2, 123))[0]
     assert all(a is b for a, b in zip(filtered.steps, greedy.steps, strict=True))
-    shorter = generation.continuation(model, prompt, 4)
+    shorter = generation.continuation(model, prompt, 4)[0]
     assert shorter.steps == greedy.steps[:4] and shorter.cache is greedy.steps[3].run.cache
     assert shorter.cache.length == len(prompt) + 4
     full = run_llama(model, np.asarray(shorter.ids))
     np.testing.assert_allclose(shorter.logits, full.next_token_logits, atol=2e-4)
-    sampled = generation.continuation(model, prompt, 6, Sampling(1.0, 20, seed=3))
+    sampled = generation.continuation(model, prompt, 6, Sampling(1.0, 20, seed=3))[0]
     assert sampled.ids[len(prompt)] == greedy.ids[len(prompt)]  # both begin " Paris"
     assert sampled.ids != greedy.ids
     # The sampled text's cache gives the logits of one full pass over its tokens.
@@ -201,16 +202,16 @@ def test_the_decoder_caches_hold_at_most_their_bytes_and_give_back_the_same_toke
     chunks still held or from the prompt, token for token the same."""
     prompt = tuple(model.encode("The capital of France is"))
     first = [
-        generation.continuation(model, prompt, 48, Sampling(1.0, 20, seed=s)) for s in range(3)
+        generation.continuation(model, prompt, 48, Sampling(1.0, 20, seed=s))[0] for s in range(3)
     ]
     held = every_cache()
     entries, held_bytes = held["decoder.generations"]
-    # The bound the three caches it replaced had together (16 + 8 + 8 MB).
-    assert 0 < held_bytes <= 32 * MB
+    # The bound the four caches it replaced had together (16 + 8 + 8 + 16 MB).
+    assert 0 < held_bytes <= 48 * MB
     # Three settings' seven entries each (the prompt and six chunks) do not fit: the first
     # ones have been let go.
     assert entries < 3 * 7
-    again = generation.continuation(model, prompt, 48, Sampling(1.0, 20, seed=0))
+    again = generation.continuation(model, prompt, 48, Sampling(1.0, 20, seed=0))[0]
     assert again is not first[0] and again.ids == first[0].ids
     np.testing.assert_array_equal(again.logits, first[0].logits)
 
@@ -520,7 +521,7 @@ def test_sampled_branches_keep_to_the_filters_and_multiply_their_probabilities(m
 
 def test_a_fork_reads_the_prefix_cache_and_adds_only_its_own_rows(model):
     prompt = tuple(model.encode("Attention lets every token look back at"))
-    state = generation.continuation(model, prompt, 2)
+    state = generation.continuation(model, prompt, 2)[0]
     result = branching.fork(model, state, Sampling(), 3, 2)
     assert result.prefix_positions == len(state.ids) == state.cache.length
     assert result.prefix_bytes == state.cache.bytes_used
@@ -536,7 +537,7 @@ def test_a_fork_reads_the_prefix_cache_and_adds_only_its_own_rows(model):
     np.testing.assert_allclose(after, full, atol=2e-4)
     assert branching.fork(model, state, Sampling(0.0, 9, 0.3, 0.3, 4), 3, 2) is result
     # Greedily, the branch of the likeliest token is what the page itself writes next.
-    main = generation.continuation(model, prompt, 4)
+    main = generation.continuation(model, prompt, 4)[0]
     assert result.branches[0].token_ids == main.ids[len(state.ids) :]
 
 

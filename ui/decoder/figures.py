@@ -2,7 +2,7 @@
 first-token (sink) shares, RoPE's effect on the last token's scores, and (for a model that
 learned its positions, GPT-2) how alike its position vectors are.
 
-Each builder takes the page's trace (`ui.decoder.generation.page_trace`), passed to
+Each builder takes the page's trace (`ui.decoder.generation.continuation`), passed to
 `render.cached` with its digest for the key (`render.digested`), and the view's layer and head:
 a figure is built once per distinct view for every viewer, and never runs the model.
 """

@@ -1,20 +1,21 @@
 """The decoder page's generation: the core's (attention_core.models.generation), cached.
 
-    continuation(model, ids, step, sampling)  the prompt plus `step` generated tokens: a prefix
-                                              of the generation the page keeps, made CHUNK
-                                              tokens at a time by the core's ``extend``
-    page_trace(model, ids, state)             weights, q/k before and after RoPE, sink shares:
-                                              the prompt's pass plus each generated token's
-                                              decode row (one full pass for other ids)
+    continuation(model, ids, step, sampling)  the prompt plus `step` generated tokens: the
+                                              core's generation and what the figures draw of
+                                              it (a ``PageTrace``), a prefix of what the page
+                                              keeps: the core's ``extend`` makes it CHUNK
+                                              tokens at a time, each chunk's trace grown by
+                                              the rows of its decode steps
     time_next_token(model, state)             the next token with the KV cache and without it
 
-The caches hold what the model computed, so they go with it when it is let go
+The cache holds what the model computed, so it goes with the model when that is let go
 (`smollm.let_go_with_model`). Nothing here chooses, decodes or stops: the core does.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from attention_core.models.decoder import DecoderModel
 from attention_core.models.forward import run_decoder
 from attention_core.models.generation import GREEDY, Generation, Sampling, extend, prefill
 from server.lane import QUICK_RUNS
-from ui.decoder.trace import PageTrace, StepRow, from_pass, shown_steps, with_rows
+from ui.decoder.trace import PageTrace, StepRow, first_tokens, from_pass, shown_steps, with_rows
 from ui.models import smollm
 from ui.widgets.byte_cache import MB, bounded_by_bytes, waiting_turn
 
@@ -34,48 +35,45 @@ MAX_STEPS = 48  # generated tokens a page (or a link) may ask for
 CHUNK = 8
 
 
+@dataclass(frozen=True, eq=False)
+class Continued:
+    """A chunk the page keeps: the core's generation (its cache, its next logits, why it
+    stopped) and `shown`, what the figures draw of its tokens."""
+
+    state: Generation
+    shown: PageTrace
+
+
 def continuation(
     model: DecoderModel, prompt_ids: tuple[int, ...], step: int, sampling: Sampling = GREEDY
-) -> Generation:
-    """The prompt and `step` tokens chosen after it by `sampling` (greedy by default)."""
+) -> tuple[Generation, PageTrace]:
+    """The prompt and `step` tokens chosen after it by `sampling` (greedy by default), and what
+    the figures draw of them with no new forward pass: the prompt's pass and each generated
+    token's decode row, views of the chunk the page keeps (one full pass gives the same numbers
+    to float32 rounding, tested)."""
     chunked = min(MAX_STEPS, -(-step // CHUNK) * CHUNK)
-    return _generation(prompt_ids, chunked, sampling.as_used(), id(model), model).upto(step)
+    kept = _generation(prompt_ids, chunked, sampling.as_used(), id(model), model)
+    state = kept.state.upto(step)
+    return state, first_tokens(model, kept.shown, state.ids)
 
 
 @smollm.let_go_with_model
-@bounded_by_bytes(32 * MB, name="decoder.generations", spinner="Generating…")
+@bounded_by_bytes(48 * MB, name="decoder.generations", spinner="Generating…")
 def _generation(
     prompt_ids, count: int, sampling: Sampling, model_id: int, _model: DecoderModel
-) -> Generation:
+) -> Continued:
     # Each CHUNK continues the one before it, which this cache usually still holds; every viewer
     # of one link, and every greedy setting, shares the entries.
     keep = shown_steps(_model)
     if count == 0:
-        return prefill(_model, prompt_ids, sampling, keep=keep)
+        start = prefill(_model, prompt_ids, sampling, keep=keep)
+        return Continued(start, from_pass(_model, start.ids, start.prompt_run))
     before = _generation(prompt_ids, max(0, count - CHUNK), sampling, model_id, _model)
-    return extend(_model, before, count - len(before.steps), keep=keep)
-
-
-def page_trace(
-    model: DecoderModel, ids: tuple[int, ...], state: Generation | None = None
-) -> PageTrace:
-    """What the page shows of `ids`. Given the `state` that generated them, no new forward pass:
-    the prompt's pass with each generated token's row from the decode step that read it (the
-    same numbers to float32 rounding, tested). Otherwise one full forward pass."""
-    return _trace(ids, id(model), model, state)
-
-
-@smollm.let_go_with_model
-@bounded_by_bytes(16 * MB, name="decoder.traces", spinner="Running the model on the tokens…")
-def _trace(
-    ids: tuple[int, ...], model_id: int, _model: DecoderModel, _state: Generation | None
-) -> PageTrace:
-    # Keyed on the ids alone: however the trace was made, the figures find it by them.
-    if _state is not None and _state.ids == ids:
-        prompt = from_pass(_model, _state.prompt_ids, _state.prompt_run)
-        rows = tuple(StepRow.of(step.run) for step in _state.steps)
-        return with_rows(_model, ids, prompt, rows) if rows else prompt
-    return from_pass(_model, ids, run_decoder(_model, np.asarray(ids), keep=shown_steps(_model)))
+    grown = extend(_model, before.state, count - len(before.state.steps), keep=keep)
+    rows = tuple(StepRow.of(step.run) for step in grown.steps[len(before.state.steps) :])
+    if not rows:  # it had ended, or reached the model's last position
+        return Continued(grown, before.shown)
+    return Continued(grown, with_rows(_model, grown.ids, before.shown, rows))
 
 
 def cache_bytes_per_token(cache: DecoderCache) -> int:

@@ -6,6 +6,7 @@ StepRow                              what one generated token adds to it: its qu
 from_pass(model, ids, trace)         a PageTrace from one forward pass over all the tokens
                                      (one that kept SHOWN_STEPS is enough)
 with_rows(model, ids, prompt, rows)  the prompt's PageTrace grown by the decode steps' rows
+first_tokens(model, trace, ids)      the trace of its first tokens, as views
 labels, shown_tokens                 the tokens as tick labels, and as Markdown
 """
 
@@ -109,6 +110,20 @@ def with_rows(
         return np.concatenate([getattr(prompt, name), added], axis=2)
 
     return _page_trace(model, ids, weights, *(grown(name) for name in QK_NAMES))
+
+
+def first_tokens(model: DecoderModel, trace: PageTrace, ids: tuple[int, ...]) -> PageTrace:
+    """What the page shows of `ids`, the first tokens of `trace`'s: views of its arrays, since a
+    causal pass's first n rows are those of the first n tokens alone."""
+    n = len(ids)
+    if n == len(trace.tokens):
+        return trace
+
+    def first(array: np.ndarray | None) -> np.ndarray | None:
+        return None if array is None else array[:, :, :n]
+
+    weights = trace.weights[:, :, :n, :n]
+    return _page_trace(model, ids, weights, *(first(getattr(trace, name)) for name in QK_NAMES))
 
 
 def _page_trace(
