@@ -112,6 +112,24 @@ def test_kv_cache_branching_copies_and_leaves_both_branches_right():
     assert copy._store is not first._store and copy.append(other_k, other_v).length == 4
 
 
+def test_a_cache_prefix_is_a_view_that_copies_before_it_grows():
+    rng = np.random.default_rng(24)
+    k, v = rng.normal(size=(4, 2)), rng.normal(size=(4, 1))
+    whole = KVCache(k[:1], v[:1]).append(k[1:], v[1:])
+    first_two = whole.prefix(2)
+    np.testing.assert_array_equal(first_two.keys, k[:2])
+    np.testing.assert_array_equal(first_two.values, v[:2])
+    assert np.shares_memory(first_two.keys, whole.keys) and first_two.prefix(2).length == 2
+    # Rows 2 and 3 are taken by `whole`: growing the prefix copies, `whole` keeps its rows.
+    other = rng.normal(size=(1, 2))
+    grown = first_two.append(other, v[:1])
+    np.testing.assert_array_equal(grown.keys, np.concatenate([k[:2], other]))
+    np.testing.assert_array_equal(whole.keys, k)
+    assert KVCache(k, v).prefix(0).length == 0
+    with pytest.raises(AttentionInputError, match="holds 4 positions, not 5"):
+        whole.prefix(5)
+
+
 def test_unchecked_decode_step_is_the_same_formula():
     q, k, v = random_qkv(6, 6, d_k=4, d_v=3, batch=(2,), dtype=np.float64, seed=23)
     checked = decode_step(None, q[:, :5], k[:, :5], v[:, :5])

@@ -192,6 +192,10 @@ def test_one_generation_loop_samples_resumes_forks_and_stops_for_every_family(pa
     whole = generate(model, ids, sampling, max_new_tokens=6, stop_at_eos=False)
     part = generate(model, ids, sampling, max_new_tokens=2, stop_at_eos=False)
     assert extend(model, part, 4, stop_at_eos=False).token_ids == whole.token_ids
+    # Its kept steps let go, a generation still goes on the same: the caches and logits stay.
+    light = part.without_kept_steps()
+    assert light.prompt_run.layers == () and all(s.run.layers == () for s in light.steps)
+    assert extend(model, light, 4, stop_at_eos=False).token_ids == whole.token_ids
     assert whole.upto(2).token_ids == part.token_ids and whole.upto(2).cache.length == len(ids) + 2
     with torch.no_grad():
         logits = hf(torch.tensor([list(whole.ids)])).logits[0].double()

@@ -132,8 +132,9 @@ def test_a_generated_text_is_shown_without_a_new_forward_pass_and_matches_one(mo
     state, shown = generation.continuation(model, prompt, 3)
     n = len(state.ids)
     assert shown.weights.shape == (30, 9, n, n) and len(state.steps) == 3
-    # Each generated row is the decode step's own, not recomputed.
-    for i, step in enumerate(state.steps):
+    # Each generated row is the core's decode step's.
+    core = generate(model, np.asarray(prompt), max_new_tokens=3, keep=("weights",))
+    for i, step in enumerate(core.steps):
         np.testing.assert_array_equal(
             shown.weights[:, :, len(prompt) + i, : len(prompt) + i + 1],
             step.run.attention_weights[:, :, 0],

@@ -202,6 +202,16 @@ class Generation:
         """True once the model wrote its end token: nothing follows it."""
         return self.stop_reason == "eos"
 
+    def without_kept_steps(self) -> Generation:
+        """This generation with every pass's kept layer steps let go, what extending it reads
+        (each cache and each step's logits) kept: for a caller that has taken what it shows."""
+
+        def light(run: DecoderTrace) -> DecoderTrace:
+            return replace(run, layers=())
+
+        steps = tuple(replace(step, run=light(step.run)) for step in self.steps)
+        return replace(self, prompt_run=light(self.prompt_run), steps=steps)
+
     def upto(self, count: int) -> Generation:
         """The generation of the first `count` tokens: what ``generate`` would have returned if
         asked for `count` (the same draws, since step s is seeded by s)."""

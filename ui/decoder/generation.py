@@ -67,13 +67,16 @@ def _generation(
     keep = shown_steps(_model)
     if count == 0:
         start = prefill(_model, prompt_ids, sampling, keep=keep)
-        return Continued(start, from_pass(_model, start.ids, start.prompt_run))
+        shown = from_pass(_model, start.ids, start.prompt_run)
+        return Continued(start.without_kept_steps(), shown)
     before = _generation(prompt_ids, max(0, count - CHUNK), sampling, model_id, _model)
     grown = extend(_model, before.state, count - len(before.state.steps), keep=keep)
     rows = tuple(StepRow.of(step.run) for step in grown.steps[len(before.state.steps) :])
     if not rows:  # it had ended, or reached the model's last position
         return Continued(grown, before.shown)
-    return Continued(grown, with_rows(_model, grown.ids, before.shown, rows))
+    # The trace holds what the page shows of the steps: the steps themselves need not stay.
+    shown = with_rows(_model, grown.ids, before.shown, rows)
+    return Continued(grown.without_kept_steps(), shown)
 
 
 def cache_bytes_per_token(cache: DecoderCache) -> int:
