@@ -7,7 +7,7 @@ Python, with the server's switch interval (`server.lane.SWITCH_INTERVAL_S`, or
 `--switch-interval`):
 
   prefill_128     run_llama over the first 128 tokens of the long-context page's passage
-  score_547       score_llama over the whole passage (one of the long-context page's passes)
+  score_547       score_text over the whole passage (one of the long-context page's passes)
   kv_logits_256   compare_next_tokens of four 256-token streams (the KV experiment's logits)
 
 Best of `--repeats` (2) each. Prints JSON, seconds, and busy / alone. Run it alone:
@@ -51,7 +51,7 @@ def main() -> None:
     from attention_core.lessons.passages import ALICE
     from attention_core.models.llama import files as llama_files
     from attention_core.models.llama import load_llama, read_text, run_llama
-    from attention_core.models.scoring import compare_next_tokens, score_llama
+    from attention_core.models.scoring import compare_next_tokens, score_text
     from server.memory import reuse_freed_memory
 
     path = llama_files.package_gguf_path()
@@ -66,7 +66,7 @@ def main() -> None:
     others = (final * 1.001, final * 0.999, final * 1.002)
     jobs = {
         "prefill_128": lambda: run_llama(model, ids[:128]),
-        "score_547": lambda: score_llama(model, ids),
+        "score_547": lambda: score_text(model, ids),
         "kv_logits_256": lambda: compare_next_tokens(model, ids[:256], final, others),
     }
     alone = {name: best_of(job, args.repeats) for name, job in jobs.items()}

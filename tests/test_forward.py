@@ -20,7 +20,7 @@ from attention_core.models.forward import read_decoder_text, run_decoder
 from attention_core.models.generation import Sampling, choose_next_token, extend
 from attention_core.models.gpt2 import run_gpt2
 from attention_core.models.kv_experiments import kv_experiment
-from attention_core.models.scoring import score_llama
+from attention_core.models.scoring import score_text
 from tests.tiny_checkpoints import write_tiny
 
 torch = pytest.importorskip("torch")
@@ -231,7 +231,7 @@ def test_one_generation_loop_samples_resumes_forks_and_stops_for_every_family(pa
 
 def test_a_text_read_keeping_no_steps_is_the_plain_pass_and_transformers_losses(pair):
     """read_decoder_text (any family's read_text): the final stream and the first keys' weights
-    of the plain pass, with a window too; score_llama's losses are transformers' on each
+    of the plain pass, with a window too; score_text's losses are transformers' on each
     family; a codec that keeps the keys and values changes nothing."""
     model, hf = pair
     ids = np.asarray(model.encode_prompt(TEXT + " and the cat"))
@@ -249,7 +249,7 @@ def test_a_text_read_keeping_no_steps_is_the_plain_pass_and_transformers_losses(
     with torch.no_grad():
         logits = hf(torch.tensor(ids)[None]).logits[0].double()
     losses = torch.nn.functional.cross_entropy(logits[:-1], torch.tensor(ids[1:]), reduction="none")
-    np.testing.assert_allclose(score_llama(model, ids).losses, losses.numpy(), atol=1e-4)
+    np.testing.assert_allclose(score_text(model, ids).losses, losses.numpy(), atol=1e-4)
     found = kv_experiment(model, ids)
     assert [effect.name for effect in found.effects] == ["mqa", "int8", "int4"]
     assert found.mean_loss == pytest.approx(float(losses.mean()), abs=1e-4)

@@ -23,7 +23,7 @@ from attention_core.models.kv_experiments import (
 )
 from attention_core.models.llama import load_llama, read_text, run_llama
 from attention_core.models.llama.files import widen
-from attention_core.models.scoring import compare_next_tokens, score_llama
+from attention_core.models.scoring import compare_next_tokens, score_text
 from attention_core.validation import AttentionInputError
 from tests.hf_models import smollm2_gguf_or_skip, smollm2_reference
 
@@ -87,13 +87,13 @@ def test_pooling_the_cache_equals_pooling_the_projections(model):
         model, weights=dataclasses.replace(model.weights, layers=tuple(layers))
     )
     ids = text_ids(model, 24)
-    by_weights = score_llama(pooled_model, ids)
-    by_codec = score_llama(model, ids, kv_codec=mean_pooled_kv)
+    by_weights = score_text(pooled_model, ids)
+    by_codec = score_text(model, ids, kv_codec=mean_pooled_kv)
     # Only the order of the float32 sums differs (RoPE after the mean, or the mean after RoPE).
     np.testing.assert_allclose(by_codec.losses, by_weights.losses, rtol=1e-4, atol=2e-4)
     np.testing.assert_allclose(by_codec.final, by_weights.final, atol=2e-3, rtol=1e-3)
     # And it changes the model: pooling a trained model's heads is no small edit.
-    assert by_codec.losses.mean() > score_llama(model, ids).losses.mean() + 1.0
+    assert by_codec.losses.mean() > score_text(model, ids).losses.mean() + 1.0
 
 
 def test_pooling_matches_transformers_with_pooled_projections(model, reference):
@@ -114,7 +114,7 @@ def test_pooling_matches_transformers_with_pooled_projections(model, reference):
     expected = torch.nn.functional.cross_entropy(
         logits[:-1].double(), torch.from_numpy(ids[1:]), reduction="none"
     ).numpy()
-    ours = score_llama(model, ids, kv_codec=mean_pooled_kv)
+    ours = score_text(model, ids, kv_codec=mean_pooled_kv)
     np.testing.assert_allclose(ours.losses, expected, rtol=1e-4, atol=2e-4)
 
 
@@ -164,7 +164,7 @@ def test_the_quantized_cache_reads_what_transformers_reads_quantized(
         ours[layer] = codec(layer, k, v)
         return ours[layer]
 
-    score_llama(model, ids, kv_codec=recorded)
+    score_text(model, ids, kv_codec=recorded)
     assert sorted(ours) == sorted(expected) == list(range(30))
     # Layer 0 reads the same embeddings in both: its keys and values, quantized, agree but for
     # a number on the edge of two steps that float32 noise rounds the other way (one step).
@@ -178,14 +178,14 @@ def test_the_quantized_cache_reads_what_transformers_reads_quantized(
 def test_the_4_bit_cache_matches_transformers_along_the_text(model, reference, monkeypatch):
     ids = text_ids(model, 16)
     expected, _ = quantized_reference(reference, ids, 4, monkeypatch)
-    ours = score_llama(model, ids, kv_codec=quantized_kv(4)).losses
+    ours = score_text(model, ids, kv_codec=quantized_kv(4)).losses
     # Each layer's keys and values are rounded to steps of 1/7 of their largest number; a
     # number that float32 noise puts on the other side of a step's edge changes the next
     # layers a little, so the two runs drift apart slowly. (At 8 bits the steps are 18 times
     # finer, the edges 18 times denser, and the drift reaches the 8-bit cache's own effect:
     # layer 0 above is its check.)
     np.testing.assert_allclose(ours, expected, atol=2e-3)
-    plain = score_llama(model, ids).losses
+    plain = score_text(model, ids).losses
     assert np.abs(ours - plain).max() > 10 * np.abs(ours - expected).max()
 
 
@@ -194,8 +194,8 @@ def test_the_4_bit_cache_matches_transformers_along_the_text(model, reference, m
 
 def test_the_kl_made_in_chunks_equals_torch_on_whole_logits(model):
     ids = text_ids(model, 12)
-    plain = score_llama(model, ids)
-    coded = score_llama(model, ids, kv_codec=quantized_kv(4))
+    plain = score_text(model, ids)
+    coded = score_text(model, ids, kv_codec=quantized_kv(4))
     # Chunks of 5, 5 and 2 positions, each one product of both streams.
     compared = compare_next_tokens(model, ids, plain.final, (coded.final,), rows=5)
     embed = torch.from_numpy(widen(model.weights.embed)).double()  # (vocab, d_model)
@@ -220,8 +220,8 @@ def test_the_kl_made_in_chunks_equals_torch_on_whole_logits(model):
 
 def test_an_unchanged_cache_gives_kl_zero_and_full_agreement(model):
     ids = text_ids(model, 10)
-    plain = score_llama(model, ids)
-    same = score_llama(model, ids, kv_codec=lambda layer, k, v: (k, v))
+    plain = score_text(model, ids)
+    same = score_text(model, ids, kv_codec=lambda layer, k, v: (k, v))
     compared = compare_next_tokens(model, ids, plain.final, (same.final, same.final))
     np.testing.assert_allclose(compared.kl, np.zeros((2, 10)), atol=1e-9)
     assert compared.top1_agrees.all()
@@ -237,7 +237,7 @@ def test_eight_bits_move_the_distribution_far_less_than_four(model):
     assert effects["int8"].mean_kl < effects["int4"].mean_kl / 20
     assert effects["int8"].agreement >= 0.9 > effects["mqa"].agreement
     assert effects["int4"].mean_kl < effects["mqa"].mean_kl
-    assert found.mean_loss == pytest.approx(score_llama(model, ids).losses.mean())
+    assert found.mean_loss == pytest.approx(score_text(model, ids).losses.mean())
     for effect in effects.values():
         assert effect.kl.shape == effect.top1_agrees.shape == (48,)
         assert effect.mean_kl == pytest.approx(effect.kl.mean())

@@ -36,7 +36,7 @@ from attention_core.models.llama import (
 )
 from attention_core.models.llama import files as llama_files
 from attention_core.models.loading import ModelNotFoundError
-from attention_core.models.scoring import first_token_share, score_llama
+from attention_core.models.scoring import first_token_share, score_text
 from attention_core.validation import AttentionInputError
 from tests.hf_models import run_hooked, smollm2_gguf_or_skip, smollm2_reference
 from tests.hub_cache import lay_out_hub_cache
@@ -916,7 +916,7 @@ def test_scoring_a_text_keeps_what_the_traced_pass_computes(model):
     from attention_core.losses import token_losses
 
     ids = _ids(model, 40)
-    score = score_llama(model, ids, first=3)
+    score = score_text(model, ids, first=3)
     trace = run_llama(model, ids, all_logits=True)
     np.testing.assert_allclose(score.losses, token_losses(trace.logits, ids), atol=1e-4)
     np.testing.assert_allclose(score.final, trace.final_hidden, atol=1e-5)
@@ -932,7 +932,7 @@ def test_a_sliding_window_with_sinks_matches_transformers_given_the_same_mask(mo
     window, sinks = 16, 4
     i, j = np.arange(100)[:, None], np.arange(100)[None, :]
     allowed = (j <= i) & ((i - j < window) | (j < sinks))
-    ours = score_llama(model, ids, attend=allowed)
+    ours = score_text(model, ids, attend=allowed)
     additive = torch.where(torch.from_numpy(allowed), 0.0, float("-inf"))[None, None]
     with torch.no_grad():
         logits = hf(torch.from_numpy(ids)[None], attention_mask=additive, use_cache=False).logits
@@ -941,7 +941,7 @@ def test_a_sliding_window_with_sinks_matches_transformers_given_the_same_mask(mo
     ).numpy()
     np.testing.assert_allclose(ours.losses, expected, atol=1e-4)
     # Seeing less costs something: the window's mean loss is above full attention's.
-    assert ours.losses[window:].mean() > score_llama(model, ids).losses[window:].mean()
+    assert ours.losses[window:].mean() > score_text(model, ids).losses[window:].mean()
 
 
 @pytest.mark.slow
@@ -953,18 +953,18 @@ def test_a_kv_codec_reads_and_replaces_every_layers_keys_and_values(model):
         seen.append((layer, k.shape, v.shape))
         return k, v
 
-    plain, coded = score_llama(model, ids), score_llama(model, ids, kv_codec=identity)
+    plain, coded = score_text(model, ids), score_text(model, ids, kv_codec=identity)
     np.testing.assert_array_equal(plain.losses, coded.losses)
     assert seen == [(layer, (3, 12, 64), (3, 12, 64)) for layer in range(30)]
-    silenced = score_llama(model, ids, kv_codec=lambda layer, k, v: (k, np.zeros_like(v)))
+    silenced = score_text(model, ids, kv_codec=lambda layer, k, v: (k, np.zeros_like(v)))
     assert silenced.losses.mean() > plain.losses.mean() + 1.0
 
 
 @pytest.mark.slow
-def test_score_llama_checks_its_text_and_mask(model):
+def test_score_text_checks_its_text_and_mask(model):
     with pytest.raises(AttentionInputError, match="one token has nothing to predict"):
-        score_llama(model, [5])
+        score_text(model, [5])
     with pytest.raises(AttentionInputError, match=r"\(3, 3\): one row per new query"):
-        score_llama(model, [5, 6, 7], attend=np.ones((2, 3), dtype=bool))
+        score_text(model, [5, 6, 7], attend=np.ones((2, 3), dtype=bool))
     with pytest.raises(AttentionInputError, match="more than the 1024"):
-        score_llama(model, np.ones(1025, dtype=np.int64))
+        score_text(model, np.ones(1025, dtype=np.int64))

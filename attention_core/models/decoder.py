@@ -45,7 +45,7 @@ __all__ = [
 # is ~280 MB, the most one pass should hold (a page keeps the weights alone: run_llama's keep).
 # Prompts (MAX_PROMPT_TOKENS) leave room for 64 generated tokens.
 MAX_CONTEXT_TOKENS = 256
-# A text scored in one pass keeps no steps (``score_llama``): its limit is time, not memory.
+# A text scored in one pass keeps no steps (``score_text``): its limit is time, not memory.
 MAX_SCORED_TOKENS = 1024
 
 
@@ -228,7 +228,7 @@ class DecoderModel:
 
     @property
     def text_limit(self) -> int:
-        """The most tokens of a text scored in one pass (``score_llama``)."""
+        """The most tokens of a text scored in one pass (``score_text``)."""
         return MAX_SCORED_TOKENS
 
     @property

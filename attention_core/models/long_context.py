@@ -23,7 +23,7 @@ from attention_core.masks import sink_window_mask, sliding_window_mask
 from attention_core.validation import AttentionInputError, as_float_array, check_int
 
 from .decoder import DecoderModel
-from .scoring import TextScore, score_llama
+from .scoring import TextScore, score_text
 
 __all__ = ["VARIANTS", "context_pass", "perplexity", "variant_mask"]
 
@@ -44,13 +44,13 @@ def variant_mask(variant: str, n: int, window: int, sinks: int) -> np.ndarray | 
 def context_pass(
     model: DecoderModel, input_ids: object, variant: str, window: int, sinks: int, first: int = 16
 ) -> TextScore:
-    """One variant's pass over the text (`score_llama`): its losses, final stream and the weight
+    """One variant's pass over the text (`score_text`): its losses, final stream and the weight
     each head gives each of the first `first` keys."""
     ids = np.asarray(input_ids)
     window = check_int(window, "the window", minimum=1)
     sinks = check_int(sinks, "the number of sink tokens", minimum=0)
     attend = variant_mask(variant, ids.shape[0], window, sinks)
-    return score_llama(model, ids, attend=attend, first=first)
+    return score_text(model, ids, attend=attend, first=first)
 
 
 def perplexity(losses: object, from_query: int) -> float:

@@ -1,6 +1,6 @@
 """A text read in one pass and scored: next-token losses, distributions compared, sink shares.
 
-score_llama          a text's losses, final stream and first-key weights (``TextScore``)
+score_text           a text's losses, final stream and first-key weights (``TextScore``)
 compare_next_tokens  several streams of one text read by the head together: losses, KL and
                      top-1 agreement against a reference (``NextTokenComparison``)
 first_token_share    the weight queries give the first key (attention sinks)
@@ -25,7 +25,7 @@ __all__ = [
     "TextScore",
     "compare_next_tokens",
     "first_token_share",
-    "score_llama",
+    "score_text",
 ]
 
 
@@ -53,7 +53,7 @@ SCORE_ROWS = 64
 SCORE_HEAD_ROWS = 8192
 
 
-def score_llama(
+def score_text(
     model: DecoderModel,
     input_ids: object,
     *,
@@ -82,7 +82,7 @@ def score_llama(
 class NextTokenComparison:
     """What the next-token distributions of several streams over one text of n tokens say,
     position by position: a reference (the full cache, say) and others (smaller caches), none
-    for ``score_llama``.
+    for ``score_text``.
 
     losses        `(1 + other, n - 1)` −log p of the text's next tokens, the reference first
     kl            `(other, n)` KL(reference ‖ other), in nats

@@ -173,7 +173,7 @@ def read_text(
     first: int = 1,
     kv_codec: object = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``score_llama``'s pass without its logits: the checked ids `(n,)`, the stream after the
+    """``score_text``'s pass without its logits: the checked ids `(n,)`, the stream after the
     final RMSNorm `(n, d_model)` and the first keys' weights `(layer, head, first)`. For
     callers that read the logits of several passes together (``kv_experiments``)."""
     ids, _, attend, _ = _checked_inputs(model, input_ids, None, attend, None, None)
