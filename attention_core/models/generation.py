@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from attention_core.decoding import DecoderCache
 from attention_core.sampling import SamplingSteps, greedy_token, sample_token, sampling_steps
 from attention_core.validation import AttentionInputError, check_int
 
@@ -176,8 +177,8 @@ class Generation:
         return self.steps[-1].run if self.steps else self.prompt_run
 
     @property
-    def cache(self):
-        """The KV cache of every token read so far (``DecoderCache``)."""
+    def cache(self) -> DecoderCache:
+        """The KV cache of every token read so far."""
         return self.last_run.cache
 
     @property
@@ -266,8 +267,8 @@ def extend(
 
     Stops after the model's end token (with ``stop_at_eos``: it is read and kept, the last
     step), after `max_new_tokens`, or when the cache holds ``model.context_limit`` positions
-    (the chosen token is not read: "max_context"). A generation that has stopped for either
-    of the first two reasons is returned as it is.
+    ("max_context": no token is read). A generation that has already ended or filled the
+    model's context is returned as it is.
     """
     max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=0)
     if generation.stop_reason != "max_new_tokens":
@@ -275,13 +276,15 @@ def extend(
     sampling, steps, reason = generation.sampling, list(generation.steps), "max_new_tokens"
     run, forced = generation.last_run, first_token
     for _ in range(max_new_tokens):
-        start = time.perf_counter()
-        at = replace(generation, steps=tuple(steps))
-        token, forced = (at.next_token() if forced is None else int(forced)), None
         if run.cache.length >= model.context_limit:
             reason = "max_context"
             break
-        drawn = sampling.steps(at.logits)
+        start = time.perf_counter()
+        # The stages are built once: the draw reads them, and so do the step's probabilities.
+        drawn = sampling.steps(run.next_token_logits)
+        at = replace(generation, steps=tuple(steps))
+        token = at.next_token(drawn) if forced is None else int(forced)
+        forced = None
         # The new token's single query attends to the cached keys; only its k, v are appended.
         run = run_decoder(model, [token], run.cache, keep=keep)
         steps.append(
