@@ -4,7 +4,7 @@ Sampling            how each token is chosen: greedy, or temperature, top-k, top
                     with a seed
 step_rng            the generator of one generation step, seeded by (seed, step): every caller
                     draws step s with the same one, so one seed writes one text everywhere
-choose_next_token   one step's choice after the logits
+choose_next_token   one step's choice after the logits (``draw_next_token``: from its stages)
 prefill             the prompt's pass: a ``Generation`` with nothing generated yet
 generate            prefill, then ``extend``
 extend              the loop: one token per step, each read against the cache, until the end
@@ -36,6 +36,7 @@ __all__ = [
     "GenerationStep",
     "Sampling",
     "choose_next_token",
+    "draw_next_token",
     "extend",
     "generate",
     "next_token_probabilities",
@@ -114,6 +115,11 @@ def choose_next_token(logits: np.ndarray, sampling: Sampling, step: int) -> int:
     """The token generation step `step` (1 for the first generated token) takes after `logits`
     `(vocab,)`: the argmax when greedy, else a draw with ``step_rng(sampling.seed, step)``."""
     return sampling.choose(logits, step_rng(sampling.seed, step))
+
+
+def draw_next_token(steps: SamplingSteps, sampling: Sampling, step: int) -> int:
+    """``choose_next_token`` from the stages `steps` of `sampling`, already built."""
+    return sampling.draw(steps, step_rng(sampling.seed, step))
 
 
 @dataclass(frozen=True, eq=False)
@@ -196,7 +202,7 @@ class Generation:
         stages of ``self.sampling`` on ``self.logits``, already built."""
         if steps is None:
             return choose_next_token(self.logits, self.sampling, self.next_step)
-        return self.sampling.draw(steps, step_rng(self.sampling.seed, self.next_step))
+        return draw_next_token(steps, self.sampling, self.next_step)
 
     @property
     def ended(self) -> bool:
@@ -274,7 +280,7 @@ def extend(
     if generation.stop_reason != "max_new_tokens":
         return generation
     sampling, steps, reason = generation.sampling, list(generation.steps), "max_new_tokens"
-    run, forced = generation.last_run, first_token
+    run, forced = generation.last_run, None if first_token is None else int(first_token)
     for _ in range(max_new_tokens):
         if run.cache.length >= model.context_limit:
             reason = "max_context"
@@ -282,8 +288,7 @@ def extend(
         start = time.perf_counter()
         # The stages are built once: the draw reads them, and so do the step's probabilities.
         drawn = sampling.steps(run.next_token_logits)
-        at = replace(generation, steps=tuple(steps))
-        token = at.next_token(drawn) if forced is None else int(forced)
+        token = draw_next_token(drawn, sampling, len(steps) + 1) if forced is None else forced
         forced = None
         # The new token's single query attends to the cached keys; only its k, v are appended.
         run = run_decoder(model, [token], run.cache, keep=keep)
