@@ -6,7 +6,10 @@ page's real widgets (a slider a step or two, another option of a select, a toggl
 new widget states the way the frontend does: inside an `st.fragment` only that fragment reruns.
 It keeps the frontend's message cache (`cached_message_hashes`), so unchanged elements come
 back as references, and it records what a viewer would see: exceptions, dropped connections,
-time to the first page and from each action to its finished run.
+time to the first page and from each action to its finished run, and the page of each.
+
+A viewer either stays on its page, acting after a think time (`run`), or tours the pages it is
+given back to back (`tour`).
 
 Shared by the load benchmark (bench/bench_live_audience.py) and the serving tests
 (tests/test_serve.py).
@@ -38,6 +41,8 @@ IGNORED_LABELS = (
     "Check these tokens against Hugging Face transformers",
 )
 FINISHED = ForwardMsg.ScriptFinishedStatus
+# What `ViewerLog.acted_on` says for going to another page rather than moving a widget.
+VISIT = "(visit)"
 RUN_TIMEOUT = 120.0
 MAX_VIEWERS = 200
 
@@ -65,7 +70,9 @@ class ViewerLog:
     page: str
     first_page: float | None = None
     actions: list[float] = field(default_factory=list)
-    acted_on: list[str] = field(default_factory=list)  # each action's widget label
+    acted_on: list[str] = field(default_factory=list)  # each action's widget label, or VISIT
+    # Each action's page, for a touring viewer's figures: `page` is only where it started.
+    on_page: list[str] = field(default_factory=list)
     runs: int = 0
     exceptions: list[str] = field(default_factory=list)
     dropped: str | None = None
@@ -80,7 +87,7 @@ class Viewer:
         self.values: dict[str, tuple[str, object]] = {}
         self.cache: dict[str, bytes] = {}
         self.page_hash = ""
-        self.log = ViewerLog(page=page or "bare")
+        self.log = ViewerLog(page=self.page_name)
         # What the page last said: its progress bar's text, and a fragment's auto-rerun (the
         # fragment's id and its interval, s), which a browser follows on its own.
         self.progress = ""
@@ -110,24 +117,64 @@ class Viewer:
                 while time.monotonic() < until or len(self.log.actions) < min_actions:
                     if think:
                         await asyncio.sleep(think * self.rng.uniform(0.6, 1.4))
-                    widget_id = self.pick_widget()
-                    if widget_id is None:
+                    if not await self.act():
                         break
-                    self.log.acted_on.append(self.widgets[widget_id].proto.label)
-                    action = time.monotonic()
-                    await self.rerun(widget_id)
-                    self.log.actions.append(time.monotonic() - action)
         except (websockets.ConnectionClosed, OSError, TimeoutError) as error:
             self.log.dropped = f"{type(error).__name__}: {error}"[:200]
         return self.log
+
+    async def tour(self, links, until: float, actions_per_page: int) -> ViewerLog:
+        """Load the page; act `actions_per_page` times back to back, go to the link after it in
+        `links` (after the last, the first), and so on until `until`.
+
+        A page with nothing left to move is left early. With one link, the tour visits that page
+        again: the same kind of work for a single-page script.
+        """
+        links = list(links)
+        here = links.index((self.page, self.query)) if (self.page, self.query) in links else -1
+        started = time.monotonic()
+        try:
+            async with self.connected():
+                await self.rerun()
+                self.log.first_page = time.monotonic() - started
+                while time.monotonic() < until:
+                    for _ in range(actions_per_page):
+                        if time.monotonic() >= until or not await self.act():
+                            break
+                    if time.monotonic() < until:
+                        here = (here + 1) % len(links)
+                        await self.visit(*links[here])
+        except (websockets.ConnectionClosed, OSError, TimeoutError) as error:
+            self.log.dropped = f"{type(error).__name__}: {error}"[:200]
+        return self.log
+
+    async def act(self) -> bool:
+        """Move one widget and wait for the run it causes; False if nothing can move."""
+        widget_id = self.pick_widget()
+        if widget_id is None:
+            return False
+        # Noted before the run, so an exception it shows can say which widget moved.
+        self.log.acted_on.append(self.widgets[widget_id].proto.label)
+        started = time.monotonic()
+        await self.rerun(widget_id)
+        self.log.actions.append(time.monotonic() - started)
+        self.log.on_page.append(self.page_name)
+        return True
 
     async def visit(self, page: str, query: str = "") -> None:
         """Go to another page in the same session, as a click in the sidebar does."""
         self.page, self.query, self.page_hash = page, query, ""
         self.values.clear()
+        self.log.acted_on.append(VISIT)
         started = time.monotonic()
         await self.rerun()
         self.log.actions.append(time.monotonic() - started)
+        self.log.on_page.append(self.page_name)
+
+    @property
+    def page_name(self) -> str:
+        """The page as figures name it: a script without pages ("") is the bare page."""
+        return self.page or "bare"
 
     async def rerun(self, changed: str | None = None, *, fragment_id: str = "") -> None:
         """Run the page again with `changed`'s new value (its fragment alone, if it is in
@@ -319,7 +366,11 @@ async def audience(
     spread: float,
     seed: int = 0,
     min_actions: int = 0,
+    actions_per_page: int | None = None,
 ) -> list[ViewerLog]:
+    """`viewers` tabs, dealt `links` round-robin, arriving within `spread` s: each stays on its
+    page (`Viewer.run`), or, given `actions_per_page`, tours every link from its own
+    (`Viewer.tour`, back to back: `think` and `min_actions` do not apply)."""
     rng = random.Random(seed)
     http_url = f"http://127.0.0.1:{port}"
     url = f"ws://127.0.0.1:{port}/_stcore/stream"
@@ -331,6 +382,8 @@ async def audience(
         page, query = links[index % len(links)]
         cookie = await asyncio.to_thread(worker_cookie, http_url)
         viewer = Viewer(url, page, query, cookie, random.Random(seed * 1000 + index))
+        if actions_per_page is not None:
+            return await viewer.tour(links, until, actions_per_page)
         return await viewer.run(until, think, min_actions)
 
     return await asyncio.gather(*(one(i) for i in range(viewers)))

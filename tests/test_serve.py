@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import websockets
 
-from harness.stream import Viewer, audience, run_to_end, worker_cookie
+from harness.stream import VISIT, Viewer, audience, run_to_end, worker_cookie
 from server.memory import TRIM_EVERY_SECONDS
 from server.serve import ROOT, Deployment, haproxy_config
 from ui.models.smollm import IDLE_ENV_VAR
@@ -148,6 +148,42 @@ def test_an_uncaught_error_is_redacted_on_the_page_and_its_traceback_is_in_the_l
     assert "Traceback (most recent call last)" in log
     assert 'raise ValueError("what the log must say")' in log
     assert "ValueError: what the log must say" in log
+
+
+# Two pages with a slider each, registered as the app registers its pages.
+TWO_PAGES = """
+import streamlit as st
+
+
+def page(name):
+    def draw():
+        st.slider(f"{name} slider", 0, 10, 5)
+
+    return st.Page(draw, title=name, url_path=name)
+
+
+st.navigation([page("one"), page("two")]).run()
+"""
+
+
+def test_a_touring_viewer_moves_its_widgets_then_visits_the_next_page_round_and_round(tmp_path):
+    page = tmp_path / "two_pages.py"
+    page.write_text(TWO_PAGES)
+    with Deployment(page) as server:
+        viewer = Viewer(f"ws://127.0.0.1:{server.port}/_stcore/stream", "two", "", None,
+                        random.Random(0))  # fmt: skip
+        links = [("one", ""), ("two", "")]
+        log = run_to_end(viewer.tour(links, time.monotonic() + 3, actions_per_page=2))
+    assert [log.page, log.exceptions, log.dropped] == ["two", [], None]
+    # From its own page to the link after it, then back to the first: after the last link.
+    lap = [
+        ("two", "two slider"), ("two", "two slider"), ("one", VISIT),
+        ("one", "one slider"), ("one", "one slider"), ("two", VISIT),
+    ]  # fmt: skip
+    steps = list(zip(log.on_page, log.acted_on, strict=False))
+    assert len(steps) >= len(lap)
+    assert steps == [lap[i % len(lap)] for i in range(len(steps))]
+    assert len(log.on_page) == len(log.actions)
 
 
 def test_haproxy_config_names_every_worker_and_sticks_by_cookie():
