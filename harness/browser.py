@@ -10,6 +10,7 @@ even began).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -19,7 +20,7 @@ import weakref
 from contextlib import contextmanager
 from pathlib import Path
 
-from server.resident import memory_mb
+from server.resident import child_pids, memory_mb
 from server.serve import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,10 +116,15 @@ class StreamlitServer:
         return round(memory_mb(self.process.pid) * 2**20)
 
     def cpu_seconds(self) -> float:
-        """User + system CPU time the server process has used so far, from /proc."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        # Fields 14 and 15 of stat (utime, stime), counted after the ")" that ends the name.
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """User + system CPU time the server has used so far, its living children's included
+        (the model's process runs the passes a page starts), from /proc."""
+        total = 0.0
+        for pid in (self.process.pid, *child_pids(self.process.pid)):
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                # Fields 14 and 15 of stat (utime, stime), counted after the ")" ending the name.
+                total += int(fields[11]) + int(fields[12])
+        return total / os.sysconf("SC_CLK_TCK")
 
     def close(self) -> None:
         self.process.terminate()
