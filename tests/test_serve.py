@@ -173,7 +173,8 @@ def test_a_touring_viewer_moves_its_widgets_then_visits_the_next_page_round_and_
         viewer = Viewer(f"ws://127.0.0.1:{server.port}/_stcore/stream", "two", "", None,
                         random.Random(0))  # fmt: skip
         links = [("one", ""), ("two", "")]
-        log = run_to_end(viewer.tour(links, time.monotonic() + 3, actions_per_page=2))
+        # Long enough for a lap on a busy CI machine: each step is a run of a one-slider page.
+        log = run_to_end(viewer.tour(links, time.monotonic() + 6, actions_per_page=2))
     assert [log.page, log.exceptions, log.dropped] == ["two", [], None]
     # From its own page to the link after it, then back to the first: after the last link.
     lap = [
