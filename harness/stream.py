@@ -109,18 +109,12 @@ class Viewer:
 
     async def run(self, until: float, think: float, min_actions: int = 0) -> ViewerLog:
         """Load the page; act every `think` s until `until`, and at least `min_actions` times."""
-        started = time.monotonic()
-        try:
-            async with self.connected():
-                await self.rerun()
-                self.log.first_page = time.monotonic() - started
-                while time.monotonic() < until or len(self.log.actions) < min_actions:
-                    if think:
-                        await asyncio.sleep(think * self.rng.uniform(0.6, 1.4))
-                    if not await self.act():
-                        break
-        except (websockets.ConnectionClosed, OSError, TimeoutError) as error:
-            self.log.dropped = f"{type(error).__name__}: {error}"[:200]
+        async with self.on_its_page():
+            while time.monotonic() < until or len(self.log.actions) < min_actions:
+                if think:
+                    await asyncio.sleep(think * self.rng.uniform(0.6, 1.4))
+                if not await self.act():
+                    break
         return self.log
 
     async def tour(self, links, until: float, actions_per_page: int) -> ViewerLog:
@@ -132,42 +126,49 @@ class Viewer:
         """
         links = list(links)
         here = links.index((self.page, self.query)) if (self.page, self.query) in links else -1
+        async with self.on_its_page():
+            while time.monotonic() < until:
+                for _ in range(actions_per_page):
+                    if time.monotonic() >= until or not await self.act():
+                        break
+                if time.monotonic() < until:
+                    here = (here + 1) % len(links)
+                    await self.visit(*links[here])
+        return self.log
+
+    @contextlib.asynccontextmanager
+    async def on_its_page(self):
+        """The tab connected and its page loaded (`first_page` timed) for the body of the
+        `async with`; a dropped connection ends the body and is logged, not raised."""
         started = time.monotonic()
         try:
             async with self.connected():
                 await self.rerun()
                 self.log.first_page = time.monotonic() - started
-                while time.monotonic() < until:
-                    for _ in range(actions_per_page):
-                        if time.monotonic() >= until or not await self.act():
-                            break
-                    if time.monotonic() < until:
-                        here = (here + 1) % len(links)
-                        await self.visit(*links[here])
+                yield
         except (websockets.ConnectionClosed, OSError, TimeoutError) as error:
             self.log.dropped = f"{type(error).__name__}: {error}"[:200]
-        return self.log
 
     async def act(self) -> bool:
         """Move one widget and wait for the run it causes; False if nothing can move."""
         widget_id = self.pick_widget()
         if widget_id is None:
             return False
-        # Noted before the run, so an exception it shows can say which widget moved.
-        self.log.acted_on.append(self.widgets[widget_id].proto.label)
-        started = time.monotonic()
-        await self.rerun(widget_id)
-        self.log.actions.append(time.monotonic() - started)
-        self.log.on_page.append(self.page_name)
+        await self.timed_run(self.widgets[widget_id].proto.label, widget_id)
         return True
 
     async def visit(self, page: str, query: str = "") -> None:
         """Go to another page in the same session, as a click in the sidebar does."""
         self.page, self.query, self.page_hash = page, query, ""
         self.values.clear()
-        self.log.acted_on.append(VISIT)
+        await self.timed_run(VISIT)
+
+    async def timed_run(self, label: str, changed: str | None = None) -> None:
+        """`rerun(changed)`, logged as one step: its label, its seconds and its page."""
+        # Noted before the run, so an exception it shows can say which widget moved.
+        self.log.acted_on.append(label)
         started = time.monotonic()
-        await self.rerun()
+        await self.rerun(changed)
         self.log.actions.append(time.monotonic() - started)
         self.log.on_page.append(self.page_name)
 
