@@ -134,12 +134,16 @@ class LogitLens:
         return 1 + (self.logits > z[:, None]).sum(axis=-1)
 
     def top(self, count: int) -> np.ndarray:
-        """`(stage, count)` the most likely token ids after each stage, best first (a full sort
-        of the vocabulary: compute it once per lens)."""
-        count = check_int(count, "count", minimum=1)
-        # A stable sort: of two equal logits the lower token id comes first.
-        # A copy: the slice alone would keep the whole (stage, vocab) order alive.
-        return np.argsort(-self.logits, axis=-1, kind="stable")[:, :count].copy()
+        """`(stage, count)` the most likely token ids after each stage, best first; of two equal
+        logits the lower token id first, as a stable sort of the vocabulary would give."""
+        count = min(check_int(count, "count", minimum=1), self.logits.shape[-1])
+        # Only the logits at or above each stage's count-th largest are sorted, not the vocabulary.
+        floor = -np.partition(-self.logits, count - 1, axis=-1)[:, count - 1]
+        rows = []
+        for logits, lowest in zip(self.logits, floor, strict=True):
+            candidates = np.flatnonzero(logits >= lowest)
+            rows.append(candidates[np.argsort(-logits[candidates], kind="stable")[:count]])
+        return np.stack(rows)
 
     def _token(self, token: int) -> int:
         token = check_int(token, "the token id", minimum=0)

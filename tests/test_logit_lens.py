@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from attention_core import AttentionInputError
 from attention_core.logit_lens import (
     FinalNorm,
+    LogitLens,
     direct_logit_attribution,
     head_writes,
     logit_lens,
@@ -231,3 +232,14 @@ def test_each_norm_matches_its_formula_and_the_split_adds_up(seed, kind):
     assert split.total == pytest.approx(split.logit, rel=1e-9, abs=1e-9)
     lens = logit_lens(final[None], norm, lambda z: z @ np.eye(d))
     np.testing.assert_allclose(lens.logits[0], norm(final[None])[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("count", [1, 3, 8, 40])
+def test_top_breaks_ties_by_the_lower_token_id_like_a_stable_full_sort(count):
+    rng = np.random.default_rng(count)
+    # Few distinct values: ties everywhere, across the count-th place too.
+    logits = rng.integers(-3, 4, size=(9, 30)).astype(np.float32)
+    lens = LogitLens(np.zeros((9, 2)), logits, np.zeros(9))
+    expected = np.argsort(-logits, axis=-1, kind="stable")[:, :count]
+    np.testing.assert_array_equal(lens.top(count), expected)
+    assert lens.top(count).shape == (9, min(count, 30))

@@ -203,6 +203,22 @@ def test_the_first_token_has_nothing_to_compare_and_says_so():
     assert at.query_params["query"] in ("1", ["1"])  # the link keeps what was asked
 
 
+def test_reading_the_stream_at_an_earlier_token_reuses_the_prompts_pass(reference):
+    hf, tokenizer = reference
+    prompt = "Dogs bark and cats purr at the moon"
+    ids = np.asarray(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    with torch.no_grad():
+        logits = hf(torch.from_numpy(ids)[None], use_cache=False).logits[0].double()
+    passes = data._prompt_pass.computed()
+    for position in (3, 5):
+        at = open_page({"prompt": prompt, "position": str(position)})
+        assert not at.error
+        likeliest = tokenizer.decode([int(torch.argmax(logits[position - 1]))])
+        assert any(f"After token {position} the model's likeliest next token is “{likeliest}”"
+                   in m.value for m in at.markdown)  # fmt: skip
+    assert data._prompt_pass.computed() == passes + 1
+
+
 def test_the_causal_check_and_the_caches_shared_and_bounded():
     at = open_page({"check": "1", "length": "12"})
     caption = next(c.value for c in at.caption if "With every head" in c.value)
@@ -213,7 +229,7 @@ def test_the_causal_check_and_the_caches_shared_and_bounded():
     open_page({"check": "1", "length": "12"})  # a second viewer of the same link
     assert every_cache()["heads.roles"][0] == before
     assert data._probe_roles.holding()[1] > 0
-    for cached in (data._prompt_readout, data._probe_roles, data._explanation):
+    for cached in (data._prompt_pass, data._prompt_readout, data._probe_roles, data._explanation):
         assert cached.holding()[1] <= cached.max_bytes
 
 

@@ -1,8 +1,9 @@
 """The heads page's computations, once per distinct input and shared by every viewer, each cache
 bounded in bytes (ui.widgets.byte_cache).
 
-    prompt_readout(model, ids, position)      one forward pass over the prompt: the patterns,
-                                              the stream at `position` split by writer, the lens
+    prompt_readout(model, ids, position)      the patterns of one forward pass over the prompt
+                                              (one per prompt, whichever the position), the
+                                              stream at `position` split by writer, the lens
     attribution(model, readout, token, vs)    a logit (difference) split by writer
     probe_roles(kind, seed, length)           every head's roles on a repeated random probe
     causal_check(seed, length, k)             the loss on the repeated half without the top-k
@@ -25,6 +26,7 @@ from attention_core.models import readouts
 from attention_core.models.decoder import DecoderModel
 from attention_core.models.forward import run_decoder
 from attention_core.models.hiding import decoder_hiding_effects, encoder_hiding_effects
+from attention_core.models.trace import DecoderTrace
 from attention_core.probing import attention_rollout
 from attention_core.token_attribution import rank_correlation
 from server.kept_process import run_where_kept
@@ -78,11 +80,18 @@ def prompt_readout(model: DecoderModel, ids: tuple[int, ...], position: int) -> 
 
 
 @smollm.let_go_with_model
-@bounded_by_bytes(16 * MB, name="heads.prompt")  # ~7 MB an entry
+@bounded_by_bytes(32 * MB, name="heads.prompt")  # up to ~20 MB for a 64-token prompt
+def _prompt_pass(ids, model_id, _model: DecoderModel) -> DecoderTrace:
+    # One pass per prompt, whichever token the stream is read at. No logits: the lens's last
+    # stage is the model's own at the token read, and a 262k vocabulary (Gemma 3) would hold a
+    # megabyte of them per token.
+    return run_decoder(_model, np.asarray(ids), keep=READ_STEPS)
+
+
+@smollm.let_go_with_model
+@bounded_by_bytes(16 * MB, name="heads.readout")
 def _prompt_readout(ids, position, model_id, _model: DecoderModel) -> PromptReadout:
-    # No logits from the pass: the lens's last stage is the model's own at `position`, and a
-    # 262k vocabulary (Gemma 3) would hold a megabyte of them per token.
-    trace = run_decoder(_model, np.asarray(ids), keep=READ_STEPS)
+    trace = _prompt_pass(ids, model_id, _model)
     parts = readouts.decoder_parts(_model, trace, position)
     lens = readouts.decoder_lens(_model, parts)
     return PromptReadout(
