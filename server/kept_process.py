@@ -11,9 +11,14 @@ shares with the server (server.shared_memory):
                             function(model, *args, **kwargs), a module-level function, run in
                             the child that keeps `model`, or here when none does (or it has
                             died): the same value either way, its arrays back in one read
+    run_where_idle(function, model, *args, **kwargs)
+                            the same, in the child only if it runs nothing now, else here at
+                            once: for a quick run, which must not wait behind a long one
     KeptProcess.run(function, *args, **kwargs)
                             one call: a frame (server.frames) out with the function's name and
                             arguments, a frame back with its value or what it raised
+    KeptProcess.run_if_idle(function, *args, **kwargs)
+                            (True, the same) if no call was running, else (False, None) at once
     answer_calls(model, requests, answers)
                             the child's side: each call answered in turn until its input ends
 """
@@ -45,20 +50,33 @@ class KeptProcess:
     def run(self, function: Callable, *args: Any, **kwargs: Any) -> Any:
         """`function(value, *args, **kwargs)` in the child; what it raises is raised here. A
         child that has died raises `ChildLoadError`."""
-        request = (function_name(function), args, kwargs)
         with self._lock:
-            if not self.alive():
-                raise child_ended(self._child.returncode, self._stderr)
-            try:
-                write_frame(self._child.stdin, request)
-                self._child.stdin.flush()
-                failed, value = read_frame(self._child.stdout)
-            except (OSError, EOFError) as error:
-                self.close()
-                raise ChildLoadError(f"the model's process ended during a run: {error}") from None
-            except BaseException:  # interrupted mid-frame: the next request would read its rest
-                self.close()
-                raise
+            return self._call(function, args, kwargs)
+
+    def run_if_idle(self, function: Callable, *args: Any, **kwargs: Any) -> tuple[bool, Any]:
+        """(True, what `run` returns) if the child was running nothing; (False, None) at once
+        if it was."""
+        if not self._lock.acquire(blocking=False):
+            return False, None
+        try:
+            return True, self._call(function, args, kwargs)
+        finally:
+            self._lock.release()
+
+    def _call(self, function: Callable, args: tuple, kwargs: dict) -> Any:
+        # The caller holds the lock.
+        if not self.alive():
+            raise child_ended(self._child.returncode, self._stderr)
+        try:
+            write_frame(self._child.stdin, (function_name(function), args, kwargs))
+            self._child.stdin.flush()
+            failed, value = read_frame(self._child.stdout)
+        except (OSError, EOFError) as error:
+            self.close()
+            raise ChildLoadError(f"the model's process ended during a run: {error}") from None
+        except BaseException:  # interrupted mid-frame: the next request would read its rest
+            self.close()
+            raise
         if failed:
             raise value
         return value
@@ -106,11 +124,26 @@ def _forget(ident: int, kept: KeptProcess) -> None:
 
 def run_where_kept(function: Callable, value: Any, *args: Any, **kwargs: Any) -> Any:
     """`function(value, *args, **kwargs)`, in the child that keeps `value` if there is one."""
+    return _run(function, value, args, kwargs, wait=True)
+
+
+def run_where_idle(function: Callable, value: Any, *args: Any, **kwargs: Any) -> Any:
+    """The same, in the child only if it is running nothing now, else here at once: a quick run
+    (a prompt's pass) does not wait behind another viewer's long one, and in the child it does
+    not wait for the GIL behind the page scripts after each NumPy call."""
+    return _run(function, value, args, kwargs, wait=False)
+
+
+def _run(function: Callable, value: Any, args: tuple, kwargs: dict, *, wait: bool) -> Any:
     with _kept_lock:
         kept = _kept.get(id(value))
     if kept is not None:
         try:
-            return kept.run(function, *args, **kwargs)
+            if wait:
+                return kept.run(function, *args, **kwargs)
+            ran, result = kept.run_if_idle(function, *args, **kwargs)
+            if ran:
+                return result
         except ChildLoadError as error:
             # The page still gets its numbers, at this process's pace.
             logging.getLogger(__name__).error(

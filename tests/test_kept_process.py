@@ -4,12 +4,14 @@ end once the model goes."""
 
 import gc
 import os
+import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
-from server.kept_process import keep_with, run_where_kept
+from server.kept_process import keep_with, run_where_idle, run_where_kept
 from server.process_load import load_and_keep
 
 
@@ -55,6 +57,27 @@ def test_a_kept_child_runs_functions_of_its_value_and_shares_its_memory():
     answer = run_where_kept(scaled_row, value, 2.0)
     assert answer.pid == os.getpid()
     np.testing.assert_array_equal(answer.row, np.arange(2**21, dtype=np.float32) * 2)
+
+
+def slow_row(value, seconds):
+    time.sleep(seconds)
+    return Row(value.row, os.getpid())
+
+
+def test_a_quick_run_goes_to_the_child_when_it_is_idle_and_is_made_here_when_it_is_busy():
+    value, kept = load_and_keep("tests.test_kept_process:kept_arrays", {"size": 8})
+    keep_with(value, kept)
+    assert run_where_idle(scaled_row, value, 2.0).pid == value.pid  # idle: the child's
+    long_run = threading.Thread(target=run_where_kept, args=(slow_row, value, 2.0))
+    long_run.start()
+    time.sleep(0.5)  # the child is in the long run now
+    answer = run_where_idle(scaled_row, value, 3.0, shift=1.0)
+    assert answer.pid == os.getpid()  # made here, not after the long run in the child
+    np.testing.assert_array_equal(answer.row, np.arange(8, dtype=np.float32) * 3 + 1)
+    long_run.join()
+    with pytest.raises(ValueError, match="factor 0 would hide the row"):
+        run_where_idle(scaled_row, value, 0)  # raised from the child, as here
+    assert run_where_idle(scaled_row, value, 1.0).pid == value.pid  # idle again
 
 
 def _mapped(pid):

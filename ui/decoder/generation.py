@@ -23,6 +23,7 @@ from attention_core.decoding import DecoderCache
 from attention_core.models.decoder import DecoderModel
 from attention_core.models.forward import run_decoder
 from attention_core.models.generation import GREEDY, Generation, Sampling, extend, prefill
+from server.kept_process import run_where_idle
 from server.lane import QUICK_RUNS
 from ui.decoder.trace import PageTrace, StepRow, first_tokens, from_pass, shown_steps, with_rows
 from ui.models import smollm
@@ -66,11 +67,11 @@ def _generation(
     # of one link, and every greedy setting, shares the entries.
     keep = shown_steps(_model)
     if count == 0:
-        start = prefill(_model, prompt_ids, sampling, keep=keep)
+        start = run_where_idle(prefill, _model, prompt_ids, sampling, keep=keep)
         shown = from_pass(_model, start.ids, start.prompt_run)
         return Continued(start.without_kept_steps(), shown)
     before = _generation(prompt_ids, max(0, count - CHUNK), sampling, model_id, _model)
-    grown = extend(_model, before.state, count - len(before.state.steps), keep=keep)
+    grown = run_where_idle(extend, _model, before.state, count - len(before.state.steps), keep=keep)
     rows = tuple(StepRow.of(step.run) for step in grown.steps[len(before.state.steps) :])
     if not rows:  # it had ended, or reached the model's last position
         return Continued(grown, before.shown)

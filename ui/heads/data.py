@@ -29,7 +29,7 @@ from attention_core.models.hiding import decoder_hiding_effects, encoder_hiding_
 from attention_core.models.trace import DecoderTrace
 from attention_core.probing import attention_rollout
 from attention_core.token_attribution import rank_correlation
-from server.kept_process import run_where_kept
+from server.kept_process import run_where_idle, run_where_kept
 from server.lane import LONG_RUNS
 from ui.models import minilm, page_model, smollm
 from ui.widgets.byte_cache import MB, bounded_by_bytes, digest_of
@@ -85,7 +85,7 @@ def _prompt_pass(ids, model_id, _model: DecoderModel) -> DecoderTrace:
     # One pass per prompt, whichever token the stream is read at. No logits: the lens's last
     # stage is the model's own at the token read, and a 262k vocabulary (Gemma 3) would hold a
     # megabyte of them per token.
-    return run_decoder(_model, np.asarray(ids), keep=READ_STEPS)
+    return run_where_idle(run_decoder, _model, np.asarray(ids), keep=READ_STEPS)
 
 
 @smollm.let_go_with_model
