@@ -190,6 +190,14 @@ def test_a_continuation_is_a_prefix_of_the_kept_generation_and_stays_exact(model
     full = run_llama(model, np.asarray(shorter.ids))
     np.testing.assert_allclose(shorter.logits, full.next_token_logits, atol=2e-4)
     sampled = generation.continuation(model, prompt, 6, Sampling(1.0, 20, seed=3))[0]
+    # One pass over the prompt for every setting: only the tokens after it are drawn anew.
+    read = [
+        generation._generation(prompt, 0, setting, id(model), model).state
+        for setting in (Sampling(), Sampling(1.0, 20, seed=3))
+    ]
+    assert read[1].prompt_run is read[0].prompt_run and read[1].sampling == Sampling(
+        1.0, 20, seed=3
+    )
     assert sampled.ids[len(prompt)] == greedy.ids[len(prompt)]  # both begin " Paris"
     assert sampled.ids != greedy.ids
     # The sampled text's cache gives the logits of one full pass over its tokens.
