@@ -138,10 +138,11 @@ class LogitLens:
         logits the lower token id first, as a stable sort of the vocabulary would give."""
         count = min(check_int(count, "count", minimum=1), self.logits.shape[-1])
         # Only the logits at or above each stage's count-th largest are sorted, not the vocabulary.
-        floor = -np.partition(-self.logits, count - 1, axis=-1)[:, count - 1]
+        kth = count - 1
+        floor = -np.partition(-self.logits, kth, axis=-1)[:, kth]
         rows = []
-        for logits, lowest in zip(self.logits, floor, strict=True):
-            candidates = np.flatnonzero(logits >= lowest)
+        for stage, logits in enumerate(self.logits):
+            candidates = np.flatnonzero(logits >= floor[stage])
             rows.append(candidates[np.argsort(-logits[candidates], kind="stable")[:count]])
         return np.stack(rows)
 

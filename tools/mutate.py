@@ -345,6 +345,10 @@ EQUIVALENT: dict[str, str] = dict(
             "a lens's logits are always (stage, vocab): axis 1 is the last axis",
         ),
         (
+            "logit_lens.py::LogitLens.top::self.logits.shape[-1] -> self.logits.shape[1]",
+            "a lens's logits are always (stage, vocab): axis 1 is the last axis",
+        ),
+        (
             "logit_lens.py::direct_logit_attribution::m.shape[-1] -> m.shape[1]",
             "the MLP writes are checked to be 2-D just before: axis 1 is the last axis",
         ),
