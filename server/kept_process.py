@@ -1,9 +1,9 @@
-"""Calls into the child that keeps a model: a long model run made there, with a GIL of its own.
+"""Calls into the child that keeps a model: model runs made there, with a GIL of its own.
 
 A model run on a busy server waits for the GIL once for each of its thousands of NumPy calls,
 behind the page scripts (bench/bench_gil_wait.py measures how much). So the child that loaded a
-model stays (server.process_load.load_and_keep) and makes the long runs, on the weights it
-shares with the server (server.shared_memory):
+model stays (server.process_load.load_and_keep) and makes the long runs, and the quick ones
+whenever it is idle, on the weights it shares with the server (server.shared_memory):
 
     keep_with(model, kept)  `run_where_kept(..., model, ...)` runs in `kept`; the child ends
                             when `model` goes
