@@ -70,7 +70,8 @@ def test_a_quick_run_goes_to_the_child_when_it_is_idle_and_is_made_here_when_it_
     assert run_where_idle(scaled_row, value, 2.0).pid == value.pid  # idle: the child's
     long_run = threading.Thread(target=run_where_kept, args=(slow_row, value, 2.0))
     long_run.start()
-    time.sleep(0.5)  # the child is in the long run now
+    while not kept._lock.locked():  # until the long run holds the child
+        time.sleep(0.01)
     answer = run_where_idle(scaled_row, value, 3.0, shift=1.0)
     assert answer.pid == os.getpid()  # made here, not after the long run in the child
     np.testing.assert_array_equal(answer.row, np.arange(8, dtype=np.float32) * 3 + 1)
