@@ -65,11 +65,11 @@ def _generation(
 ) -> Continued:
     # Each CHUNK continues the one before it, which this cache usually still holds; every viewer
     # of one link, and every greedy setting, shares the entries.
-    keep = shown_steps(_model)
     if count == 0 and sampling != GREEDY:
         # The prompt's pass is the same whatever chooses the tokens after it: one per prompt.
         read = _generation(prompt_ids, 0, GREEDY, model_id, _model)
         return Continued(replace(read.state, sampling=sampling), read.shown)
+    keep = shown_steps(_model)
     if count == 0:
         start = run_where_idle(prefill, _model, prompt_ids, sampling, keep=keep)
         shown = from_pass(_model, start.ids, start.prompt_run)

@@ -80,7 +80,7 @@ def prompt_readout(model: DecoderModel, ids: tuple[int, ...], position: int) -> 
 
 
 @smollm.let_go_with_model
-@bounded_by_bytes(32 * MB, name="heads.prompt")  # up to ~20 MB for a 64-token prompt
+@bounded_by_bytes(32 * MB, name="heads.prompt")  # 2.8 MB the default prompt, 30 MB at 64 tokens
 def _prompt_pass(ids, model_id, _model: DecoderModel) -> DecoderTrace:
     # One pass per prompt, whichever token the stream is read at. No logits: the lens's last
     # stage is the model's own at the token read, and a 262k vocabulary (Gemma 3) would hold a
