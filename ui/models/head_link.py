@@ -26,7 +26,7 @@ from attention_core.lessons.presets import MAX_EXAMPLE_TOKENS, Example
 from attention_core.models import BertModel, GPT2Model
 from attention_core.models.decoder import DecoderModel
 from attention_core.models.forward import run_decoder
-from server.kept_process import run_where_kept
+from server.kept_process import run_where_idle
 from ui.models import minilm, page_model, toy
 from ui.pages import PAGES
 from ui.widgets import layout
@@ -70,7 +70,7 @@ def decoder_example(model: DecoderModel, text: str, layer: int, head: int) -> Ex
     ids = np.asarray(model.prompt(text, max_tokens=MAX_EXAMPLE_TOKENS).input_ids)
     rotated = not isinstance(model, GPT2Model)
     keep = ("q_rot", "k_rot", "v") if rotated else ("q", "k", "v")
-    trace = run_where_kept(run_decoder, model, ids, keep=keep)
+    trace = run_where_idle(run_decoder, model, ids, keep=keep)
     steps = trace.layers[layer]
     q, k = (steps.q_rot, steps.k_rot) if rotated else (steps.q, steps.k)
     kv_head = head * k.shape[0] // q.shape[0]  # GQA: a group of query heads reads one KV head
