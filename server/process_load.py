@@ -13,13 +13,17 @@ a frame (server.frames): read with one call into one buffer, its arrays views of
                           maps it back and stays to run functions of it (server.kept_process);
                           this process maps the same pages, so the weights are in memory once.
                           None for `kept` where there is no memfd (not Linux)
+    load_and_keep(..., saved=saved_load(target, kwargs, sources))
+                          the same, the child copying a save of this load back instead of
+                          calling the function when there is one, and saving it when there is
+                          not (server.saved_loads)
 
 The function must take a `progress(done, total)` keyword. What it raises is raised here, the
 same exception; a child that dies without an answer raises `ChildLoadError` (server.child) with
 its last words.
 
     python -m server.process_load MODULE:FUNCTION RESULT_FILE     (the child; kwargs on stdin)
-    python -m server.process_load MODULE:FUNCTION --keep FD       (the child that stays)
+    python -m server.process_load MODULE:FUNCTION --keep FD [SAVED]   (the child that stays)
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from server.child import child_ended, function_named
 from server.frames import read_result, write_result
 from server.kept_process import KeptProcess, answer_calls
 from server.memory import release_freed_memory
+from server.saved_loads import restore, save
 from server.shared_memory import (
     map_shared,
     new_shared_memory,
@@ -80,9 +85,11 @@ def load_and_keep(
     target: str,
     kwargs: dict[str, Any] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    saved: Path | None = None,
 ) -> tuple[Any, KeptProcess | None]:
     """`load_in_a_process`, but the child stays with the value, whose arrays this process and
-    the child map from one memfd, and runs functions of it (`KeptProcess.run`). Without memfd
+    the child map from one memfd, and runs functions of it (`KeptProcess.run`); with `saved`,
+    the value comes from that file if it holds it, and goes there if not. Without memfd
     (macOS), the value read as `load_in_a_process` does, and None."""
     if not shared_memory_available():
         return load_in_a_process(target, kwargs, progress), None
@@ -90,7 +97,8 @@ def load_and_keep(
     stderr = tempfile.TemporaryFile()
     child = None
     try:
-        child = _start(target, ["--keep", str(shared)], stderr, pass_fds=(shared,))
+        where = ["--keep", str(shared), *([str(saved)] if saved is not None else [])]
+        child = _start(target, where, stderr, pass_fds=(shared,))
         _send_kwargs(child, kwargs)
         if not _follow(child, progress):
             raise child_ended(child.wait(), stderr)
@@ -141,7 +149,6 @@ def _child(target: str, where: list[str]) -> None:
     steps = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     kwargs = pickle.load(sys.stdin.buffer)
-    function = function_named(target)
 
     shown = [0.0]
 
@@ -152,27 +159,35 @@ def _child(target: str, where: list[str]) -> None:
             steps.write(b"%d %d\n" % (done, total))
             steps.flush()
 
-    try:
-        answer = (False, function(progress=progress, **kwargs))
-    except Exception as error:  # the parent raises it: the same type and message
-        answer = (True, error)
-    if where[0] != "--keep":
-        write_result(Path(where[0]), answer)
-        return
-    shared = int(where[1])
-    write_shared(shared, answer)
-    if answer[0]:
-        steps.write(_WRITTEN + b"\n")
-        return
-    # The value again, as views of the shared pages: its own copy goes back to the system.
-    _, value = map_shared(shared)
-    del answer
+    shared = int(where[1]) if where[0] == "--keep" else None
+    saved = Path(where[2]) if shared is not None and len(where) > 2 else None
+    value = None if shared is None else restore(saved, shared)
+    if value is not None:
+        saved = None  # it came from there
+    else:
+        function = function_named(target)
+        try:
+            answer = (False, function(progress=progress, **kwargs))
+        except Exception as error:  # the parent raises it: the same type and message
+            answer = (True, error)
+        if shared is None:
+            write_result(Path(where[0]), answer)
+            return
+        write_shared(shared, answer)
+        if answer[0]:
+            steps.write(_WRITTEN + b"\n")
+            return
+        # The value again, as views of the shared pages: its own copy goes back to the system.
+        _, value = map_shared(shared)
+        del answer
     # One core: the server's page scripts have the other (two runs side by side on every core
     # each wait for the other's threads: server.blas).
     share_cores(2)
     release_freed_memory()
     steps.write(_WRITTEN + b"\n")
     steps.flush()
+    # Saved once the server has its answer: the viewer waiting for the load does not wait for it.
+    save(shared, saved)
     answer_calls(value, sys.stdin.buffer, steps)
 
 

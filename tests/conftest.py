@@ -72,6 +72,21 @@ def redis_url():
         yield url
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _saved_loads_in_a_folder_of_the_run(tmp_path_factory):
+    """Loads saved by this run (server.saved_loads) go to its own folder, never the user's
+    cache: the first load of each model reads its checkpoint, the later ones copy the save."""
+    from server.saved_loads import SAVED_LOADS_ENV_VAR
+
+    before = os.environ.get(SAVED_LOADS_ENV_VAR)
+    os.environ[SAVED_LOADS_ENV_VAR] = str(tmp_path_factory.mktemp("saved-loads"))
+    yield
+    if before is None:
+        os.environ.pop(SAVED_LOADS_ENV_VAR)
+    else:
+        os.environ[SAVED_LOADS_ENV_VAR] = before
+
+
 @pytest.fixture(autouse=True)
 def _rooms_in_a_file_of_the_test(monkeypatch, tmp_path):
     """A room a test starts lives in that test's own SQLite file, never in the user's data."""

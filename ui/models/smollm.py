@@ -26,6 +26,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import streamlit as st
@@ -37,12 +38,14 @@ from attention_core.models.llama.files import (
     LLM_HUB_REPO_ID,
     LLM_PACKAGE,
     LLM_PATH_ENV_VAR,
+    find_llm,
 )
 from attention_core.models.loading import ModelNotFoundError
 from server.hub import hub_reachable
 from server.kept_process import keep_with
 from server.model_host import ModelHost
 from server.process_load import load_and_keep
+from server.saved_loads import saved_load
 from ui.models import chosen
 from ui.widgets import layout
 from ui.widgets.state import PageState
@@ -169,12 +172,21 @@ LOADER = "attention_core.models.llama:load_llama"
 
 def _read_in_a_process(progress: Callable[[int, int], None], **options) -> LlamaModel:
     start = time.perf_counter()
-    model, kept = load_and_keep(LOADER, options, progress)
+    saved = saved_load(LOADER, options, _checkpoint_files())
+    model, kept = load_and_keep(LOADER, options, progress, saved=saved)
     # What a viewer waited: the process's start and the weights' way back included.
     model = dataclasses.replace(model, load_seconds=time.perf_counter() - start)
     # The long runs go to the process that read it (run_where_kept): the weights are shared.
     keep_with(model, kept)
     return model
+
+
+def _checkpoint_files() -> tuple[Path, ...]:
+    """What the load reads, to key its save on (server.saved_loads); nothing before a download."""
+    try:
+        return (find_llm().path,)
+    except ModelNotFoundError:
+        return ()
 
 
 # A forward pass frees ~165 MB of steps: the next one takes them again (reuse_memory).
