@@ -202,7 +202,7 @@ def _linear(x: Any, w: Any, b: Any) -> Any:
     """x Wᵀ + b `(..., out)` for x `(..., in)`: one product over every leading position at once,
     twice as fast for a training batch (NumPy multiplies a stack of matrices one at a time).
     Each output is still its own row's dot products, so a batch gives each sequence's numbers
-    bit for bit (the masking lab's padding shows it)."""
+    up to the rounding of those sums, whose order a BLAS may choose by the rows around them."""
     *lead, width = x.shape
     return (x.reshape(math.prod(lead), width) @ w.T).reshape(*lead, w.shape[0]) + b
 

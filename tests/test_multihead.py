@@ -321,16 +321,18 @@ def test_batch_shapes_are_checked_before_any_projection():
             multi_head_attention(x_q, x_kv, params=params, num_heads=2)
 
 
-def test_a_batch_gives_each_sequence_its_own_numbers_bit_for_bit():
-    # What the masking lab's padding shows: each sequence of a batch, alone, gives the same
-    # numbers to the last bit (each product is its own sequence's).
+def test_a_batch_gives_each_sequence_its_own_numbers():
+    # Each sequence of a batch, alone, gives the same numbers up to the rounding of its own dot
+    # products: OpenBLAS on some CPUs sums a row that ends a block of the batch's one product
+    # in another order than the same row in a product of its own (a last-bit difference).
     params = init_multi_head_params(8, 2, seed=6)
     x = np.random.default_rng(6).normal(size=(3, 5, 8))
     batch = multi_head_attention(x, params=params, num_heads=2, mask=causal_mask(5))
     for i in range(3):
         alone = multi_head_attention(x[i], params=params, num_heads=2, mask=causal_mask(5))
-        np.testing.assert_array_equal(batch.output[i], alone.output)
-        np.testing.assert_array_equal(batch.q[i], alone.q)
+        for name in ("q", "k", "v", "weights", "output"):
+            got, want = getattr(batch, name)[i], getattr(alone, name)
+            np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15, err_msg=name)
 
 
 def test_the_unchecked_formula_gives_the_checked_numbers():
