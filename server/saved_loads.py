@@ -52,7 +52,10 @@ def saved_loads_folder() -> Path | None:
         return None
     if value:
         return Path(value).expanduser()
-    cache_home = os.environ.get("XDG_CACHE_HOME", "").strip() or Path.home() / ".cache"
+    try:
+        cache_home = os.environ.get("XDG_CACHE_HOME", "").strip() or Path.home() / ".cache"
+    except (KeyError, RuntimeError):  # a user with no home (a container's arbitrary uid)
+        return None
     return Path(cache_home) / "attention-explorer" / "loads"
 
 
@@ -100,7 +103,8 @@ def save(descriptor: int, path: Path | None) -> None:
         return
     part = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # The server's own: what it saves, it unpickles.
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         checkpoint = path.name.split("-")[0]
         for old in path.parent.glob(f"{checkpoint}-*"):
             old.unlink(missing_ok=True)
