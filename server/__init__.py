@@ -18,6 +18,8 @@ here imports `ui/` or `pages/` (the router hands the warm-up the page list and t
               a frame in a memfd that the server and the model's child both map
     kept_process
               calls into the child that keeps a model: its long runs made there
+    saved_loads
+              a loaded model's frame kept on disk, copied back by the next load of it
     child     what the server and its child agree on: a function's name, a child's end
     loaded_once
               `LoadedOnce`: one value per process, loaded in a thread of its own
