@@ -13,10 +13,10 @@ a frame (server.frames): read with one call into one buffer, its arrays views of
                           maps it back and stays to run functions of it (server.kept_process);
                           this process maps the same pages, so the weights are in memory once.
                           None for `kept` where there is no memfd (not Linux)
-    load_and_keep(..., saved=saved_load(target, kwargs, sources))
-                          the same, the child copying a save of this load back instead of
-                          calling the function when there is one, and saving it when there is
-                          not (server.saved_loads)
+    load_and_keep(..., sources=(path,))
+                          the same, the child copying a save of this load of the files
+                          `sources` back instead of calling the function when there is one,
+                          and saving it when there is not (server.saved_loads)
 
 The function must take a `progress(done, total)` keyword. What it raises is raised here, the
 same exception; a child that dies without an answer raises `ChildLoadError` (server.child) with
@@ -33,7 +33,7 @@ import pickle
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -42,7 +42,7 @@ from server.child import child_ended, function_named
 from server.frames import read_result, write_result
 from server.kept_process import KeptProcess, answer_calls
 from server.memory import release_freed_memory
-from server.saved_loads import restore, save
+from server.saved_loads import restore, save, saved_load
 from server.shared_memory import (
     map_shared,
     new_shared_memory,
@@ -85,14 +85,16 @@ def load_and_keep(
     target: str,
     kwargs: dict[str, Any] | None = None,
     progress: Callable[[int, int], None] | None = None,
-    saved: Path | None = None,
+    sources: Sequence[Path] = (),
 ) -> tuple[Any, KeptProcess | None]:
     """`load_in_a_process`, but the child stays with the value, whose arrays this process and
-    the child map from one memfd, and runs functions of it (`KeptProcess.run`); with `saved`,
-    the value comes from that file if it holds it, and goes there if not. Without memfd
-    (macOS), the value read as `load_in_a_process` does, and None."""
+    the child map from one memfd, and runs functions of it (`KeptProcess.run`); with `sources`,
+    the files the function reads, the value comes from a save of this load if there is one,
+    and is saved if not. Without memfd (macOS), the value read as `load_in_a_process` does, and
+    None."""
     if not shared_memory_available():
         return load_in_a_process(target, kwargs, progress), None
+    saved = saved_load(target, kwargs or {}, sources)
     shared = new_shared_memory()
     stderr = tempfile.TemporaryFile()
     child = None

@@ -18,10 +18,11 @@ LOADER = "attention_core.models.llama:load_llama"
 KEPT_ARRAYS = "tests.test_kept_process:kept_arrays"
 
 
-def _load(saved: Path | None, target: str = LOADER, **options):
-    """The loaded value, the progress lines its child sent, and the child (closed by the caller)."""
+def _load(source: Path, target: str = LOADER, **options):
+    """The value loaded from `source`, the progress lines its child sent, and the child (closed
+    by the caller)."""
     steps = []
-    value, kept = load_and_keep(target, options, lambda *step: steps.append(step), saved=saved)
+    value, kept = load_and_keep(target, options, lambda *step: steps.append(step), (source,))
     return value, steps, kept
 
 
@@ -71,11 +72,11 @@ def test_a_saved_load_is_the_model_it_saved_and_reads_nothing_else(checkpoint):
     options = {"path": str(checkpoint)}
     saved = saved_load(LOADER, options, [checkpoint])
     assert saved is not None and not saved.exists()
-    read, read_steps, read_child = _load(saved, **options)
+    read, read_steps, read_child = _load(checkpoint, **options)
     assert read_steps[-1] == (272, 272)  # the checkpoint's tensors, unpacked
     assert _saved_soon(saved)
 
-    restored, restored_steps, restored_child = _load(saved, **options)
+    restored, restored_steps, restored_child = _load(checkpoint, **options)
     try:
         assert restored_steps == []  # nothing read but the save
         read_arrays, restored_arrays = _arrays(read), _arrays(restored)
@@ -102,14 +103,14 @@ def test_a_saved_load_is_the_model_it_saved_and_reads_nothing_else(checkpoint):
 def test_a_changed_checkpoint_or_a_damaged_save_is_read_again(checkpoint):
     options = {"path": str(checkpoint)}
     saved = saved_load(LOADER, options, [checkpoint])
-    _, steps, child = _load(saved, **options)
+    _, steps, child = _load(checkpoint, **options)
     child.close()
     assert steps and _saved_soon(saved)
     size = saved.stat().st_size
 
     with open(saved, "r+b") as damaged:  # cut short, as a full disk would leave it
         damaged.truncate(size // 2)
-    model, steps, child = _load(saved, **options)
+    model, steps, child = _load(checkpoint, **options)
     child.close()
     assert steps[-1] == (272, 272) and model.encode("a cat") == model.encode("a cat")
     assert _saved_soon(saved, size)  # saved whole again
@@ -118,7 +119,7 @@ def test_a_changed_checkpoint_or_a_damaged_save_is_read_again(checkpoint):
     os.utime(checkpoint, ns=(later, later))
     changed = saved_load(LOADER, options, [checkpoint])
     assert changed is not None and changed != saved
-    _, steps, child = _load(changed, **options)
+    _, steps, child = _load(checkpoint, **options)
     child.close()
     assert steps[-1] == (272, 272)
     assert _saved_soon(changed)
@@ -149,7 +150,7 @@ def test_a_folder_that_cannot_be_written_loads_as_before(tmp_path, monkeypatch):
     source.write_bytes(b"1234")
     saved = saved_load(KEPT_ARRAYS, {"size": 4}, [source])
     for _ in range(2):
-        value, steps, child = _load(saved, KEPT_ARRAYS, size=4)
+        value, steps, child = _load(source, KEPT_ARRAYS, size=4)
         child.close()
         assert steps == [(1, 1)]  # read each time
         np.testing.assert_array_equal(value.row, np.arange(4, dtype=np.float32))

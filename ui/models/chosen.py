@@ -40,7 +40,6 @@ from server.hub import hub_reachable
 from server.kept_process import keep_with
 from server.model_host import ChosenModelHost
 from server.process_load import load_and_keep
-from server.saved_loads import saved_load
 from ui.widgets.byte_cache import bounded_by_bytes
 from ui.widgets.state import PageState
 
@@ -226,15 +225,15 @@ def held_as(source: str) -> str | None:
 
 def _read(source: str, progress: Callable[[int, int], None]) -> ChosenLoad:
     name, origin = families.checkpoint_name(source), origin_of(source)
-    allow_download = families.checkpoint_kind(source) == "hub" and hub_reachable()
+    from_hub = families.checkpoint_kind(source) == "hub"
+    allow_download = from_hub and hub_reachable()
     options = {"source": source, "max_parameters": max_parameters(),
                "allow_download": allow_download, "weights_dtype": held_as(source)}  # fmt: skip
     try:
         start = time.perf_counter()
         # A folder or file here keys a save of the load; a Hub id's files are not known yet.
-        files = () if families.checkpoint_kind(source) == "hub" else (Path(source).expanduser(),)
-        saved = saved_load(LOADER, options, files)
-        model, kept = load_and_keep(LOADER, options, progress, saved=saved)
+        files = () if from_hub else (Path(source).expanduser(),)
+        model, kept = load_and_keep(LOADER, options, progress, sources=files)
         if "load_seconds" in {field.name for field in dataclasses.fields(model)}:
             # What a viewer waited: the process's start and the weights' way back included.
             model = dataclasses.replace(model, load_seconds=time.perf_counter() - start)

@@ -45,7 +45,6 @@ from server.hub import hub_reachable
 from server.kept_process import keep_with
 from server.model_host import ModelHost
 from server.process_load import load_and_keep
-from server.saved_loads import saved_load
 from ui.models import chosen
 from ui.widgets import layout
 from ui.widgets.state import PageState
@@ -172,8 +171,7 @@ LOADER = "attention_core.models.llama:load_llama"
 
 def _read_in_a_process(progress: Callable[[int, int], None], **options) -> LlamaModel:
     start = time.perf_counter()
-    saved = saved_load(LOADER, options, _checkpoint_files())
-    model, kept = load_and_keep(LOADER, options, progress, saved=saved)
+    model, kept = load_and_keep(LOADER, options, progress, sources=_checkpoint_files())
     # What a viewer waited: the process's start and the weights' way back included.
     model = dataclasses.replace(model, load_seconds=time.perf_counter() - start)
     # The long runs go to the process that read it (run_where_kept): the weights are shared.
